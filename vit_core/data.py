@@ -1,0 +1,194 @@
+"""Paper A's synthetic token data (Li, Wang, Liu, Chen, ICLR 2023, Section 3).
+
+A sample is L tokens in R^d. Each token is one of M patterns plus noise of norm at most tau.
+Patterns 0 and 1 are the discriminative ones (one per class); the rest are label-irrelevant.
+The label is the majority vote of the discriminative tokens, so a sample's *label-relevant*
+tokens (fraction alpha_star on average) carry its own class's pattern and its *confusion*
+tokens (fraction alpha_confusion, the paper's alpha#) carry the other one.
+
+Choices the paper leaves open, made here (see docs/science-choices.md):
+- token noise: a uniformly random direction in R^d with a norm uniform on [0, tau];
+- counts: ``fixed`` puts round(alpha*·L) and round(alpha#·L) tokens in every sample;
+  ``binomial`` draws them per sample (mean alpha*·L and alpha#·L) and keeps draws with more
+  label-relevant than confusion tokens, so the label rule always holds;
+- positions are shuffled uniformly; irrelevant tokens pick a pattern from 2..M-1 uniformly;
+- samples are made in blocks of ``BLOCK`` from per-block streams, so a seed's first N samples
+  are the same for every N: a model's training set with N=40 is contained in its set with N=80.
+"""
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal
+
+import numpy as np
+import torch
+
+from vit_core.seeding import Stream, numpy_rng
+from vit_core.sparsify import SparsifyStrategy, keep_mask
+
+BLOCK = 64
+
+
+class TokenKind(IntEnum):
+    """Role of a token with respect to its sample's label."""
+
+    IRRELEVANT = 0
+    RELEVANT = 1  # carries the pattern of the sample's own label
+    CONFUSION = 2  # carries the other discriminative pattern
+
+
+@dataclass(frozen=True)
+class TokenDataConfig:
+    """Everything that defines Paper A's data distribution (and the token set S^n)."""
+
+    dim: int = 20  # d, the token dimension
+    n_patterns: int = 20  # M; patterns 0 and 1 are discriminative
+    n_tokens: int = 60  # L
+    alpha_star: float = 0.3  # mean fraction of label-relevant tokens
+    alpha_confusion: float | None = None  # alpha#; None means confusion_ratio * alpha_star
+    confusion_ratio: float = 1 / 6
+    tau: float = 0.3  # bound on a token's noise norm
+    counts: Literal["fixed", "binomial"] = "fixed"
+    patterns: Literal["orthonormal", "gaussian"] = "orthonormal"
+    pattern_seed: int = 0
+    sparsify: SparsifyStrategy = "all"  # how S^n is chosen (vit_core.sparsify)
+    sparsify_k: int = 0  # tokens removed per sample
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def confusion(self) -> float:
+        """alpha#, resolved from alpha_confusion or confusion_ratio."""
+        if self.alpha_confusion is not None:
+            return self.alpha_confusion
+        return self.confusion_ratio * self.alpha_star
+
+    @property
+    def fixed_counts(self) -> tuple[int, int]:
+        """(label-relevant, confusion) tokens per sample under ``counts="fixed"``."""
+        return round(self.alpha_star * self.n_tokens), round(self.confusion * self.n_tokens)
+
+    @property
+    def effective_alpha_star(self) -> float:
+        """The label-relevant fraction samples really have (rounding moves it for small L)."""
+        if self.counts == "fixed":
+            return self.fixed_counts[0] / self.n_tokens
+        return self.alpha_star
+
+
+def _check(cfg: TokenDataConfig) -> None:
+    """Raise ValueError naming the field, its value and what is allowed."""
+
+    def fail(field: str, value: object, allowed: str) -> None:
+        raise ValueError(f"{field}={value!r}: {allowed}")
+
+    for field in ("dim", "n_patterns", "n_tokens"):
+        if getattr(cfg, field) < 1:
+            fail(field, getattr(cfg, field), "must be a positive integer")
+    if not 0 < cfg.alpha_star < 1:
+        fail("alpha_star", cfg.alpha_star, "must lie in (0, 1)")
+    conf = cfg.confusion
+    if not 0 <= conf < cfg.alpha_star:
+        fail("alpha_confusion", conf, f"must lie in [0, alpha_star={cfg.alpha_star})")
+    if cfg.alpha_star + conf > 1:
+        fail("alpha_confusion", conf, f"alpha_star + alpha_confusion must be <= 1 (alpha_star={cfg.alpha_star})")
+    if cfg.tau < 0:
+        fail("tau", cfg.tau, "must be >= 0")
+    if cfg.counts == "fixed":
+        n_rel, n_conf = cfg.fixed_counts
+        if n_rel < 1:
+            fail("alpha_star", cfg.alpha_star, f"rounds to 0 label-relevant tokens of n_tokens={cfg.n_tokens}")
+        if n_conf >= n_rel:
+            fail("alpha_confusion", conf, f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones")
+    irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts == "binomial"
+    if irrelevant and cfg.n_patterns < 3:
+        fail("n_patterns", cfg.n_patterns, "needs >= 3 (2 discriminative + label-irrelevant ones)")
+    if cfg.n_patterns < 2:
+        fail("n_patterns", cfg.n_patterns, "needs >= 2 discriminative patterns")
+    if cfg.patterns == "orthonormal" and cfg.dim < cfg.n_patterns:
+        fail("dim", cfg.dim, f"orthonormal patterns need dim >= n_patterns={cfg.n_patterns}")
+    if cfg.sparsify == "all" and cfg.sparsify_k != 0:
+        fail("sparsify_k", cfg.sparsify_k, "must be 0 when sparsify='all'")
+    if not 0 <= cfg.sparsify_k < cfg.n_tokens:
+        fail("sparsify_k", cfg.sparsify_k, f"must lie in [0, n_tokens={cfg.n_tokens})")
+
+
+@dataclass
+class TokenBatch:
+    """n samples: tokens (n, L, d), labels (n,) in {-1, +1}, and per-token facts (n, L)."""
+
+    tokens: torch.Tensor
+    labels: torch.Tensor
+    kinds: torch.Tensor  # TokenKind values, int8
+    noise_norm: torch.Tensor
+    keep: torch.Tensor  # bool: the token set S^n each sample keeps after sparsification
+
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+    def to(self, device: torch.device | str) -> "TokenBatch":
+        return TokenBatch(*(t.to(device) for t in (self.tokens, self.labels, self.kinds, self.noise_norm, self.keep)))
+
+
+def make_patterns(cfg: TokenDataConfig) -> np.ndarray:
+    """The M patterns as rows of an (M, d) array: orthonormal, or random unit vectors."""
+    rng = numpy_rng(cfg.pattern_seed, Stream.PATTERNS)
+    g = rng.standard_normal((cfg.dim, cfg.n_patterns))
+    if cfg.patterns == "orthonormal":
+        q, r = np.linalg.qr(g)
+        return (q * np.sign(np.diag(r))).T
+    return (g / np.linalg.norm(g, axis=0)).T
+
+
+def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample (label-relevant, confusion) token counts."""
+    if cfg.counts == "fixed":
+        n_rel, n_conf = cfg.fixed_counts
+        return np.full(n, n_rel), np.full(n, n_conf)
+    n_rel = np.empty(n, dtype=np.int64)
+    n_conf = np.empty(n, dtype=np.int64)
+    todo = np.arange(n)
+    p_conf = cfg.confusion / (1 - cfg.alpha_star)
+    while todo.size:  # keep draws where the label-relevant tokens win the vote
+        rel = rng.binomial(cfg.n_tokens, cfg.alpha_star, todo.size)
+        conf = rng.binomial(cfg.n_tokens - rel, p_conf)
+        ok = rel > conf
+        n_rel[todo[ok]], n_conf[todo[ok]] = rel[ok], conf[ok]
+        todo = todo[~ok]
+    return n_rel, n_conf
+
+
+def _sample_block(cfg: TokenDataConfig, patterns: np.ndarray, n: int, rng: np.random.Generator) -> TokenBatch:
+    """n samples from one random stream."""
+    L = cfg.n_tokens
+    labels = rng.choice(np.array([-1, 1]), n)
+    n_rel, n_conf = _counts(cfg, n, rng)
+    rank = rng.permuted(np.broadcast_to(np.arange(L), (n, L)), axis=1)  # a random order of positions
+    kinds = np.where(
+        rank < n_rel[:, None],
+        TokenKind.RELEVANT,
+        np.where(rank < (n_rel + n_conf)[:, None], TokenKind.CONFUSION, TokenKind.IRRELEVANT),
+    ).astype(np.int8)
+    own = np.where(labels > 0, 0, 1)[:, None]  # pattern 0 is class +1's, pattern 1 class -1's
+    irrelevant_pattern = rng.integers(2, max(cfg.n_patterns, 3), (n, L))
+    pattern_index = np.where(kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern))
+    direction = rng.standard_normal((n, L, cfg.dim))
+    direction /= np.linalg.norm(direction, axis=-1, keepdims=True)
+    noise_norm = cfg.tau * rng.random((n, L))
+    tokens = patterns[pattern_index] + direction * noise_norm[..., None]
+    keep = keep_mask(kinds, noise_norm, cfg.sparsify, cfg.sparsify_k, rng)
+    return TokenBatch(
+        tokens=torch.from_numpy(tokens.astype(np.float32)),
+        labels=torch.from_numpy(labels.astype(np.float32)),
+        kinds=torch.from_numpy(kinds),
+        noise_norm=torch.from_numpy(noise_norm.astype(np.float32)),
+        keep=torch.from_numpy(keep),
+    )
+
+
+def sample_tokens(cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
+    """The first n samples of (seed, stream); the first n of a larger call are the same."""
+    patterns = make_patterns(cfg)
+    blocks = [_sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b)) for b in range(-(-n // BLOCK))]
+    return TokenBatch(*(torch.cat(parts)[:n] for parts in zip(*(vars(b).values() for b in blocks))))

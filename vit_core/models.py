@@ -1,0 +1,166 @@
+"""Paper A's shallow ViT (eq. 1) and the CNN of about the same size, packed over K models.
+
+    F(X) = 1/|S| sum_{l in S} a^T ReLU( W_O W_V X softmax(X^T W_K^T W_Q x_l) )
+
+Every parameter carries a leading dimension K: model k is an independent network with its own
+initialisation. Inputs are (K, B, L, d), or (B, L, d) shared by all K models. The CNN is the same
+network with attention removed: each token alone through ReLU(W_O W_V x_l), averaged over S.
+The output vector a in {+1/sqrt(m), -1/sqrt(m)}^m is drawn once and fixed (a buffer).
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from vit_core.seeding import Stream, torch_generator
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture and initialisation of one model of a pack."""
+
+    kind: Literal["vit", "cnn"] = "vit"
+    width: int = 32  # m, the ReLU layer's width
+    attn_dim: int | None = None  # m_a, rows of W_Q and W_K; None means the token dimension d
+    output_matrix: bool = False  # with W_O (width x value_dim) between W_V and the ReLU
+    value_dim: int | None = None  # m_b, rows of W_V when output_matrix; None means width
+    init: Literal["random", "aligned"] = "aligned"
+    qk_gain: float = 1.0  # scale of W_Q and W_K at initialisation
+    v_gain: float = 1.0  # scale of W_V at initialisation
+    init_error: float = 0.1  # aligned init: Gaussian error added to the aligned matrices
+
+    def __post_init__(self) -> None:
+        for field in ("width", "attn_dim", "value_dim"):
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise ValueError(f"{field}={value!r}: must be a positive integer")
+        for field in ("qk_gain", "v_gain", "init_error"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field}={getattr(self, field)!r}: must be >= 0")
+        if self.value_dim is not None and not self.output_matrix:
+            raise ValueError(f"value_dim={self.value_dim!r}: only used with output_matrix=true")
+
+    def v_rows(self) -> int:
+        """Rows of W_V: m_b with an output matrix, else the width m."""
+        return (self.value_dim or self.width) if self.output_matrix else self.width
+
+
+def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator, field: str) -> Tensor:
+    """A (rows, cols) matrix with orthonormal columns, drawn at random."""
+    if rows < cols:
+        raise ValueError(f"{field}={rows}: the aligned init needs at least n_patterns={cols} rows")
+    q, r = torch.linalg.qr(torch.randn(rows, cols, generator=gen, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))
+
+
+def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int) -> dict[str, Tensor]:
+    """Parameters and output vector of one model, from its seed alone.
+
+    ``random``: Gaussian matrices scaled so that W x has norm about gain for a unit token x.
+    ``aligned`` (the theory's initial model close to the patterns): W_Q = W_K = qk_gain U P^T and
+    W_V = v_gain R P^T, with P the (d, M) patterns and U, R random orthonormal embeddings of the
+    pattern space, plus init_error times a Gaussian matrix. Attention then starts on tokens of
+    the query's own pattern and every pattern maps to its own direction of the value space.
+    """
+    gen = torch_generator(seed, Stream.INIT)
+    P = patterns.double().T  # (d, M)
+    d, M = P.shape
+    a_rows = cfg.attn_dim or d
+
+    def gauss(rows: int, cols: int, scale: float) -> Tensor:
+        return scale * torch.randn(rows, cols, generator=gen, dtype=torch.float64) / math.sqrt(cols)
+
+    params: dict[str, Tensor] = {}
+    if cfg.init == "aligned":
+        if cfg.kind == "vit":
+            U = _orthonormal_columns(a_rows, M, gen, "attn_dim")
+            params["W_Q"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
+            params["W_K"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
+        R = _orthonormal_columns(cfg.v_rows(), M, gen, "width" if not cfg.output_matrix else "value_dim")
+        params["W_V"] = cfg.v_gain * R @ P.T + gauss(cfg.v_rows(), d, cfg.init_error)
+    else:
+        if cfg.kind == "vit":
+            params["W_Q"] = gauss(a_rows, d, cfg.qk_gain)
+            params["W_K"] = gauss(a_rows, d, cfg.qk_gain)
+        params["W_V"] = gauss(cfg.v_rows(), d, cfg.v_gain)
+    if cfg.output_matrix:
+        params["W_O"] = gauss(cfg.width, cfg.v_rows(), 1.0)
+    signs = torch.randint(0, 2, (cfg.width,), generator=gen, dtype=torch.float64) * 2 - 1
+    params["a"] = signs / math.sqrt(cfg.width)
+    return params
+
+
+def _per_token(X: Tensor, W: Tensor) -> Tensor:
+    """x -> W x for every token: X (K, n, d) or (n, d), W (K, r, d) -> (K, n, r)."""
+    return X @ W.transpose(-1, -2)
+
+
+class PackedModel(nn.Module):
+    """K independent copies of Paper A's network; subclasses decide how tokens are mixed."""
+
+    def __init__(self, cfg: ModelConfig, params: dict[str, Tensor]):
+        super().__init__()
+        self.cfg = cfg
+        for name, value in params.items():
+            if name == "a":
+                self.register_buffer("a", value)
+            else:
+                setattr(self, name, nn.Parameter(value))
+
+    @property
+    def K(self) -> int:
+        return self.a.shape[0]
+
+    def mix(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Tokens after mixing, (K, B, L, d) or shared (B, L, d), and the attention map or None."""
+        raise NotImplementedError
+
+    def forward(self, X: Tensor, keep: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Outputs F (K, B) and the attention map; ``keep`` (bool, like X without d) is S^n."""
+        Z, attn = self.mix(X, keep)
+        K, (B, L) = self.K, Z.shape[-3:-1]
+        H = _per_token(Z.flatten(-3, -2), self.W_V)
+        if self.cfg.output_matrix:
+            H = _per_token(H, self.W_O)
+        out = (torch.relu(H) @ self.a.unsqueeze(-1)).view(K, B, L)
+        if keep is None:
+            return out.mean(-1), attn
+        keep = keep.to(out.dtype).expand(K, B, L)
+        return (out * keep).sum(-1) / keep.sum(-1), attn
+
+    def select(self, index: Tensor) -> "PackedModel":
+        """A pack of the models at ``index`` (copies; gradients do not flow back)."""
+        params = {name: t.detach()[index].clone() for name, t in [*self.named_parameters(), ("a", self.a)]}
+        return type(self)(self.cfg, params)
+
+
+class ShallowViT(PackedModel):
+    """One single-head self-attention layer before the two-layer perceptron (eq. 1)."""
+
+    def mix(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+        *lead, L, d = X.shape
+        XA = _per_token(X.reshape(*lead[:-1], -1, d), self.W_K.transpose(-1, -2) @ self.W_Q)
+        scores = XA.view(self.K, -1, L, d) @ X.transpose(-1, -2)  # scores[.., l, j] = x_l^T W_Q^T W_K x_j
+        if keep is not None:
+            scores = scores.masked_fill(~keep.unsqueeze(-2), float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
+        return attn @ X, attn
+
+
+class ShallowCNN(PackedModel):
+    """The same network with attention removed: each token through the perceptron alone."""
+
+    def mix(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, None]:
+        return X, None
+
+
+def build_model(cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], device: str | torch.device = "cpu") -> PackedModel:
+    """A pack of len(seeds) models, model k initialised from seeds[k] alone (float32)."""
+    patterns = torch.as_tensor(patterns)
+    per_model = [_init_one(cfg, patterns, s) for s in seeds]
+    stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
+    return (ShallowViT if cfg.kind == "vit" else ShallowCNN)(cfg, stacked)

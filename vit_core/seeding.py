@@ -1,0 +1,31 @@
+"""Independent random streams derived from one integer seed.
+
+A model's training set, initialisation and mini-batch order each come from their own stream of
+its seed, so a model trains identically whether it runs alone or inside a pack of any size.
+"""
+
+from enum import IntEnum
+
+import numpy as np
+import torch
+
+
+class Stream(IntEnum):
+    """What a random stream is used for; part of the key that derives it."""
+
+    PATTERNS = 0
+    TRAIN_DATA = 1
+    TEST_DATA = 2
+    INIT = 3
+    BATCHES = 4
+
+
+def numpy_rng(seed: int, stream: Stream, *extra: int) -> np.random.Generator:
+    """A numpy generator for (seed, stream, *extra), independent of every other key."""
+    return np.random.default_rng([seed, int(stream), *extra])
+
+
+def torch_generator(seed: int, stream: Stream) -> torch.Generator:
+    """A CPU torch generator for (seed, stream), independent of every other key."""
+    state = np.random.SeedSequence([seed, int(stream)]).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(state) & 0x7FFF_FFFF_FFFF_FFFF)

@@ -1,0 +1,334 @@
+"""Mini-batch SGD on the hinge loss for a pack of K independent models (Li et al., Section 3).
+
+Model k trains on its own N_k samples from its own seed with its own step size; all K take one
+step together in a single forward/backward. Every ``eval_every`` steps each model is evaluated
+on a shared held-out test set (see _evaluate_test) and on its training set (see
+_Pack.train_metrics). A model *settles* once its training
+hinge loss is exactly 0 (every sample has margin >= 1, so every later gradient is 0 and it can
+never change again) and *diverges* once its loss or parameters stop being finite. Settled and
+diverged models leave the pack, so the rest train faster; the pack stops when none is left or at
+``max_steps``.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from vit_core.data import TokenBatch, TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core.memory import keep_freed_memory
+from vit_core.models import ModelConfig, PackedModel, build_model
+from vit_core.seeding import Stream, numpy_rng
+
+CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """SGD and evaluation settings shared by every model of a pack."""
+
+    lr: float = 0.5  # eta; a pack may override it per model
+    batch_size: int = 16  # B, drawn uniformly with replacement from the model's own N samples
+    max_steps: int = 2000
+    eval_every: int = 20
+    n_test: int = 1000
+    eval_subset: int = 200  # test samples scored at every evaluation (see _evaluate_test)
+    test_seed: int = 1_000_003  # the held-out set depends on this alone, not on the pack
+    eval_batch: int = 100  # samples per forward during evaluation (bounds memory)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be a positive integer")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr!r}: must be > 0")
+
+
+@dataclass
+class PackResult:
+    """Per-model outcomes (arrays of length K) and curves (eval_steps x K)."""
+
+    n_train: np.ndarray
+    seeds: np.ndarray
+    lr: np.ndarray
+    success: np.ndarray  # final test error exactly 0
+    diverged: np.ndarray
+    settled: np.ndarray  # training hinge loss reached exactly 0
+    steps: np.ndarray  # SGD steps the model took
+    iterations_to_zero: np.ndarray  # first evaluated step with zero test error; -1 if never
+    final: dict[str, np.ndarray]  # the CURVES' values when the model stopped
+    eval_steps: np.ndarray
+    curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
+    wall_s: float
+
+    def records(self) -> list[dict]:
+        """One plain dict per model: its setting and outcome (JSON-ready)."""
+        keys = ("n_train", "seeds", "lr", "success", "diverged", "settled", "steps", "iterations_to_zero")
+        return [
+            {k: getattr(self, k)[i].item() for k in keys} | {k: float(v[i]) for k, v in self.final.items()}
+            for i in range(len(self.seeds))
+        ]
+
+
+class TrainSets:
+    """Each model's own training samples, padded to the largest N, and its batch stream."""
+
+    CHUNK = 64  # steps of batch indices drawn at once per model
+
+    def __init__(self, data: TokenDataConfig, n_train: list[int], seeds: list[int], batch_size: int, device):
+        largest = {}
+        for n, s in zip(n_train, seeds):
+            largest[s] = max(n, largest.get(s, 0))
+        n_max = max(n_train)
+        per_seed = {s: _pad(sample_tokens(data, n, s), n_max) for s, n in largest.items()}
+        self.tokens = torch.stack([per_seed[s].tokens for s in seeds]).to(device)
+        self.labels = torch.stack([per_seed[s].labels for s in seeds]).to(device)
+        self.keep = torch.stack([per_seed[s].keep for s in seeds]).to(device) if data.sparsify != "all" else None
+        self.n = torch.tensor(n_train, device=device)
+        self._rngs = [numpy_rng(s, Stream.BATCHES) for s in seeds]
+        self._n_list = list(n_train)
+        self._batch_size = batch_size
+        self._buffer = np.empty((0, len(seeds), batch_size), dtype=np.int64)
+
+    def batch(self) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
+        if not len(self._buffer):
+            draws = [rng.integers(0, n, (self.CHUNK, self._batch_size)) for rng, n in zip(self._rngs, self._n_list)]
+            self._buffer = np.stack(draws, axis=1)
+        index = torch.from_numpy(self._buffer[0]).to(self.tokens.device)
+        self._buffer = self._buffer[1:]
+        rows = torch.arange(len(index), device=index.device).unsqueeze(1)
+        keep = None if self.keep is None else self.keep[rows, index]
+        return self.tokens[rows, index], self.labels[rows, index], keep
+
+    def select(self, index: Tensor) -> None:
+        """Keep only the models at ``index`` (positions in the current pack)."""
+        self.tokens, self.labels, self.n = self.tokens[index], self.labels[index], self.n[index]
+        self.keep = None if self.keep is None else self.keep[index]
+        positions = index.tolist()
+        self._rngs = [self._rngs[i] for i in positions]
+        self._n_list = [self._n_list[i] for i in positions]
+        self._buffer = self._buffer[:, positions]
+
+
+def _pad(batch: TokenBatch, n: int) -> TokenBatch:
+    """Pad a batch with copies of its first sample up to n samples (padding is never used)."""
+    extra = n - len(batch)
+    return TokenBatch(*(torch.cat([t, t[:1].expand(extra, *t.shape[1:])]) for t in vars(batch).values()))
+
+
+def hinge_loss(F: Tensor, y: Tensor) -> Tensor:
+    """Per-sample hinge loss max(0, 1 - y F)."""
+    return torch.relu(1 - y * F)
+
+
+def errors(F: Tensor, y: Tensor) -> Tensor:
+    """1 where a prediction is wrong. Written as not(yF > 0) so a NaN output counts as wrong."""
+    return (~(y * F > 0)).to(F.dtype)
+
+
+@torch.no_grad()
+def evaluate(
+    model: PackedModel, tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
+    n_valid: Tensor | None = None, kinds: Tensor | None = None,
+) -> dict[str, Tensor]:
+    """Per-model error rate, hinge loss and (given ``kinds``, ViT only) attention mass.
+
+    ``tokens`` is (n, L, d) shared by all models, or (K, n, L, d) with each model's first
+    ``n_valid[k]`` samples counted. The attention mass is Prop. 2's quantity: the attention a
+    label-relevant query puts on label-relevant keys, summed over keys, averaged over queries.
+    """
+    K, n = model.K, tokens.shape[-3]
+    totals = {name: torch.zeros(K, device=tokens.device) for name in ("error", "loss", "attention_mass")}
+    for s in range(0, n, chunk):
+        part = slice(s, min(s + chunk, n))
+        X, y = tokens[..., part, :, :], labels[..., part]
+        kp = None if keep is None else keep[..., part, :]
+        F, attn = model(X, kp)
+        valid = 1.0 if n_valid is None else (torch.arange(part.start, part.stop, device=F.device) < n_valid[:, None]).float()
+        totals["error"] += (errors(F, y) * valid).sum(-1)
+        totals["loss"] += (hinge_loss(F, y) * valid).sum(-1)
+        if kinds is not None and attn is not None:
+            rel = (kinds[part] == TokenKind.RELEVANT).to(attn.dtype)
+            if kp is not None:
+                rel = rel * kp
+            on_rel = (attn @ rel.unsqueeze(-1)).squeeze(-1)  # (K, chunk, L): mass each query puts on relevant keys
+            totals["attention_mass"] += ((on_rel * rel).sum(-1) / rel.sum(-1)).sum(-1)
+    count = n if n_valid is None else n_valid.to(tokens.dtype)
+    if kinds is None or model.cfg.kind != "vit":
+        totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
+    return {name: total / count for name, total in totals.items()}
+
+
+def _evaluate_test(
+    model: PackedModel, test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor
+) -> dict[str, Tensor]:
+    """Test metrics on the first ``eval_subset`` samples, re-scored on the whole test set where
+    the subset is error-free and the model is ``decisive`` (it has not reached zero test error
+    before, or this is its last evaluation).
+
+    A model with zero error on the whole set has zero error on the subset, so the first step with
+    zero test error and the final outcome are always decided on the whole set, while most
+    evaluations cost a fifth of it or less.
+    """
+    n = min(train.eval_subset, len(test))
+    part = slice(0, n)
+    kp = None if keep is None else keep[part]
+    result = evaluate(model, test.tokens[part], test.labels[part], kp, train.eval_batch, kinds=test.kinds[part])
+    clean = torch.nonzero((result["error"] == 0) & decisive).squeeze(1)
+    if n < len(test) and len(clean):
+        full = evaluate(model.select(clean), test.tokens, test.labels, keep, train.eval_batch, kinds=test.kinds)
+        for name, value in full.items():
+            result[name][clean] = value
+    return result
+
+
+def _finite_params(model: PackedModel) -> Tensor:
+    """(K,) bool: every parameter of model k is finite."""
+    return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in model.parameters()]).all(0)
+
+
+class _Pack:
+    """The models still training: their networks, data, step sizes and original ids, the sums of
+    their mini-batch losses and errors since the last evaluation, and how many of their latest
+    mini-batches in a row had zero loss."""
+
+    SETTLE_STREAK = 3  # zero-loss mini-batches in a row before the whole training set is checked
+
+    def __init__(self, model: PackedModel, sets: TrainSets, step_size: Tensor):
+        self.model, self.sets, self.step_size = model, sets, step_size
+        self.ids = torch.arange(model.K)
+        self.window = torch.zeros(2, model.K, device=step_size.device)
+        self.window_steps = 0
+        self.zero_streak = torch.zeros(model.K, dtype=torch.long, device=step_size.device)
+
+    def select(self, index: Tensor) -> None:
+        self.model, self.step_size, self.window = self.model.select(index), self.step_size[index], self.window[:, index]
+        self.zero_streak, self.ids = self.zero_streak[index], self.ids[index.cpu()]
+        self.sets.select(index)
+
+    def step(self) -> None:
+        """One SGD step of every model on its own mini-batch."""
+        X, y, keep = self.sets.batch()
+        F, _ = self.model(X, keep)
+        loss = hinge_loss(F, y).mean(-1)  # (K,): each model's own mean over its own batch
+        self.model.zero_grad(set_to_none=True)
+        loss.sum().backward()  # models share nothing, so each gets the gradient of its own loss
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.sub_(self.step_size.view(-1, *[1] * (p.dim() - 1)) * p.grad)
+            self.window += torch.stack([loss, errors(F, y).mean(-1)])
+            self.zero_streak = (self.zero_streak + 1) * (loss == 0)
+        self.window_steps += 1
+
+    def train_metrics(self, exact_for_all: bool, chunk: int) -> tuple[dict[str, Tensor], Tensor]:
+        """Training loss and error per model, and which of them are exact.
+
+        Between evaluations they are the running means over the window's mini-batches (taken
+        before each update). A settled model has zero loss on every mini-batch, so only models
+        whose latest SETTLE_STREAK mini-batches had zero loss (or all, when ``exact_for_all``) are
+        scored on their whole training set; settling is always decided on the whole set.
+        """
+        loss, error = self.window / max(self.window_steps, 1)
+        exact = torch.full_like(loss, exact_for_all, dtype=torch.bool) | (self.zero_streak >= self.SETTLE_STREAK)
+        idx = torch.nonzero(exact).squeeze(1)
+        if len(idx):
+            s = self.sets
+            full = evaluate(self.model.select(idx), s.tokens[idx], s.labels[idx], None if s.keep is None else s.keep[idx], chunk, n_valid=s.n[idx])
+            loss[idx], error[idx] = full["loss"], full["error"]
+        self.window.zero_()
+        self.window_steps = 0
+        return {"loss": loss, "error": error}, exact
+
+
+def train_pack(
+    data: TokenDataConfig,
+    model_cfg: ModelConfig,
+    train: TrainConfig,
+    n_train: list[int],
+    seeds: list[int],
+    lr: list[float] | None = None,
+    device: str | torch.device = "cpu",
+) -> PackResult:
+    """Train K = len(seeds) models at once; model k has n_train[k] samples, seed seeds[k], lr[k]."""
+    if len(n_train) != len(seeds) or (lr is not None and len(lr) != len(seeds)):
+        raise ValueError("n_train, seeds and lr must have one entry per model")
+    if min(n_train) < 1:
+        raise ValueError(f"n_train={min(n_train)}: every model needs at least 1 training sample")
+    keep_freed_memory()
+    start, K = time.perf_counter(), len(seeds)
+    lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
+    if not (lrs > 0).all():
+        raise ValueError(f"lr={lrs.min()}: every step size must be > 0")
+    test = sample_tokens(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
+    test_keep = test.keep if data.sparsify != "all" else None
+    model = build_model(model_cfg, make_patterns(data), seeds, device)
+    pack = _Pack(model, TrainSets(data, n_train, seeds, train.batch_size, device), torch.tensor(lrs, dtype=torch.float32, device=device))
+    rec = _Recorder(K)
+    for step in range(train.max_steps + 1):
+        last = step == train.max_steps
+        if step % train.eval_every == 0 or last:
+            on_train, exact = pack.train_metrics(step == 0 or last, train.eval_batch)
+            diverged = ~(torch.isfinite(on_train["loss"]) & _finite_params(pack.model))
+            settled = exact & (on_train["loss"] == 0) & ~diverged
+            first_zero_unknown = torch.from_numpy(rec.iterations_to_zero[pack.ids.numpy()] < 0).to(device)
+            on_test = _evaluate_test(pack.model, test, test_keep, train, first_zero_unknown | diverged | settled | last)
+            rec.add(step, pack.ids, on_test, on_train, diverged.cpu(), settled.cpu())
+            stay = torch.nonzero(~(diverged | settled)).squeeze(1)
+            if last or len(stay) == 0:
+                break
+            if len(stay) < pack.model.K:  # drop finished models: the pack gets smaller and faster
+                pack.select(stay)
+        pack.step()
+    return rec.result(np.asarray(n_train), np.asarray(seeds), lrs, time.perf_counter() - start)
+
+
+class _Recorder:
+    """Collects evaluations of a shrinking pack into full-K curves and final values."""
+
+    def __init__(self, K: int):
+        self.K = K
+        self.steps: list[int] = []
+        self.rows: dict[str, list[np.ndarray]] = {name: [] for name in CURVES}
+        self.last = {name: np.full(K, np.nan) for name in CURVES}
+        self.stopped_at = np.full(K, -1)
+        self.diverged = np.zeros(K, dtype=bool)
+        self.settled = np.zeros(K, dtype=bool)
+        self.iterations_to_zero = np.full(K, -1)
+
+    def add(self, step: int, ids: Tensor, on_test: dict, on_train: dict, diverged: Tensor, settled: Tensor) -> None:
+        ids = ids.numpy()
+        values = {f"test_{k}": on_test[k] for k in ("error", "loss")} | {f"train_{k}": on_train[k] for k in ("error", "loss")}
+        values["attention_mass"] = on_test["attention_mass"]
+        for name, v in values.items():
+            self.last[name][ids] = v.double().cpu().numpy()
+        dead = ids[diverged.numpy()]
+        for name in CURVES:
+            self.last[name][dead] = np.nan
+            self.rows[name].append(self.last[name].copy())
+        self.steps.append(step)
+        zero = ids[(on_test["error"] == 0).cpu().numpy()]
+        first = zero[self.iterations_to_zero[zero] < 0]
+        self.iterations_to_zero[first] = step
+        self.diverged[dead] = True
+        self.settled[ids[settled.numpy()]] = True
+        self.stopped_at[ids] = step
+
+    def result(self, n_train, seeds, lrs, wall_s: float) -> PackResult:
+        final = {name: self.last[name].copy() for name in CURVES}
+        return PackResult(
+            n_train=n_train,
+            seeds=seeds,
+            lr=lrs,
+            success=final["test_error"] == 0,
+            diverged=self.diverged,
+            settled=self.settled,
+            steps=self.stopped_at,
+            iterations_to_zero=self.iterations_to_zero,
+            final=final,
+            eval_steps=np.asarray(self.steps),
+            curves={name: np.stack(rows) for name, rows in self.rows.items()},
+            wall_s=wall_s,
+        )
