@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+import torch
+
+from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
+from vit_core.train import errors
+
+SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
+QUICK = TrainConfig(max_steps=300, eval_every=10, n_test=300, eval_subset=100)
+
+
+def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
+    data = TokenDataConfig(n_tokens=40, alpha_star=0.1)
+    train = TrainConfig(max_steps=3000, n_test=500)
+    vit = train_pack(data, ModelConfig(kind="vit"), train, [10] * 6, list(range(6)))
+    cnn = train_pack(data, ModelConfig(kind="cnn"), train, [10] * 6, list(range(6)))
+    assert vit.success.all()
+    genuine_failures = cnn.settled & ~cnn.success  # training loss 0, test error > 0
+    assert genuine_failures.sum() >= 2
+    assert (cnn.final["train_error"][cnn.settled] == 0).all()
+
+
+def test_a_model_trains_the_same_alone_and_in_a_pack():
+    n_train, seeds, lrs = [12, 30, 30, 50], [0, 1, 2, 3], [0.5, 0.3, 0.8, 0.5]
+    pack = train_pack(SMALL, ModelConfig(), QUICK, n_train, seeds, lrs)
+    for k in (0, 2):
+        alone = train_pack(SMALL, ModelConfig(), QUICK, [n_train[k]], [seeds[k]], [lrs[k]])
+        assert alone.steps[0] == pack.steps[k]
+        assert alone.iterations_to_zero[0] == pack.iterations_to_zero[k]
+        for name in ("test_error", "test_loss", "attention_mass"):
+            np.testing.assert_allclose(alone.curves[name][:, 0], pack.curves[name][: len(alone.eval_steps), k], atol=1e-4)
+
+
+def test_diverging_model_is_flagged_and_frozen_while_the_rest_train():
+    n_train, seeds = [20, 20, 20], [0, 1, 2]
+    mixed = train_pack(SMALL, ModelConfig(), QUICK, n_train, seeds, lr=[0.5, 1e35, 0.5])
+    assert mixed.diverged.tolist() == [False, True, False]
+    assert mixed.steps[1] <= QUICK.eval_every
+    assert np.isnan(mixed.curves["test_error"][-1, 1]) and not mixed.success[1]
+    calm = train_pack(SMALL, ModelConfig(), QUICK, [20, 20], [0, 2], lr=[0.5, 0.5])
+    np.testing.assert_array_equal(mixed.success[[0, 2]], calm.success)
+    np.testing.assert_allclose(mixed.final["test_loss"][[0, 2]], calm.final["test_loss"], atol=1e-5)
+
+
+def test_settled_models_stop_with_zero_training_loss_and_outcomes_are_consistent():
+    r = train_pack(SMALL, ModelConfig(), QUICK, [10, 40, 80], [0, 1, 2])
+    assert r.settled.all() and (r.steps < QUICK.max_steps).all()
+    assert (r.final["train_loss"] == 0).all() and (r.final["train_error"] == 0).all()
+    for k in range(3):
+        first = r.iterations_to_zero[k]
+        if first >= 0:
+            row = np.searchsorted(r.eval_steps, first)
+            assert r.curves["test_error"][row, k] == 0
+            assert (r.curves["test_error"][:row, k] > 0).all()
+        assert r.success[k] == (r.final["test_error"][k] == 0)
+
+
+def test_unsettled_models_run_to_max_steps():
+    hard = TokenDataConfig(n_tokens=40, alpha_star=0.1)
+    r = train_pack(hard, ModelConfig(kind="cnn"), TrainConfig(max_steps=40, eval_every=20, n_test=100), [50, 50], [0, 1])
+    assert (r.steps == 40).all() and not r.settled.any()
+    assert r.eval_steps.tolist() == [0, 20, 40]
+
+
+def test_attention_concentrates_on_label_relevant_tokens_during_training():
+    """Prop. 2: the attention mass on label-relevant tokens grows with SGD."""
+    data = TokenDataConfig(n_tokens=40, alpha_star=0.2)
+    r = train_pack(data, ModelConfig(init="random", qk_gain=0.5), TrainConfig(max_steps=400, n_test=200), [40] * 3, [0, 1, 2])
+    mass = r.curves["attention_mass"]
+    assert (mass[0] < 0.3).all()  # near uniform at a random start: about alpha_star
+    assert (mass[-1] > mass[0] + 0.2).all()
+
+
+def test_cnn_reports_no_attention_mass():
+    r = train_pack(SMALL, ModelConfig(kind="cnn"), QUICK, [20], [0])
+    assert np.isnan(r.curves["attention_mass"]).all()
+
+
+def test_errors_count_nan_outputs_as_wrong():
+    F = torch.tensor([1.0, -1.0, float("nan"), 0.0])
+    y = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    assert errors(F, y).tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_invalid_pack_arguments():
+    with pytest.raises(ValueError, match="one entry per model"):
+        train_pack(SMALL, ModelConfig(), QUICK, [10, 20], [0])
+    with pytest.raises(ValueError, match="n_train=0"):
+        train_pack(SMALL, ModelConfig(), QUICK, [0], [0])
+    with pytest.raises(ValueError, match="lr="):
+        TrainConfig(lr=0.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_pack_matches_cpu():
+    cpu = train_pack(SMALL, ModelConfig(), QUICK, [20, 40], [0, 1])
+    gpu = train_pack(SMALL, ModelConfig(), QUICK, [20, 40], [0, 1], device="cuda")
+    np.testing.assert_array_equal(cpu.success, gpu.success)
+    np.testing.assert_allclose(cpu.final["test_loss"], gpu.final["test_loss"], atol=1e-3)
