@@ -1,12 +1,13 @@
 """The science of vitsweep: the papers' data, models and a packed trainer (torch and numpy only)."""
 
 from vit_core.data import TokenBatch, TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core.fields import ConfigError
 from vit_core.models import ModelConfig, PackedModel, ShallowCNN, ShallowViT, build_model
 from vit_core.sparsify import keep_mask
 from vit_core.train import PackResult, TrainConfig, evaluate, hinge_loss, train_pack
 
 __all__ = [
-    "ModelConfig", "PackResult", "PackedModel", "ShallowCNN", "ShallowViT", "TokenBatch", "TokenDataConfig",
+    "ConfigError", "ModelConfig", "PackResult", "PackedModel", "ShallowCNN", "ShallowViT", "TokenBatch", "TokenDataConfig",
     "TokenKind", "TrainConfig", "build_model", "evaluate", "hinge_loss", "keep_mask", "make_patterns",
     "sample_tokens", "train_pack",
 ]

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy, keep_mask
 
@@ -41,18 +42,18 @@ class TokenKind(IntEnum):
 class TokenDataConfig:
     """Everything that defines Paper A's data distribution (and the token set S^n)."""
 
-    dim: int = 20  # d, the token dimension
-    n_patterns: int = 20  # M; patterns 0 and 1 are discriminative
-    n_tokens: int = 60  # L
-    alpha_star: float = 0.3  # mean fraction of label-relevant tokens
-    alpha_confusion: float | None = None  # alpha#; None means confusion_ratio * alpha_star
-    confusion_ratio: float = 1 / 6
-    tau: float = 0.3  # bound on a token's noise norm
-    counts: Literal["fixed", "binomial"] = "fixed"
-    patterns: Literal["orthonormal", "gaussian"] = "orthonormal"
-    pattern_seed: int = 0
-    sparsify: SparsifyStrategy = "all"  # how S^n is chosen (vit_core.sparsify)
-    sparsify_k: int = 0  # tokens removed per sample
+    dim: int = param(20, "d, the token dimension")
+    n_patterns: int = param(20, "M, the number of patterns; 0 and 1 are the discriminative ones")
+    n_tokens: int = param(60, "L, tokens per sample")
+    alpha_star: float = param(0.3, "alpha*, the mean fraction of label-relevant tokens")
+    alpha_confusion: float | None = param(None, "alpha#, the mean fraction of confusion tokens (default: confusion_ratio * alpha*)")
+    confusion_ratio: float = param(1 / 6, "alpha# / alpha* when alpha_confusion is not given")
+    tau: float = param(0.3, "bound on a token's noise norm (norm uniform on [0, tau])")
+    counts: Literal["fixed", "binomial"] = param("fixed", "per-sample token counts: fixed round(alpha*·L), or binomial")
+    patterns: Literal["orthonormal", "gaussian"] = param("orthonormal", "orthonormal patterns, or random unit vectors")
+    pattern_seed: int = param(0, "seed of the patterns, shared by every model")
+    sparsify: SparsifyStrategy = param("all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens")
+    sparsify_k: int = param(0, "tokens removed per sample by sparsify")
 
     def __post_init__(self) -> None:
         _check(self)
@@ -78,10 +79,10 @@ class TokenDataConfig:
 
 
 def _check(cfg: TokenDataConfig) -> None:
-    """Raise ValueError naming the field, its value and what is allowed."""
+    """Raise ConfigError naming the field, its value and what is allowed."""
 
     def fail(field: str, value: object, allowed: str) -> None:
-        raise ValueError(f"{field}={value!r}: {allowed}")
+        raise ConfigError(field, value, allowed)
 
     for field in ("dim", "n_patterns", "n_tokens"):
         if getattr(cfg, field) < 1:

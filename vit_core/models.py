@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, torch_generator
 
 
@@ -23,36 +24,46 @@ from vit_core.seeding import Stream, torch_generator
 class ModelConfig:
     """Architecture and initialisation of one model of a pack."""
 
-    kind: Literal["vit", "cnn"] = "vit"
-    width: int = 32  # m, the ReLU layer's width
-    attn_dim: int | None = None  # m_a, rows of W_Q and W_K; None means the token dimension d
-    output_matrix: bool = False  # with W_O (width x value_dim) between W_V and the ReLU
-    value_dim: int | None = None  # m_b, rows of W_V when output_matrix; None means width
-    init: Literal["random", "aligned"] = "aligned"
-    qk_gain: float = 1.0  # scale of W_Q and W_K at initialisation
-    v_gain: float = 1.0  # scale of W_V at initialisation
-    init_error: float = 0.1  # aligned init: Gaussian error added to the aligned matrices
+    kind: Literal["vit", "cnn"] = param("vit", "vit: eq. (1) with attention; cnn: the same network without it")
+    width: int = param(32, "m, the width of the ReLU layer")
+    attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
+    output_matrix: bool = param(False, "put a trained W_O (width x value_dim) between W_V and the ReLU")
+    value_dim: int | None = param(None, "m_b, rows of W_V with output_matrix (default: width)")
+    init: Literal["random", "aligned"] = param("aligned", "random, or aligned with the patterns (the theory's initial model)")
+    qk_gain: float = param(1.0, "scale of W_Q and W_K at initialisation")
+    v_gain: float = param(1.0, "scale of W_V at initialisation")
+    init_error: float = param(0.1, "aligned init: scale of the Gaussian error added to each matrix")
 
     def __post_init__(self) -> None:
         for field in ("width", "attn_dim", "value_dim"):
             value = getattr(self, field)
             if value is not None and value < 1:
-                raise ValueError(f"{field}={value!r}: must be a positive integer")
+                raise ConfigError(field, value, "must be a positive integer")
         for field in ("qk_gain", "v_gain", "init_error"):
             if getattr(self, field) < 0:
-                raise ValueError(f"{field}={getattr(self, field)!r}: must be >= 0")
+                raise ConfigError(field, getattr(self, field), "must be >= 0")
         if self.value_dim is not None and not self.output_matrix:
-            raise ValueError(f"value_dim={self.value_dim!r}: only used with output_matrix=true")
+            raise ConfigError("value_dim", self.value_dim, "only used with output_matrix=true")
 
     def v_rows(self) -> int:
         """Rows of W_V: m_b with an output matrix, else the width m."""
         return (self.value_dim or self.width) if self.output_matrix else self.width
 
 
-def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator, field: str) -> Tensor:
-    """A (rows, cols) matrix with orthonormal columns, drawn at random."""
-    if rows < cols:
-        raise ValueError(f"{field}={rows}: the aligned init needs at least n_patterns={cols} rows")
+def check_fits_data(cfg: ModelConfig, dim: int, n_patterns: int) -> None:
+    """Raise ConfigError where the model cannot be built for data of this dimension and pattern
+    count: the aligned init embeds the M patterns, so it needs M rows in W_Q, W_K and W_V."""
+    if cfg.init != "aligned":
+        return
+    rows = {"attn_dim": cfg.attn_dim or dim} if cfg.kind == "vit" else {}
+    rows["value_dim" if cfg.output_matrix else "width"] = cfg.v_rows()
+    for field, value in rows.items():
+        if value < n_patterns:
+            raise ConfigError(field, value, f"the aligned init needs at least n_patterns={n_patterns} (or init=random)")
+
+
+def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator) -> Tensor:
+    """A (rows, cols) matrix with orthonormal columns, drawn at random (rows >= cols)."""
     q, r = torch.linalg.qr(torch.randn(rows, cols, generator=gen, dtype=torch.float64))
     return q * torch.sign(torch.diagonal(r))
 
@@ -77,10 +88,10 @@ def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int) -> dict[str, Tensor
     params: dict[str, Tensor] = {}
     if cfg.init == "aligned":
         if cfg.kind == "vit":
-            U = _orthonormal_columns(a_rows, M, gen, "attn_dim")
+            U = _orthonormal_columns(a_rows, M, gen)
             params["W_Q"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
             params["W_K"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
-        R = _orthonormal_columns(cfg.v_rows(), M, gen, "width" if not cfg.output_matrix else "value_dim")
+        R = _orthonormal_columns(cfg.v_rows(), M, gen)
         params["W_V"] = cfg.v_gain * R @ P.T + gauss(cfg.v_rows(), d, cfg.init_error)
     else:
         if cfg.kind == "vit":
@@ -161,6 +172,7 @@ class ShallowCNN(PackedModel):
 def build_model(cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], device: str | torch.device = "cpu") -> PackedModel:
     """A pack of len(seeds) models, model k initialised from seeds[k] alone (float32)."""
     patterns = torch.as_tensor(patterns)
+    check_fits_data(cfg, patterns.shape[1], patterns.shape[0])
     per_model = [_init_one(cfg, patterns, s) for s in seeds]
     stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
     return (ShallowViT if cfg.kind == "vit" else ShallowCNN)(cfg, stacked)

@@ -33,7 +33,7 @@ def keep_mask(
     elif strategy == "label_irrelevant":
         score = np.where(kinds == _IRRELEVANT, rng.random((n, L)), -1.0)  # only irrelevant ones score >= 0
     else:
-        raise ValueError(f"sparsify={strategy!r}: must be one of all, random, label_irrelevant, noisiest")
+        raise ValueError(f"sparsify={strategy!r}: must be one of {', '.join(SparsifyStrategy.__args__)}")
     removed = np.argsort(-score, axis=1, kind="stable")[:, :k]
     rows = np.arange(n)[:, None]
     keep[rows, removed] = score[rows, removed] < 0  # a non-irrelevant token is never removed

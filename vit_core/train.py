@@ -11,6 +11,7 @@ diverged models leave the pack, so the rest train faster; the pack stops when no
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor
 
 from vit_core.data import TokenBatch, TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core.fields import ConfigError, param
 from vit_core.memory import keep_freed_memory
 from vit_core.models import ModelConfig, PackedModel, build_model
 from vit_core.seeding import Stream, numpy_rng
@@ -29,21 +31,21 @@ CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mas
 class TrainConfig:
     """SGD and evaluation settings shared by every model of a pack."""
 
-    lr: float = 0.5  # eta; a pack may override it per model
-    batch_size: int = 16  # B, drawn uniformly with replacement from the model's own N samples
-    max_steps: int = 2000
-    eval_every: int = 20
-    n_test: int = 1000
-    eval_subset: int = 200  # test samples scored at every evaluation (see _evaluate_test)
-    test_seed: int = 1_000_003  # the held-out set depends on this alone, not on the pack
-    eval_batch: int = 100  # samples per forward during evaluation (bounds memory)
+    lr: float = param(0.5, "eta, the SGD step size (a pack may set one per model)")
+    batch_size: int = param(16, "B, drawn with replacement from the model's own N samples")
+    max_steps: int = param(2000, "SGD steps at most; a model stops earlier once its training hinge loss is 0")
+    eval_every: int = param(20, "steps between evaluations")
+    n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
+    eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
+    test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
+    eval_batch: int = param(100, "samples per forward pass during evaluation (bounds memory)")
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be a positive integer")
+                raise ConfigError(name, getattr(self, name), "must be a positive integer")
         if not self.lr > 0:
-            raise ValueError(f"lr={self.lr!r}: must be > 0")
+            raise ConfigError("lr", self.lr, "must be > 0")
 
 
 @dataclass
@@ -63,6 +65,25 @@ class PackResult:
     curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
     wall_s: float
 
+    def by_n(self) -> list[dict]:
+        """Per training-set size N: success rate, mean test error, median iterations to zero
+        test error (over the models that reached it), settled and diverged counts."""
+        rows = []
+        for n in np.unique(self.n_train):
+            m = self.n_train == n
+            reached = self.iterations_to_zero[m][self.iterations_to_zero[m] >= 0]
+            rows.append({
+                "n": int(n),
+                "models": int(m.sum()),
+                "success_rate": float(self.success[m].mean()),
+                "mean_test_error": _mean_or_none(self.final["test_error"][m]),
+                "median_iterations_to_zero": float(np.median(reached)) if len(reached) else None,
+                "settled": int(self.settled[m].sum()),
+                "diverged": int(self.diverged[m].sum()),
+                "mean_attention_mass": _mean_or_none(self.final["attention_mass"][m]),
+            })
+        return rows
+
     def records(self) -> list[dict]:
         """One plain dict per model: its setting and outcome (JSON-ready)."""
         keys = ("n_train", "seeds", "lr", "success", "diverged", "settled", "steps", "iterations_to_zero")
@@ -70,6 +91,12 @@ class PackResult:
             {k: getattr(self, k)[i].item() for k in keys} | {k: float(v[i]) for k, v in self.final.items()}
             for i in range(len(self.seeds))
         ]
+
+
+def _mean_or_none(values: np.ndarray) -> float | None:
+    """Mean of the finite values, or None when there are none."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else None
 
 
 class TrainSets:
@@ -251,8 +278,12 @@ def train_pack(
     seeds: list[int],
     lr: list[float] | None = None,
     device: str | torch.device = "cpu",
+    progress: Callable[[int, int], None] | None = None,
 ) -> PackResult:
-    """Train K = len(seeds) models at once; model k has n_train[k] samples, seed seeds[k], lr[k]."""
+    """Train K = len(seeds) models at once; model k has n_train[k] samples, seed seeds[k], lr[k].
+
+    ``progress(step, models_still_training)`` is called after every evaluation.
+    """
     if len(n_train) != len(seeds) or (lr is not None and len(lr) != len(seeds)):
         raise ValueError("n_train, seeds and lr must have one entry per model")
     if min(n_train) < 1:
@@ -277,6 +308,8 @@ def train_pack(
             on_test = _evaluate_test(pack.model, test, test_keep, train, first_zero_unknown | diverged | settled | last)
             rec.add(step, pack.ids, on_test, on_train, diverged.cpu(), settled.cpu())
             stay = torch.nonzero(~(diverged | settled)).squeeze(1)
+            if progress is not None:
+                progress(step, 0 if last else len(stay))
             if last or len(stay) == 0:
                 break
             if len(stay) < pack.model.K:  # drop finished models: the pack gets smaller and faster

@@ -1,0 +1,37 @@
+# vitsweep: `make run` sets up and runs the main job; `make test` sets up and runs the tests.
+# Both create .venv/ in the repository root and install into it when it is missing or stale.
+#
+# torch is pinned to 2.13.0. Where a local CPU wheel is configured (as on the project's CI
+# machines) pip takes it; elsewhere pip takes PyPI's build (CUDA on Linux). On a CPU-only
+# machine without a local wheel, skip the CUDA download with PyTorch's CPU index:
+#     make run TORCH_INDEX=https://download.pytorch.org/whl/cpu
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_INDEX ?=
+PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+
+.PHONY: run test bench-packing clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install $(PIP_FLAGS) -e '.[dev]'
+	touch $@
+
+# The main job: the ViT and the CNN of the same size, packed, over a grid of N at a small alpha*.
+run: $(VENV)/.installed
+	$(BIN)/vitsweep train --model vit --alpha-star 0.15 --n 10,20,40,80,160 --seeds 8
+	$(BIN)/vitsweep train --model cnn --alpha-star 0.15 --n 10,20,40,80,160 --seeds 8
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+bench-packing: $(VENV)/.installed
+	$(BIN)/python bench/packing.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

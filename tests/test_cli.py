@@ -1,0 +1,50 @@
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli import CONFIGS, app
+
+runner = CliRunner()
+SMALL = ["--dim", "12", "--n-patterns", "8", "--n-tokens", "24", "--n-test", "200", "--max-steps", "200"]
+
+
+def test_train_json_summary_matches_the_table_and_the_flags():
+    result = runner.invoke(app, ["train", *SMALL, "--model", "cnn", "--alpha-star", "0.25", "--n", "8,16", "--seeds", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["model"] == "cnn" and summary["trainings"] == 6
+    assert [row["n"] for row in summary["per_n"]] == [8, 16]
+    assert all(row["models"] == 3 for row in summary["per_n"])
+    assert summary["config"]["data"]["alpha_star"] == 0.25 and summary["config"]["training"]["max_steps"] == 200
+    assert all(row["mean_attention_mass"] is None for row in summary["per_n"])  # a CNN has no attention
+
+
+def test_every_config_field_is_a_documented_flag():
+    help_text = runner.invoke(app, ["train", "--help"], terminal_width=200).stdout
+    for cls in CONFIGS.values():
+        for field in dataclasses.fields(cls):
+            flag = "--model" if field.name == "kind" else "--" + field.name.replace("_", "-")
+            assert flag in help_text, flag
+            assert field.metadata["help"].split()[0] in help_text
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--alpha-star", "1.5"], "--alpha-star"),
+        (["--alpha-star", "0.3", "--alpha-confusion", "0.4"], "--alpha-confusion"),
+        (["--dim", "5"], "--dim"),
+        (["--lr", "-1"], "--lr"),
+        (["--n", "0,5"], "--n"),
+        (["--model", "mlp"], "--model"),
+        (["--device", "cuda:7"], "--device"),
+        (["--dim", "40", "--n-patterns", "40"], "--width"),
+        (["--attn-dim", "10"], "--attn-dim"),
+    ],
+)
+def test_bad_values_exit_2_naming_the_flag(args, flag):
+    result = runner.invoke(app, ["train", *args])
+    assert result.exit_code == 2
+    assert flag in result.output
