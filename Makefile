@@ -24,8 +24,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 # The main job: the ViT and the CNN of the same size, packed, over a grid of N at a small alpha*.
 run: $(VENV)/.installed
-	$(BIN)/vitsweep train --model vit --alpha-star 0.15 --n 10,20,40,80,160 --seeds 8
-	$(BIN)/vitsweep train --model cnn --alpha-star 0.15 --n 10,20,40,80,160 --seeds 8
+	$(BIN)/vitsweep train --model vit --alpha-star 0.1 --n 5,10,20,40 --seeds 16
+	$(BIN)/vitsweep train --model cnn --alpha-star 0.1 --n 5,10,20,40 --seeds 16
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q

@@ -103,7 +103,7 @@ def train(**values: Any) -> None:
     if values["json"]:
         summary = {
             "model": model.kind, "alpha_star": data.alpha_star, "effective_alpha_star": data.effective_alpha_star,
-            "trainings": len(n_train), "wall_s": round(result.wall_s, 3), "per_n": rows,
+            "trainings": len(n_train), "wall_s": round(result.wall_s, 3), "per_n": rows, "models": result.records(),
             "config": {name.lower(): dataclasses.asdict(cfg) for name, cfg in zip(CONFIGS, (data, model, training))},
         }
         print(json.dumps(summary))

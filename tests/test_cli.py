@@ -19,6 +19,11 @@ def test_train_json_summary_matches_the_table_and_the_flags():
     assert all(row["models"] == 3 for row in summary["per_n"])
     assert summary["config"]["data"]["alpha_star"] == 0.25 and summary["config"]["training"]["max_steps"] == 200
     assert all(row["mean_attention_mass"] is None for row in summary["per_n"])  # a CNN has no attention
+    models = summary["models"]
+    assert sorted((m["n_train"], m["seeds"]) for m in models) == [(8, 0), (8, 1), (8, 2), (16, 0), (16, 1), (16, 2)]
+    for row in summary["per_n"]:
+        mine = [m for m in models if m["n_train"] == row["n"]]
+        assert row["success_rate"] == sum(m["success"] for m in mine) / len(mine)
 
 
 def test_every_config_field_is_a_documented_flag():

@@ -2,12 +2,11 @@
 
 Model k trains on its own N_k samples from its own seed with its own step size; all K take one
 step together in a single forward/backward. Every ``eval_every`` steps each model is evaluated
-on a shared held-out test set (see _evaluate_test) and on its training set (see
-_Pack.train_metrics). A model *settles* once its training
-hinge loss is exactly 0 (every sample has margin >= 1, so every later gradient is 0 and it can
-never change again) and *diverges* once its loss or parameters stop being finite. Settled and
-diverged models leave the pack, so the rest train faster; the pack stops when none is left or at
-``max_steps``.
+on a shared held-out test set (_evaluate_test) and on its training set (_Pack.train_metrics).
+A model *settles* once its training hinge loss is exactly 0 (every sample has margin >= 1, so
+every later gradient is 0 and it can never change again) and *diverges* once its loss or
+parameters stop being finite. Settled and diverged models leave the pack, so the rest train
+faster; the pack stops when none is left or at ``max_steps``.
 """
 
 import time
