@@ -32,7 +32,7 @@ class TrainConfig:
 
     lr: float = param(0.5, "eta, the SGD step size (a pack may set one per model)")
     batch_size: int = param(16, "B, drawn with replacement from the model's own N samples")
-    max_steps: int = param(2000, "SGD steps at most; a model stops earlier once its training hinge loss is 0")
+    max_steps: int = param(6000, "SGD steps at most; a model stops earlier once its training hinge loss is 0")
     eval_every: int = param(20, "steps between evaluations")
     n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
     eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
