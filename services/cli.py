@@ -8,6 +8,7 @@ defaults and help texts live in one place.
 import dataclasses
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -127,3 +128,78 @@ train.__signature__ = inspect.Signature(
     [_flag(f, panel) for panel, cls in CONFIGS.items() for f in dataclasses.fields(cls)] + _RUN_FLAGS
 )
 app.command()(train)
+
+
+@app.command()
+def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
+    """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
+    spec = _load_or_exit(path)
+    print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of sweep specs (for editors)."""
+    from services.spec import SweepSpec
+
+    print(json.dumps(SweepSpec.model_json_schema(), indent=2))
+
+
+def _load_or_exit(path: str):
+    from services.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as error:
+        Console(stderr=True).print(str(error), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def run(
+    path: str = typer.Argument(..., help="a sweep spec (YAML)"),
+    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS", help="an existing Ray cluster; default: a local Ray on 127.0.0.1"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state and the embedded MLflow store"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
+) -> None:
+    """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow."""
+    spec = _load_or_exit(path)
+    from services.sweep import new_sweep_id, packs, run_sweep, start_ray
+    from services.tracking import record_sweep, resolve_tracking_uri
+
+    home.mkdir(parents=True, exist_ok=True)
+    uri = resolve_tracking_uri(spec, tracking_uri, home)
+    sweep_id = new_sweep_id(spec)
+    n_trials = len(packs(spec))
+    start_ray(ray_address)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"{sweep_id}: trials", total=n_trials)
+        result = run_sweep(spec, sweep_id, home, on_trial_done=lambda done, errored: bar.update(task, completed=done, description=f"{sweep_id}: trials ({errored} failed)"))
+    parent_id = record_sweep(spec, result, uri, home, Path(path).read_text())
+    n_star = {}
+    for cell in result.cells:
+        key = " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
+        n_star.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.n_train, spec.success_rate)
+    console = Console()
+    table = Table(title=f"N* (smallest N from which the success rate stays >= {spec.success_rate}), {sweep_id}")
+    table.add_column("cell")
+    table.add_column("N*", justify="right")
+    table.add_column("success rate per N", justify="left")
+    for cell in result.cells:
+        rates = " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n(spec.n_train))
+        star = cell.n_star(spec.n_train, spec.success_rate)
+        table.add_row(cell.cell.label, "FAILED" if cell.failures else ("-" if star is None else str(star)), rates)
+    console.print(table)
+    for cell in result.cells:
+        for failure in cell.failures:
+            Console(stderr=True).print(f"failed trial: {failure}", markup=False)
+    console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})")
+    if uri.startswith("sqlite:"):
+        console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
+    if as_json:
+        print(json.dumps({
+            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": n_star,
+            "trainings": result.trainings, "wall_s": round(result.wall_s, 3),
+            "failed_trials": [f for c in result.cells for f in c.failures],
+        }))

@@ -1,0 +1,219 @@
+"""Sweep specs: YAML files validated by Pydantic v2 models built from vit_core's config dataclasses.
+
+The data, model and training sections (and the sweep axes) are generated from the fields of
+``TokenDataConfig``, ``ModelConfig`` and ``TrainConfig``: each field keeps its one default and
+help text, and a new field is a spec field (and an axis) at once. Parsing checks types, unknown
+keys and ranges; ``check_sweep`` then builds the configs of every cell so that vit_core's own
+checks (alpha# < alpha*, orthonormal patterns need d >= M, ...) run before anything starts.
+"""
+
+import dataclasses
+import itertools
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+
+from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig
+from vit_core.models import check_fits_data
+
+FORBID = ConfigDict(extra="forbid", strict=True)
+SECTIONS = {"data": TokenDataConfig, "model": ModelConfig, "training": TrainConfig}
+SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
+
+
+def _section(name: str, cls: type) -> type[BaseModel]:
+    """A Pydantic model with one optional field per dataclass field (default: the dataclass's)."""
+    fields = {
+        f.name: (f.type, Field(f.default, description=f.metadata["help"]))
+        for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
+    }
+    return create_model(name, __config__=FORBID, __doc__=cls.__doc__, **fields)
+
+
+def _axes() -> type[BaseModel]:
+    """Any data, model or training field as a sweep axis: a non-empty list of its values."""
+    fields = {
+        f.name: (Annotated[list[f.type], Field(min_length=1)] | None, Field(None, description=f.metadata["help"]))
+        for cls in SECTIONS.values() for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
+    }
+    return create_model("Axes", __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields)
+
+
+DataSpec = _section("DataSpec", TokenDataConfig)
+ModelSpec = _section("ModelSpec", ModelConfig)
+TrainingSpec = _section("TrainingSpec", TrainConfig)
+Axes = _axes()
+
+
+class Resources(BaseModel):
+    """What one Ray Tune trial (one pack of models) asks the cluster for."""
+
+    model_config = FORBID
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs per trial; torch uses as many threads")
+    gpus_per_trial: float = Field(0.0, ge=0, description="GPUs per trial, fractions allowed; > 0 trains on CUDA")
+    models_per_pack: int = Field(64, ge=1, description="models trained together in one trial")
+    max_failures: int = Field(1, ge=0, description="retries of a trial that raises (Ray Tune FailureConfig)")
+
+
+class Tracking(BaseModel):
+    """Where results go."""
+
+    model_config = FORBID
+    experiment: str = Field("vitsweep", min_length=1, description="MLflow experiment name")
+    tracking_uri: str | None = Field(None, description="MLflow tracking URI; default: a SQLite store under the sweep home")
+
+
+class SweepSpec(BaseModel):
+    """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds."""
+
+    model_config = FORBID
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
+    family: Literal["li2023"] = Field("li2023", description="li2023: Li et al. ICLR 2023 (Paper A)")
+    models: list[Literal["vit", "cnn"]] = Field(min_length=1, description="which models every cell trains")
+    data: DataSpec = Field(default_factory=DataSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    axes: Axes = Field(default_factory=Axes)
+    n_train: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="training-set sizes N of every cell")
+    seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
+    success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
+    max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
+    resources: Resources = Field(default_factory=Resources)
+    tracking: Tracking = Field(default_factory=Tracking)
+
+    @field_validator("models", "n_train")
+    @classmethod
+    def _distinct(cls, values: list) -> list:
+        if len(set(values)) != len(values):
+            raise ValueError("each value at most once")
+        return values
+
+    @property
+    def swept(self) -> dict[str, list]:
+        """The axes that are set, in spec order."""
+        return {k: v for k, v in self.axes.model_dump(exclude_none=True).items()}
+
+    @property
+    def trainings(self) -> int:
+        per_cell = len(self.n_train) * self.seeds
+        return len(self.models) * per_cell * (1 if not self.swept else len(list(itertools.product(*self.swept.values()))))
+
+    @cached_property
+    def cells(self) -> list["Cell"]:
+        """Every (model, axis values) combination, in a stable order."""
+        combos = [dict(zip(self.swept, values)) for values in itertools.product(*self.swept.values())]
+        return [Cell(model, values) for model in self.models for values in combos]
+
+    def configs(self, cell: "Cell") -> tuple[TokenDataConfig, ModelConfig, TrainConfig]:
+        """vit_core's configs of one cell: the sections, the cell's axis values and its model."""
+        built = []
+        for section, cls in SECTIONS.items():
+            values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in getattr(self, section).model_fields}
+            built.append(cls(**values, **({"kind": cell.model} if cls is ModelConfig else {})))
+        data, model, training = built
+        check_fits_data(model, data.dim, data.n_patterns)
+        return data, model, training
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One point of the sweep: a model kind and one value per axis."""
+
+    model: str
+    values: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.model, *(f"{k}={v}" for k, v in self.values.items())])
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where, what was given, what is allowed."""
+
+    path: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '(spec)'}: {self.value!r}: {self.message}"
+
+
+class SpecError(Exception):
+    """A spec that cannot run; ``problems`` lists every reason."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+        self.problems = problems
+
+
+def _pydantic_problems(error: ValidationError) -> list[Problem]:
+    problems = []
+    for e in error.errors(include_url=False):
+        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in e["loc"]).lstrip(".")
+        message = e["msg"].removeprefix("Value error, ")
+        problems.append(Problem(path, e.get("input") if e["type"] != "missing" else None, message))
+    return problems
+
+
+def _section_of(field: str) -> str:
+    return next((s for s, cls in SECTIONS.items() if field in {f.name for f in dataclasses.fields(cls)}), "")
+
+
+def check_sweep(spec: SweepSpec) -> list[Problem]:
+    """What a single field cannot say: axes set twice, the sweep's size, and vit_core's own
+    checks on every cell, each problem named by where its value came from."""
+    problems = [
+        Problem(f"axes.{axis}", values, f"also set in {_section_of(axis)}.{axis}: keep one")
+        for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(axis)).model_fields_set
+    ]
+    if spec.trainings > spec.max_trainings:
+        problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep has {spec.trainings} trainings; raise max_trainings or shrink the axes"))
+    return problems + _cell_problems(spec)
+
+
+def _cell_problems(spec: SweepSpec) -> list[Problem]:
+    problems: dict[str, Problem] = {}
+    for cell in spec.cells:
+        try:
+            spec.configs(cell)
+        except ConfigError as error:
+            if error.field in cell.values:
+                path = f"axes.{error.field}[{spec.swept[error.field].index(error.value)}]"
+            else:
+                section = _section_of(error.field)
+                path = f"{section}.{error.field}" + (f" (with model {cell.model})" if section == "model" else "")
+            problems.setdefault(path, Problem(path, error.value, error.allowed))
+    return list(problems.values())
+
+
+def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
+    """A validated spec from YAML text, or SpecError with every problem found."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        raise SpecError(source, [Problem("", where, f"not valid YAML: {getattr(error, 'problem', error)}")]) from None
+    if not isinstance(raw, dict):
+        raise SpecError(source, [Problem("", raw, "a spec is a YAML mapping of fields (name, models, n_train, ...)")])
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as error:
+        raise SpecError(source, _pydantic_problems(error)) from None
+    problems = check_sweep(spec)
+    if problems:
+        raise SpecError(source, problems)
+    return spec
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a spec file (SpecError on any problem, including a missing file)."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(str(path), [Problem("", str(path), f"cannot read the file: {error}")]) from None
+    return parse_spec(text, str(path))

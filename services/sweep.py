@@ -1,0 +1,185 @@
+"""Run a sweep spec as Ray Tune trials, one pack of models per trial, and collect per-cell results.
+
+Each cell (model x axis values) trains every (N, seed) pair; these are cut into packs of at most
+``resources.models_per_pack`` models, and each pack is one trial of a Ray Tune grid search. Ray
+does the scheduling, resource accounting, retries (FailureConfig) and trial state; this module
+only says what a trial is and reads the results back.
+"""
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # Tune's console tables; vitsweep shows its own progress
+import ray  # noqa: E402
+import torch  # noqa: E402
+from ray import tune  # noqa: E402
+
+from services.spec import Cell, SweepSpec  # noqa: E402
+from vit_core import train_pack  # noqa: E402
+
+
+def packs(spec: SweepSpec) -> list[dict]:
+    """The trials of a sweep: for each cell, its (N, seed) pairs cut into packs."""
+    size = spec.resources.models_per_pack
+    out = []
+    for index in range(len(spec.cells)):
+        pairs = [(n, seed) for n in spec.n_train for seed in range(spec.seeds)]
+        for start in range(0, len(pairs), size):
+            chunk = pairs[start : start + size]
+            out.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
+    return out
+
+
+def train_pack_trial(config: dict) -> None:
+    """Ray Tune function trainable: train one pack and report its per-model records."""
+    spec = SweepSpec.model_validate(config["spec"], strict=False)
+    pack = config["pack"]
+    data, model, training = spec.configs(spec.cells[pack["cell"]])
+    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    device = "cuda" if ray.get_gpu_ids() else "cpu"
+    result = train_pack(data, model, training, pack["n_train"], pack["seeds"], device=device)
+    tune.report({
+        "trainings": len(pack["seeds"]),
+        "success_rate": float(result.success.mean()),
+        "pack_wall_s": result.wall_s,
+        "records": json.dumps(result.records()),
+    })
+
+
+@dataclass
+class CellResult:
+    """Every trained model of one cell, and the packs of it that failed."""
+
+    cell: Cell
+    records: list[dict] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def by_n(self, n_train: list[int]) -> list[dict]:
+        """Per N: models, success rate, mean test error, median iterations to zero, settled."""
+        rows = []
+        for n in n_train:
+            mine = [r for r in self.records if r["n_train"] == n]
+            if not mine:
+                continue
+            reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
+            errors = [r["test_error"] for r in mine if np.isfinite(r["test_error"])]
+            rows.append({
+                "n": n,
+                "models": len(mine),
+                "success_rate": float(np.mean([r["success"] for r in mine])),
+                "mean_test_error": float(np.mean(errors)) if errors else None,
+                "median_iterations_to_zero": float(np.median(reached)) if reached else None,
+                "settled_rate": float(np.mean([r["settled"] for r in mine])),
+                "diverged": int(sum(r["diverged"] for r in mine)),
+            })
+        return rows
+
+    def n_star(self, n_train: list[int], p: float) -> int | None:
+        """The stable N*: the smallest N from which every larger N reaches success rate p."""
+        rows = self.by_n(n_train)
+        if self.failures or len(rows) < len(n_train):
+            return None
+        best = None
+        for row in reversed(rows):
+            if row["success_rate"] < p:
+                break
+            best = row["n"]
+        return best
+
+
+@dataclass
+class SweepResult:
+    sweep_id: str
+    cells: list[CellResult]
+    trainings: int
+    wall_s: float
+    storage: str
+
+
+def new_sweep_id(spec: SweepSpec) -> str:
+    return f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def start_ray(address: str | None) -> None:
+    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray on 127.0.0.1."""
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
+
+
+def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) -> SweepResult:
+    """Run every pack of the spec through Ray Tune; Ray must already be started."""
+    start = time.perf_counter()
+    storage = str((home / "ray").resolve())
+    trainable = tune.with_resources(
+        train_pack_trial, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial}
+    )
+    callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(packs(spec))},
+        tune_config=tune.TuneConfig(
+            reuse_actors=True,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=sweep_id,
+            storage_path=storage,
+            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
+            verbose=0,
+            callbacks=callbacks,
+        ),
+    )
+    grid = tuner.fit()
+    cells = [CellResult(cell) for cell in spec.cells]
+    trainings = 0
+    for result in grid:
+        pack = result.config["pack"]
+        target = cells[pack["cell"]]
+        if result.error is not None:
+            target.failures.append(f"{target.cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {result.error}")
+            continue
+        records = json.loads(result.metrics["records"])
+        target.records.extend(records)
+        trainings += len(records)
+    return SweepResult(sweep_id, cells, trainings, time.perf_counter() - start, storage)
+
+
+def _trial_name(trial) -> str:
+    pack = trial.config["pack"]
+    return f"cell{pack['cell']}-n{pack['n_train'][0]}-{pack['n_train'][-1]}-s{pack['seeds'][0]}_{trial.trial_id}"
+
+
+class _TrialDone(tune.Callback):
+    """Calls ``fn(trials_done, errored)`` whenever a trial completes or errors (for a progress bar)."""
+
+    def __init__(self, fn):
+        self.fn, self.done, self.errored = fn, 0, 0
+
+    def __getstate__(self) -> dict:
+        return {"fn": None, "done": self.done, "errored": self.errored}  # Tune pickles its run config
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._count(errored=False)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._count(errored=True)
+
+    def _count(self, errored: bool) -> None:
+        self.done += 1
+        self.errored += errored
+        if self.fn is not None:
+            self.fn(self.done, self.errored)

@@ -1,0 +1,117 @@
+"""Record a finished sweep in MLflow: one parent run per sweep, one child run per cell.
+
+Everything goes through ``MlflowClient`` in batches (``log_batch``, one table and one figure per
+run): each call to a tracking server costs tens of milliseconds, so per-model or per-step calls
+would dominate a sweep. The embedded default is a SQLite store under the sweep home.
+"""
+
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import yaml  # noqa: E402
+from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from services.spec import SweepSpec  # noqa: E402
+from services.sweep import CellResult, SweepResult  # noqa: E402
+
+PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
+PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled_rate", "diverged")
+
+
+def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
+    """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
+    return override or spec.tracking.tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+
+
+def code_version() -> str:
+    """The git commit of the code that ran, or 'unknown' outside a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10)
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    location = (home / "mlartifacts").resolve().as_uri() if embedded else None
+    return client.create_experiment(name, artifact_location=location)
+
+
+def _log(client: MlflowClient, run_id: str, params: dict | None = None, metrics: list[Metric] | None = None, tags: dict | None = None) -> None:
+    """log_batch in chunks that respect MLflow's per-request limits."""
+    params = [Param(k, str(v)) for k, v in (params or {}).items()]
+    tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+    for i in range(0, max(len(params), len(tags)), PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=params[i : i + PARAMS_PER_BATCH], tags=tags[i : i + PARAMS_PER_BATCH])
+    metrics = metrics or []
+    for i in range(0, len(metrics), METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_BATCH])
+
+
+def _flat(prefix: str, values: dict) -> dict:
+    return {f"{prefix}.{k}": v for k, v in values.items()}
+
+
+def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str) -> str:
+    """Log the sweep to MLflow and return the parent run's id."""
+    client = MlflowClient(tracking_uri)
+    experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
+    parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
+    pid = parent.info.run_id
+    base = spec.configs(spec.cells[0])
+    params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train)),
+              "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.swept.items()}}
+    for section, cfg in zip(("data", "model", "training"), base):
+        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept and k != "model.kind"}
+    _log(client, pid, params=params, tags={"vitsweep.code_version": code_version(), "vitsweep.ray_storage": result.storage},
+         metrics=[Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),
+                  Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0)])
+    client.log_text(pid, spec_text, "spec.yaml")
+    client.log_text(pid, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
+    for cell in result.cells:
+        _record_cell(client, experiment, pid, spec, cell)
+    fig = success_figure(spec, result)
+    client.log_figure(pid, fig, "success_rate_vs_n.png")
+    plt.close(fig)
+    client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")
+    return pid
+
+
+def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
+    """One child run per cell: its values as params, per-N metrics (step = N), N*, a per-model table."""
+    run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
+    rows = cell.by_n(spec.n_train)
+    metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
+    n_star = cell.n_star(spec.n_train, spec.success_rate)
+    if n_star is not None:
+        metrics.append(Metric("n_star", n_star, 0, 0))
+    metrics.append(Metric("trainings", len(cell.records), 0, 0))
+    _log(client, run.info.run_id, params={"model": cell.cell.model, **cell.cell.values}, metrics=metrics,
+         tags={"vitsweep.failures": "\n".join(cell.failures)[:4000]} if cell.failures else None)
+    if cell.records:
+        columns = {key: [r[key] for r in cell.records] for key in cell.records[0]}
+        client.log_table(run.info.run_id, data=columns, artifact_file="models.json")
+    client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")
+
+
+def success_figure(spec: SweepSpec, result: SweepResult):
+    """Success rate against N, one line per cell, one panel per model."""
+    fig, axes = plt.subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
+    for ax, model in zip(axes[0], spec.models):
+        for cell in (c for c in result.cells if c.cell.model == model):
+            rows = cell.by_n(spec.n_train)
+            label = " ".join(f"{k}={v}" for k, v in cell.cell.values.items()) or model
+            ax.plot([r["n"] for r in rows], [r["success_rate"] for r in rows], marker="o", label=label)
+        ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
+        ax.set(xscale="log", xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
