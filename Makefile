@@ -22,10 +22,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install $(PIP_FLAGS) -e '.[dev]'
 	touch $@
 
-# The main job: the ViT and the CNN of the same size, packed, over a grid of N at a small alpha*.
+# The main job: the bundled sample-complexity sweep on the embedded default (a local Ray on
+# 127.0.0.1 and a SQLite MLflow store under runs/). Browse it with: .venv/bin/vitsweep ui
 run: $(VENV)/.installed
-	$(BIN)/vitsweep train --model vit --alpha-star 0.1 --n 5,10,20,40 --seeds 16
-	$(BIN)/vitsweep train --model cnn --alpha-star 0.1 --n 5,10,20,40 --seeds 16
+	$(BIN)/vitsweep run sweeps/sample_complexity.yaml
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q

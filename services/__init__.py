@@ -1,4 +1,2 @@
-"""vitsweep's service layer: the command line now; sweeps on Ray Tune with MLflow tracking next.
-
-Depends on vit_core; vit_core never imports from here.
-"""
+"""vitsweep's service layer: sweep specs (spec), their execution on Ray Tune (sweep), MLflow
+tracking (tracking) and the command line (cli). Depends on vit_core; vit_core never imports it."""

@@ -7,7 +7,9 @@ defaults and help texts live in one place.
 
 import dataclasses
 import inspect
+import os
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +153,7 @@ def _load_or_exit(path: str):
     try:
         return load_spec(path)
     except SpecError as error:
-        Console(stderr=True).print(str(error), markup=False, highlight=False)
+        print(error, file=sys.stderr)
         raise typer.Exit(2) from None
 
 
@@ -203,3 +205,18 @@ def run(
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3),
             "failed_trials": [f for c in result.cells for f in c.failures],
         }))
+
+
+@app.command()
+def ui(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to serve"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind; 127.0.0.1 keeps it on this machine"),
+    port: int = typer.Option(5000, "--port"),
+) -> None:
+    """Serve the MLflow UI of the embedded store (runs until interrupted)."""
+    store = home / "mlflow.db"
+    if not store.exists():
+        print(f"{store}: no MLflow store yet; run a sweep with --home {home} first", file=sys.stderr)
+        raise typer.Exit(2)
+    mlflow = Path(sys.executable).parent / "mlflow"
+    os.execv(str(mlflow), [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)])

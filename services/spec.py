@@ -111,7 +111,7 @@ class SweepSpec(BaseModel):
         """vit_core's configs of one cell: the sections, the cell's axis values and its model."""
         built = []
         for section, cls in SECTIONS.items():
-            values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in getattr(self, section).model_fields}
+            values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
             built.append(cls(**values, **({"kind": cell.model} if cls is ModelConfig else {})))
         data, model, training = built
         check_fits_data(model, data.dim, data.n_patterns)
@@ -139,7 +139,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path or '(spec)'}: {self.value!r}: {self.message}"
+        value = "" if self.value is None else f" {self.value!r}:"
+        return f"{self.path or '(spec)'}:{value} {self.message}"
 
 
 class SpecError(Exception):

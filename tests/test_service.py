@@ -1,0 +1,120 @@
+"""The smoke sweep through a real local Ray into a real MLflow store, read back and checked
+against the trainer's own numbers."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import ray
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.spec import load_spec
+from vit_core import train_pack
+
+SMOKE = Path(__file__).parents[1] / "sweeps" / "smoke.yaml"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The smoke spec's cells trained directly, without Ray: per cell label, rows per N."""
+    spec = load_spec(SMOKE)
+    out = {}
+    for cell in spec.cells:
+        seeds = list(range(spec.seeds))
+        result = train_pack(*spec.configs(cell), [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train))
+        out[cell.label] = result.by_n()
+    return spec, out
+
+
+def _run(*args: str) -> dict:
+    result = runner.invoke(app, ["run", str(SMOKE), "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _check(summary: dict, expected) -> None:
+    spec, rows = expected
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["name"] == "smoke" and parent.data.params["seeds"] == "4"
+    assert parent.data.metrics["trainings"] == spec.trainings == summary["trainings"]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png"} <= artifacts
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert sorted(c.info.run_name for c in children) == sorted(rows)  # one child per cell, none per seed
+    for child in children:
+        mine = rows[child.info.run_name]
+        history = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "success_rate")}
+        assert history == {r["n"]: r["success_rate"] for r in mine}
+        steps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "median_iterations_to_zero")}
+        assert steps == {r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None}
+        assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json"}
+        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
+        assert len(table["data"]) == len(spec.n_train) * spec.seeds
+        model, alpha = child.data.params["model"], child.data.params["alpha_star"]
+        passing = [r["n"] for r in mine if r["success_rate"] >= spec.success_rate]
+        stable = next((r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None)
+        assert summary["n_star"][model][alpha] == stable
+        assert (stable is None) == (not passing or passing[-1] != mine[-1]["n"])
+
+
+def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_path):
+    summary = _run("--home", str(tmp_path))
+    assert summary["tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert summary["failed_trials"] == [] and summary["sweep_id"].startswith("smoke-")
+    assert (tmp_path / "ray" / summary["sweep_id"]).is_dir()  # Ray Tune's own trial state
+    _check(summary, expected)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    port = _free_port()
+    mlflow = Path(sys.executable).parent / "mlflow"
+    proc = subprocess.Popen(
+        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "artifacts")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not start within 60 s")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_smoke_sweep_against_a_real_mlflow_server(local_ray, expected, mlflow_server, tmp_path):
+    summary = _run("--home", str(tmp_path / "home"), "--tracking-uri", mlflow_server)
+    assert summary["tracking_uri"] == mlflow_server
+    assert not (tmp_path / "home" / "mlflow.db").exists()
+    _check(summary, expected)

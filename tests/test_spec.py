@@ -1,0 +1,80 @@
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.spec import SpecError, SweepSpec, load_spec, parse_spec
+
+HERE = Path(__file__).parent
+BAD = sorted((HERE / "bad_specs").glob("*.yaml"))
+SWEEPS = sorted((HERE.parent / "sweeps").glob("*.yaml"))
+runner = CliRunner()
+
+# where each bad spec's (first) problem must point
+EXPECTED_PATH = {
+    "alpha_star_one": "axes.alpha_star[1]", "alpha_star_zero": "data.alpha_star", "axis_and_section": "axes.alpha_star",
+    "bad_name": "name", "confusion_not_below_alpha": "data.alpha_confusion", "dim_below_patterns": "data.dim",
+    "duplicate_n": "n_train", "empty": "", "empty_axis": "axes.alpha_star", "lr_zero": "axes.lr[1]", "missing_name": "name",
+    "n_train_empty": "n_train", "n_train_zero": "n_train[0]", "negative_gpus": "resources.gpus_per_trial",
+    "negative_tau": "data.tau", "not_a_mapping": "", "not_yaml_binary": "", "p_above_one": "success_rate",
+    "sparsify_unknown": "data.sparsify", "too_many_trainings": "max_trainings", "tracking_unknown_key": "tracking.uri",
+    "unknown_axis": "axes.alpha", "unknown_data_key": "data.alpha", "unknown_family": "family", "unknown_model": "models[1]",
+    "unknown_top_key": "colour", "width_below_patterns": "model.width (with model vit)", "wrong_type_seeds": "seeds",
+    "wrong_type_string_number": "data.alpha_star", "yaml_syntax": "", "zero_pack": "resources.models_per_pack",
+}
+
+
+def test_the_corpus_is_complete():
+    assert len(BAD) >= 30 and {p.stem for p in BAD} == set(EXPECTED_PATH)
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_bad_spec_names_its_field(path):
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert caught.value.problems[0].path == EXPECTED_PATH[path.stem]
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_validate_exits_2_with_one_line_per_problem(path):
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert len(lines) == len(caught.value.problems)
+    assert all(line.startswith(f"{path}: ") for line in lines)
+
+
+def test_all_problems_are_reported_at_once():
+    text = "name: x\nmodels: [vit, mlp]\nn_train: [0]\nseeds: 0\nresources: {models_per_pack: 0}"
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text)
+    assert {p.path for p in caught.value.problems} == {"models[1]", "n_train[0]", "seeds", "resources.models_per_pack"}
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_bundled_sweeps_validate_and_open_with_a_header(path):
+    spec = load_spec(path)
+    assert spec.trainings > 0
+    header = path.read_text().split("\n", 6)[:5]
+    assert all(line.startswith("#") for line in header), "a sweep opens with what it reproduces, expects, takes, and its command"
+    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
+
+
+def test_cells_are_models_times_the_axes_product_with_overrides_applied():
+    spec = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 3\n"
+                      "data: {n_tokens: 40}\naxes: {alpha_star: [0.1, 0.2], lr: [0.1, 0.5, 1.0]}")
+    assert len(spec.cells) == 12 and spec.trainings == 12 * 2 * 3
+    data, model, training = spec.configs(spec.cells[-1])
+    assert (model.kind, data.alpha_star, training.lr, data.n_tokens) == ("cnn", 0.2, 1.0, 40)
+
+
+def test_schema_is_json_schema_with_every_section():
+    result = runner.invoke(app, ["schema"])
+    schema = json.loads(result.stdout)
+    assert set(schema["properties"]) >= {"name", "models", "data", "model", "training", "axes", "n_train", "seeds", "resources", "tracking"}
+    assert schema["additionalProperties"] is False
+    assert SweepSpec.model_json_schema() == schema
