@@ -196,6 +196,8 @@ def run(
     for cell in result.cells:
         for failure in cell.failures:
             Console(stderr=True).print(f"failed trial: {failure}", markup=False)
+    if result.best:
+        console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
     console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})")
     if uri.startswith("sqlite:"):
         console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
@@ -203,7 +205,7 @@ def run(
         print(json.dumps({
             "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": n_star,
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3),
-            "failed_trials": [f for c in result.cells for f in c.failures],
+            "failed_trials": [f for c in result.cells for f in c.failures], "best": result.best,
         }))
 
 

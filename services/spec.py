@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
@@ -58,6 +58,38 @@ class Resources(BaseModel):
     max_failures: int = Field(1, ge=0, description="retries of a trial that raises (Ray Tune FailureConfig)")
 
 
+class Range(BaseModel):
+    """A field's search range for Optuna."""
+
+    model_config = FORBID
+    low: float
+    high: float
+    log: bool = Field(False, description="sample on a log scale")
+    integer: bool = Field(False, description="sample integers")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Range":
+        if not self.low < self.high:
+            raise ValueError(f"low={self.low} must be below high={self.high}")
+        if self.log and self.low <= 0:
+            raise ValueError(f"low={self.low}: a log scale needs low > 0")
+        return self
+
+
+class Search(BaseModel):
+    """grid: every cell of the axes. optuna: tune fields of one cell with Ray Tune's OptunaSearch,
+    each trial training every (N, seed) of the cell with the sampled values."""
+
+    model_config = FORBID
+    mode: Literal["grid", "optuna"] = "grid"
+    metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
+        "success_rate", description="optuna objective, over all models of a trial (median_iterations_to_zero counts max_steps for a model that never reaches zero)")
+    direction: Literal["max", "min"] = "max"
+    num_samples: int = Field(20, ge=1, description="optuna trials")
+    seed: int = Field(0, description="seed of Optuna's sampler")
+    space: dict[str, Range] = Field(default_factory=dict, description="field -> range, for optuna")
+
+
 class Tracking(BaseModel):
     """Where results go."""
 
@@ -80,6 +112,7 @@ class SweepSpec(BaseModel):
     n_train: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="training-set sizes N of every cell")
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
+    search: Search = Field(default_factory=Search)
     max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
     resources: Resources = Field(default_factory=Resources)
     tracking: Tracking = Field(default_factory=Tracking)
@@ -98,8 +131,8 @@ class SweepSpec(BaseModel):
 
     @property
     def trainings(self) -> int:
-        per_cell = len(self.n_train) * self.seeds
-        return len(self.models) * per_cell * (1 if not self.swept else len(list(itertools.product(*self.swept.values()))))
+        trials = self.search.num_samples if self.search.mode == "optuna" else len(self.cells)
+        return trials * len(self.n_train) * self.seeds
 
     @cached_property
     def cells(self) -> list["Cell"]:
@@ -171,9 +204,38 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
         Problem(f"axes.{axis}", values, f"also set in {_section_of(axis)}.{axis}: keep one")
         for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(axis)).model_fields_set
     ]
+    problems += _search_problems(spec)
     if spec.trainings > spec.max_trainings:
         problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep has {spec.trainings} trainings; raise max_trainings or shrink the axes"))
     return problems + _cell_problems(spec)
+
+
+def _search_problems(spec: SweepSpec) -> list[Problem]:
+    """Optuna tunes the fields of `space` in one cell, one pack per trial; grid has no space."""
+    search, problems = spec.search, []
+    if search.mode == "grid":
+        return [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
+    if not search.space:
+        problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
+    if len(spec.cells) != 1:
+        problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
+    per_trial = len(spec.n_train) * spec.seeds
+    if per_trial > spec.resources.models_per_pack:
+        problems.append(Problem("resources.models_per_pack", spec.resources.models_per_pack, f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack"))
+    for name, bounds in search.space.items():
+        section = _section_of(name)
+        if not section or name in SPEC_ONLY:
+            problems.append(Problem(f"search.space.{name}", name, "not a data, model or training field"))
+            continue
+        if name in spec.swept or name in getattr(spec, section).model_fields_set:
+            problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
+        for end in ("low", "high"):
+            value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
+            try:
+                spec.configs(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
+            except (ConfigError, TypeError) as error:
+                problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
+    return problems
 
 
 def _cell_problems(spec: SweepSpec) -> list[Problem]:

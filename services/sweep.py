@@ -41,16 +41,37 @@ def train_pack_trial(config: dict) -> None:
     """Ray Tune function trainable: train one pack and report its per-model records."""
     spec = SweepSpec.model_validate(config["spec"], strict=False)
     pack = config["pack"]
-    data, model, training = spec.configs(spec.cells[pack["cell"]])
+    data, model, training = spec.configs(trial_cell(spec, config))
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
     result = train_pack(data, model, training, pack["n_train"], pack["seeds"], device=device)
+    steps_to_zero = np.where(result.iterations_to_zero >= 0, result.iterations_to_zero, training.max_steps)
     tune.report({
         "trainings": len(pack["seeds"]),
         "success_rate": float(result.success.mean()),
+        "mean_test_error": float(np.nanmean(np.where(result.diverged, 1.0, result.final["test_error"]))),
+        "median_iterations_to_zero": float(np.median(steps_to_zero)),
         "pack_wall_s": result.wall_s,
         "records": json.dumps(result.records()),
     })
+
+
+def trial_cell(spec: SweepSpec, config: dict) -> Cell:
+    """The cell a trial trains: its pack's cell, with the values a searcher sampled for it."""
+    cell = spec.cells[config["pack"]["cell"]]
+    sampled = {k: (int(v) if spec.search.space[k].integer else v) for k, v in config.get("sampled", {}).items()}
+    return Cell(cell.model, {**cell.values, **sampled})
+
+
+def _search_space(spec: SweepSpec) -> dict:
+    """Tune's search space for the spec's optuna ranges."""
+    space = {}
+    for name, r in spec.search.space.items():
+        if r.integer:
+            space[name] = (tune.lograndint if r.log else tune.randint)(int(r.low), int(r.high) + 1)
+        else:
+            space[name] = (tune.loguniform if r.log else tune.uniform)(r.low, r.high)
+    return space
 
 
 @dataclass
@@ -101,6 +122,7 @@ class SweepResult:
     trainings: int
     wall_s: float
     storage: str
+    best: dict | None = None  # optuna: the best trial's sampled values and objective
 
 
 def new_sweep_id(spec: SweepSpec) -> str:
@@ -127,13 +149,22 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) ->
         train_pack_trial, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial}
     )
     callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
+    param_space = {"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(packs(spec))}
+    search = {}
+    if spec.search.mode == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        param_space |= {"pack": packs(spec)[0], "sampled": _search_space(spec)}
+        search = {"search_alg": OptunaSearch(seed=spec.search.seed), "num_samples": spec.search.num_samples,
+                  "metric": spec.search.metric, "mode": spec.search.direction}
     tuner = tune.Tuner(
         trainable,
-        param_space={"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(packs(spec))},
+        param_space=param_space,
         tune_config=tune.TuneConfig(
             reuse_actors=True,
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
+            **search,
         ),
         run_config=tune.RunConfig(
             name=sweep_id,
@@ -144,18 +175,23 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) ->
         ),
     )
     grid = tuner.fit()
-    cells = [CellResult(cell) for cell in spec.cells]
+    cells: dict[str, CellResult] = {}  # by label: a grid cell, or one optuna trial's sampled cell
     trainings = 0
     for result in grid:
-        pack = result.config["pack"]
-        target = cells[pack["cell"]]
+        pack, cell = result.config["pack"], trial_cell(spec, result.config)
+        target = cells.setdefault(cell.label, CellResult(cell))
         if result.error is not None:
-            target.failures.append(f"{target.cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {result.error}")
+            target.failures.append(f"{cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {result.error}")
             continue
         records = json.loads(result.metrics["records"])
         target.records.extend(records)
         trainings += len(records)
-    return SweepResult(sweep_id, cells, trainings, time.perf_counter() - start, storage)
+    best = None
+    if spec.search.mode == "optuna" and any(r.error is None for r in grid):
+        top = grid.get_best_result()
+        best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
+    ordered = sorted(cells.values(), key=lambda c: spec.cells.index(c.cell) if c.cell in spec.cells else len(spec.cells))
+    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, storage, best)
 
 
 def _trial_name(trial) -> str:

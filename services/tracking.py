@@ -71,9 +71,15 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
               "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.swept.items()}}
     for section, cfg in zip(("data", "model", "training"), base):
         params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept and k != "model.kind"}
-    _log(client, pid, params=params, tags={"vitsweep.code_version": code_version(), "vitsweep.ray_storage": result.storage},
-         metrics=[Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),
-                  Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0)])
+    metrics = [Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),
+               Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0)]
+    if result.best:
+        params |= {f"best.{k}": v for k, v in result.best["values"].items()}
+        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
+    params |= {f"search.{k}": v for k, v in spec.search.model_dump(exclude={"space"}).items()}
+    params |= {f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()}
+    _log(client, pid, params=params, metrics=metrics,
+         tags={"vitsweep.code_version": code_version(), "vitsweep.ray_storage": result.storage})
     client.log_text(pid, spec_text, "spec.yaml")
     client.log_text(pid, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
     for cell in result.cells:

@@ -118,3 +118,38 @@ def test_smoke_sweep_against_a_real_mlflow_server(local_ray, expected, mlflow_se
     assert summary["tracking_uri"] == mlflow_server
     assert not (tmp_path / "home" / "mlflow.db").exists()
     _check(summary, expected)
+
+
+TUNE = """name: tune
+models: [vit]
+data: {n_tokens: 24, dim: 12, n_patterns: 8, alpha_star: 0.2}
+model: {width: 16}
+training: {n_test: 200, max_steps: 400}
+n_train: [8]
+seeds: 3
+search: {mode: optuna, metric: median_iterations_to_zero, direction: min, num_samples: 3, seed: 1,
+         space: {lr: {low: 0.1, high: 1.0, log: true}}}
+resources: {models_per_pack: 3}
+"""
+
+
+def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
+    path = tmp_path / "tune.yaml"
+    path.write_text(TUNE)
+    result = runner.invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    lrs = [float(c.data.params["lr"]) for c in children]
+    assert len(children) == 3 and len(set(lrs)) == 3 and all(0.1 <= lr <= 1.0 for lr in lrs)
+    objective = {}
+    for child in children:
+        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
+        column = table["columns"].index("iterations_to_zero")
+        steps = sorted(row[column] if row[column] >= 0 else 400 for row in table["data"])
+        objective[float(child.data.params["lr"])] = steps[1]  # the median of 3
+    assert summary["best"]["median_iterations_to_zero"] == min(objective.values())
+    assert objective[summary["best"]["values"]["lr"]] == min(objective.values())
+    assert float(parent.data.params["best.lr"]) == summary["best"]["values"]["lr"]

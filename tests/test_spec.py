@@ -23,6 +23,9 @@ EXPECTED_PATH = {
     "unknown_axis": "axes.alpha", "unknown_data_key": "data.alpha", "unknown_family": "family", "unknown_model": "models[1]",
     "unknown_top_key": "colour", "width_below_patterns": "model.width (with model vit)", "wrong_type_seeds": "seeds",
     "wrong_type_string_number": "data.alpha_star", "yaml_syntax": "", "zero_pack": "resources.models_per_pack",
+    "optuna_two_cells": "models", "optuna_without_space": "search.space", "grid_with_space": "search.space",
+    "space_unknown_field": "search.space.speed", "space_low_not_below_high": "search.space.lr",
+    "space_invalid_low": "search.space.lr.low",
 }
 
 
