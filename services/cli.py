@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
@@ -175,9 +175,14 @@ def run(
     sweep_id = new_sweep_id(spec)
     n_trials = len(packs(spec))
     start_ray(ray_address)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"{sweep_id}: trials", total=n_trials)
-        result = run_sweep(spec, sweep_id, home, on_trial_done=lambda done, errored: bar.update(task, completed=done, description=f"{sweep_id}: trials ({errored} failed)"))
+
+        def advance(done: int, failed: int, models: int) -> None:
+            bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
+
+        result = run_sweep(spec, sweep_id, home, on_trial_done=advance)
     parent_id = record_sweep(spec, result, uri, home, Path(path).read_text())
     n_star = {}
     for cell in result.cells:
@@ -201,12 +206,34 @@ def run(
     console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})")
     if uri.startswith("sqlite:"):
         console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
+    failed = [f for c in result.cells for f in c.failures]
     if as_json:
         print(json.dumps({
             "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": n_star,
-            "trainings": result.trainings, "wall_s": round(result.wall_s, 3),
-            "failed_trials": [f for c in result.cells for f in c.failures], "best": result.best,
+            "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
         }))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
+    as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
+) -> None:
+    """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
+    from services.sweep import sweep_status
+
+    rows = sweep_status(home)
+    if as_json:
+        print(json.dumps(rows))
+        return
+    table = Table(title=f"sweeps under {home}")
+    for column in ("sweep", "trials", "by status", "models trained"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["sweep_id"], str(r["trials"]), " ".join(f"{k}:{v}" for k, v in r["by_status"].items()), str(r["models_trained"]))
+    Console().print(table)
 
 
 @app.command()

@@ -141,13 +141,16 @@ def start_ray(address: str | None) -> None:
         ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
 
 
-def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) -> SweepResult:
-    """Run every pack of the spec through Ray Tune; Ray must already be started."""
+def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial) -> SweepResult:
+    """Run every pack of the spec through Ray Tune; Ray must already be started.
+
+    ``on_trial_done(trials_done, trials_failed, models_trained)`` follows progress. A trial that
+    raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
+    the other trials go on.
+    """
     start = time.perf_counter()
     storage = str((home / "ray").resolve())
-    trainable = tune.with_resources(
-        train_pack_trial, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial}
-    )
+    trainable = tune.with_resources(trainable, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
     callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
     param_space = {"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(packs(spec))}
     search = {}
@@ -181,7 +184,8 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) ->
         pack, cell = result.config["pack"], trial_cell(spec, result.config)
         target = cells.setdefault(cell.label, CellResult(cell))
         if result.error is not None:
-            target.failures.append(f"{cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {result.error}")
+            cause = str(result.error).strip().splitlines()[-1]
+            target.failures.append(f"{cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {cause} (trial log: {result.path})")
             continue
         records = json.loads(result.metrics["records"])
         target.records.extend(records)
@@ -194,21 +198,38 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None) ->
     return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, storage, best)
 
 
+def sweep_status(home: Path) -> list[dict]:
+    """Every sweep whose Ray Tune state lies under ``home``: trials by status and models trained."""
+    rows = []
+    for path in sorted((home / "ray").glob("*/")):
+        if not any(path.glob("experiment_state-*.json")):  # stopped before Tune saved any state
+            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_trained": 0})
+            continue
+        trials = tune.ExperimentAnalysis(str(path.resolve())).trials
+        counts: dict[str, int] = {}
+        for trial in trials:
+            counts[trial.status] = counts.get(trial.status, 0) + 1
+        models = sum((t.last_result or {}).get("trainings", 0) for t in trials if t.status == "TERMINATED")
+        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_trained": models})
+    return rows
+
+
 def _trial_name(trial) -> str:
     pack = trial.config["pack"]
     return f"cell{pack['cell']}-n{pack['n_train'][0]}-{pack['n_train'][-1]}-s{pack['seeds'][0]}_{trial.trial_id}"
 
 
 class _TrialDone(tune.Callback):
-    """Calls ``fn(trials_done, errored)`` whenever a trial completes or errors (for a progress bar)."""
+    """Calls ``fn(trials_done, trials_failed, models_trained)`` as trials end (for a progress bar)."""
 
     def __init__(self, fn):
-        self.fn, self.done, self.errored = fn, 0, 0
+        self.fn, self.done, self.errored, self.models = fn, 0, 0, 0
 
     def __getstate__(self) -> dict:
-        return {"fn": None, "done": self.done, "errored": self.errored}  # Tune pickles its run config
+        return {"fn": None, "done": self.done, "errored": self.errored, "models": self.models}  # Tune pickles its run config
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        self.models += (trial.last_result or {}).get("trainings", 0)
         self._count(errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -218,4 +239,4 @@ class _TrialDone(tune.Callback):
         self.done += 1
         self.errored += errored
         if self.fn is not None:
-            self.fn(self.done, self.errored)
+            self.fn(self.done, self.errored, self.models)

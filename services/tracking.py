@@ -112,12 +112,16 @@ def success_figure(spec: SweepSpec, result: SweepResult):
     """Success rate against N, one line per cell, one panel per model."""
     fig, axes = plt.subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
     for ax, model in zip(axes[0], spec.models):
-        for cell in (c for c in result.cells if c.cell.model == model):
+        for cell in (c for c in result.cells if c.cell.model == model and c.records):
             rows = cell.by_n(spec.n_train)
             label = " ".join(f"{k}={v}" for k, v in cell.cell.values.items()) or model
             ax.plot([r["n"] for r in rows], [r["success_rate"] for r in rows], marker="o", label=label)
         ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
-        ax.set(xscale="log", xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
-        ax.legend(fontsize=7)
+        ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
+        if ax.lines[:-1]:
+            ax.set_xscale("log")
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no results: every trial failed", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     return fig

@@ -80,6 +80,9 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     assert summary["failed_trials"] == [] and summary["sweep_id"].startswith("smoke-")
     assert (tmp_path / "ray" / summary["sweep_id"]).is_dir()  # Ray Tune's own trial state
     _check(summary, expected)
+    listed = runner.invoke(app, ["status", "--home", str(tmp_path), "--json"])
+    assert json.loads(listed.stdout) == [{"sweep_id": summary["sweep_id"], "trials": 4, "by_status": {"TERMINATED": 4},
+                                          "models_trained": expected[0].trainings}]
 
 
 def _free_port() -> int:
@@ -153,3 +156,41 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
     assert summary["best"]["median_iterations_to_zero"] == min(objective.values())
     assert objective[summary["best"]["values"]["lr"]] == min(objective.values())
     assert float(parent.data.params["best.lr"]) == summary["best"]["values"]["lr"]
+
+
+def _fails_on_cnn(config: dict) -> None:
+    """A trainable whose CNN packs raise, as a broken trial would."""
+    from services.sweep import train_pack_trial, trial_cell
+    from services.spec import SweepSpec
+
+    if trial_cell(SweepSpec.model_validate(config["spec"], strict=False), config).model == "cnn":
+        raise RuntimeError("injected failure")
+    train_pack_trial(config)
+
+
+def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
+    from services.sweep import run_sweep
+    from services.tracking import record_sweep
+
+    spec, rows = expected
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
+    result = run_sweep(spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
+                       "failing", tmp_path, trainable=_fails_on_cnn)
+    by_label = {c.cell.label: c for c in result.cells}
+    assert set(by_label) == set(rows)
+    for label, cell in by_label.items():
+        if label.startswith("cnn"):
+            assert cell.failures and not cell.records
+            assert all("injected failure" in f and f.startswith(label) and "seeds=" in f for f in cell.failures)
+        else:
+            assert not cell.failures
+            got = [(r["n"], r["success_rate"]) for r in cell.by_n(spec.n_train)]
+            assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text())
+    client = MlflowClient(uri)
+    assert client.get_run(parent_id).info.status == "FAILED"
+    children = client.search_runs([client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")
+    status = {c.info.run_name: c.info.status for c in children}
+    assert {k for k, v in status.items() if v == "FAILED"} == {k for k in rows if k.startswith("cnn")}
+    assert {k for k, v in status.items() if v == "FINISHED"} == {k for k in rows if k.startswith("vit")}
