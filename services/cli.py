@@ -8,8 +8,10 @@ defaults and help texts live in one place.
 import dataclasses
 import inspect
 import os
+import shlex
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,46 @@ def ui(
         raise typer.Exit(2)
     mlflow = Path(sys.executable).parent / "mlflow"
     os.execv(str(mlflow), [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)])
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]
+
+
+@app.command()
+def submit(
+    path: str = typer.Argument(..., help="a sweep spec (YAML), relative to the project root"),
+    address: str = typer.Option(..., "--address", help="the cluster's dashboard, e.g. http://HEAD:8265"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="an MLflow server the cluster reaches (default: the spec's)"),
+    home: str = typer.Option(None, "--home", help="a path on the cluster that outlives the job, for Ray's state and a SQLite store"),
+    follow: bool = typer.Option(False, "--follow", help="wait for the job, print its log, exit 1 unless it succeeded"),
+) -> None:
+    """Submit `vitsweep run` to a Ray cluster through the Ray Jobs API; prints the job id."""
+    spec = _load_or_exit(path)
+    if not (tracking_uri or spec.tracking.tracking_uri or home):
+        print("submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
+              "directory is deleted when it ends, and the embedded store with it", file=sys.stderr)
+        raise typer.Exit(2)
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60 heads require their token; read at Ray's import
+    from ray.job_submission import JobSubmissionClient
+
+    command = ["vitsweep", "run", Path(path).resolve().relative_to(PROJECT_ROOT).as_posix(), "--json"]
+    command += ["--tracking-uri", tracking_uri] if tracking_uri else []
+    command += ["--home", home] if home else []
+    client = JobSubmissionClient(address)
+    job_id = client.submit_job(
+        entrypoint=" ".join(map(shlex.quote, command)),
+        runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
+        metadata={"vitsweep.spec": spec.name},
+    )
+    print(job_id, flush=True)
+    if not follow:
+        Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)
+        return
+    while not client.get_job_status(job_id).is_terminal():
+        time.sleep(2)
+    print(client.get_job_logs(job_id), end="")
+    state = client.get_job_status(job_id)
+    if state != "SUCCEEDED":
+        print(f"job {job_id}: {state}", file=sys.stderr)
+        raise typer.Exit(1)

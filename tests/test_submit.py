@@ -1,0 +1,65 @@
+"""`vitsweep submit` against a real Ray head (dashboard and Jobs API) on 127.0.0.1."""
+
+import json
+import os
+import socket
+import subprocess
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from services.cli import app
+
+BIN = Path(sys.executable).parent
+runner = CliRunner()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """A one-node Ray cluster started the way a user starts a head; its jobs find vitsweep on PATH."""
+    port, dashboard = _free_port(), _free_port()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    subprocess.run(
+        [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--include-dashboard", "true",
+         "--num-cpus", "2", "--temp-dir", temp],
+        env=env, check=True, capture_output=True, timeout=180,
+    )
+    try:
+        yield f"http://127.0.0.1:{dashboard}"
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_submit_runs_the_sweep_as_a_ray_job(ray_head, tmp_path):
+    home = tmp_path / "home"
+    result = subprocess.run(
+        [str(BIN / "vitsweep"), "submit", "sweeps/smoke.yaml", "--address", ray_head, "--home", str(home), "--follow"],
+        capture_output=True, text=True, timeout=400, cwd=Path(__file__).parents[1],
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("raysubmit_")
+    summary = json.loads(lines[-1])  # the job's own `vitsweep run --json` summary
+    assert summary["trainings"] == 32 and summary["failed_trials"] == []
+    assert summary["tracking_uri"] == f"sqlite:///{home / 'mlflow.db'}"
+    parent = MlflowClient(summary["tracking_uri"]).get_run(summary["mlflow_parent_run_id"])
+    assert parent.info.status == "FINISHED" and parent.data.params["name"] == "smoke"
+
+
+def test_submit_refuses_a_sweep_whose_results_would_die_with_the_job():
+    result = runner.invoke(app, ["submit", "sweeps/smoke.yaml", "--address", "http://127.0.0.1:1"])
+    assert result.exit_code == 2 and "--tracking-uri" in result.stderr
