@@ -185,6 +185,11 @@ def run(
             bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
 
         result = run_sweep(spec, sweep_id, home, on_trial_done=advance)
+    if result.unfinished:
+        print(f"interrupted: {result.unfinished} of {n_trials} trials did not finish. The finished ones are kept in "
+              f"Ray Tune's state at {result.storage}; nothing was logged to MLflow. vitsweep cannot resume a sweep "
+              f"yet: running the same command again starts it over.", file=sys.stderr)
+        raise typer.Exit(130)
     parent_id = record_sweep(spec, result, uri, home, Path(path).read_text())
     n_star = {}
     for cell in result.cells:

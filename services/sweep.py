@@ -123,6 +123,7 @@ class SweepResult:
     wall_s: float
     storage: str
     best: dict | None = None  # optuna: the best trial's sampled values and objective
+    unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
 
 
 def new_sweep_id(spec: SweepSpec) -> str:
@@ -179,8 +180,11 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
     )
     grid = tuner.fit()
     cells: dict[str, CellResult] = {}  # by label: a grid cell, or one optuna trial's sampled cell
-    trainings = 0
+    trainings = unfinished = 0
     for result in grid:
+        if result.error is None and "records" not in (result.metrics or {}):
+            unfinished += 1  # stopped before it reported (Ctrl-C)
+            continue
         pack, cell = result.config["pack"], trial_cell(spec, result.config)
         target = cells.setdefault(cell.label, CellResult(cell))
         if result.error is not None:
@@ -195,7 +199,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
         top = grid.get_best_result()
         best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
     ordered = sorted(cells.values(), key=lambda c: spec.cells.index(c.cell) if c.cell in spec.cells else len(spec.cells))
-    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, storage, best)
+    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished)
 
 
 def sweep_status(home: Path) -> list[dict]:
