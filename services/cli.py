@@ -162,7 +162,7 @@ def _load_or_exit(path: str):
 @app.command()
 def run(
     path: str = typer.Argument(..., help="a sweep spec (YAML)"),
-    ray_address: str = typer.Option(None, "--ray-address", envvar="RAY_ADDRESS", help="an existing Ray cluster; default: a local Ray on 127.0.0.1"),
+    ray_address: str = typer.Option(None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on 127.0.0.1)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"),
     home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state and the embedded MLflow store"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
@@ -191,12 +191,30 @@ def run(
               f"yet: running the same command again starts it over.", file=sys.stderr)
         raise typer.Exit(130)
     parent_id = record_sweep(spec, result, uri, home, Path(path).read_text())
-    n_star = {}
+    _print_sweep(spec, result, uri, parent_id, home)
+    failed = [f for c in result.cells for f in c.failures]
+    if as_json:
+        print(json.dumps({
+            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": _n_star(spec, result),
+            "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
+        }))
+    if failed:
+        raise typer.Exit(1)
+
+
+def _n_star(spec, result) -> dict:
+    """model -> cell (its axis value, or k=v pairs) -> N* or None."""
+    out: dict = {}
     for cell in result.cells:
         key = " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
-        n_star.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.n_train, spec.success_rate)
+        out.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.n_train, spec.success_rate)
+    return out
+
+
+def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
+    """The N* table, failed trials, the best Optuna trial and where the results are."""
     console = Console()
-    table = Table(title=f"N* (smallest N from which the success rate stays >= {spec.success_rate}), {sweep_id}")
+    table = Table(title=f"N* (smallest N from which the success rate stays >= {spec.success_rate}), {result.sweep_id}")
     table.add_column("cell")
     table.add_column("N*", justify="right")
     table.add_column("success rate per N", justify="left")
@@ -205,22 +223,13 @@ def run(
         star = cell.n_star(spec.n_train, spec.success_rate)
         table.add_row(cell.cell.label, "FAILED" if cell.failures else ("-" if star is None else str(star)), rates)
     console.print(table)
-    for cell in result.cells:
-        for failure in cell.failures:
-            Console(stderr=True).print(f"failed trial: {failure}", markup=False)
+    for failure in (f for cell in result.cells for f in cell.failures):
+        print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
         console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
-    console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})")
+    console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})", markup=False)
     if uri.startswith("sqlite:"):
         console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
-    failed = [f for c in result.cells for f in c.failures]
-    if as_json:
-        print(json.dumps({
-            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": n_star,
-            "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
-        }))
-    if failed:
-        raise typer.Exit(1)
 
 
 @app.command()

@@ -53,7 +53,19 @@ def train_pack_trial(config: dict) -> None:
         "median_iterations_to_zero": float(np.median(steps_to_zero)),
         "pack_wall_s": result.wall_s,
         "records": json.dumps(result.records()),
+        "attention_curves": json.dumps(_curve_sums(result, "attention_mass")),
     })
+
+
+def _curve_sums(result, name: str) -> dict:
+    """Per N: the eval steps and, per step, the sum and count of the models' finite curve values."""
+    out = {}
+    for n in np.unique(result.n_train):
+        values = result.curves[name][:, result.n_train == n]
+        finite = np.isfinite(values)
+        if finite.any():
+            out[str(n)] = {"steps": result.eval_steps.tolist(), "sum": np.where(finite, values, 0).sum(1).tolist(), "count": finite.sum(1).tolist()}
+    return out
 
 
 def trial_cell(spec: SweepSpec, config: dict) -> Cell:
@@ -81,6 +93,26 @@ class CellResult:
     cell: Cell
     records: list[dict] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    curve_parts: list[dict] = field(default_factory=list)  # per pack: N -> steps, sums, counts
+
+    def attention_curves(self) -> dict[int, list[tuple[int, float]]]:
+        """Per N: the mean attention mass over the cell's models at every evaluated step.
+
+        A pack stops once its models settled, and a settled model no longer changes, so a pack
+        that ended earlier counts with its last values at later steps."""
+        curves = {}
+        for n in sorted({int(n) for part in self.curve_parts for n in part}):
+            parts = [part[str(n)] for part in self.curve_parts if str(n) in part]
+            steps = sorted({s for p in parts for s in p["steps"]})
+            means = []
+            for step in steps:
+                total = count = 0.0
+                for p in parts:
+                    i = min(np.searchsorted(p["steps"], step), len(p["steps"]) - 1)
+                    total, count = total + p["sum"][i], count + p["count"][i]
+                means.append((step, total / count))
+            curves[n] = means
+        return curves
 
     def by_n(self, n_train: list[int]) -> list[dict]:
         """Per N: models, success rate, mean test error, median iterations to zero, settled."""
@@ -193,6 +225,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
             continue
         records = json.loads(result.metrics["records"])
         target.records.extend(records)
+        target.curve_parts.append(json.loads(result.metrics["attention_curves"]))
         trainings += len(records)
     best = None
     if spec.search.mode == "optuna" and any(r.error is None for r in grid):

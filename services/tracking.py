@@ -96,6 +96,7 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
     rows = cell.by_n(spec.n_train)
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
+    metrics += [Metric(f"attention_mass_n{n}", value, 0, step) for n, curve in cell.attention_curves().items() for step, value in curve]
     n_star = cell.n_star(spec.n_train, spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))

@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 import torch
 
@@ -6,3 +8,15 @@ import torch
 def _threads():
     """Two cores on CI: one intra-op thread keeps small tests fast and deterministic."""
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def free_port():
+    """A function returning a TCP port free on 127.0.0.1 right now."""
+
+    def pick() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    return pick

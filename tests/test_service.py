@@ -2,13 +2,13 @@
 against the trainer's own numbers."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 import ray
 from mlflow.tracking import MlflowClient
@@ -31,14 +31,17 @@ def local_ray():
 
 @pytest.fixture(scope="module")
 def expected():
-    """The smoke spec's cells trained directly, without Ray: per cell label, rows per N."""
+    """The smoke spec's cells trained directly, without Ray: per cell label, rows per N and the
+    mean attention-mass curve per N."""
     spec = load_spec(SMOKE)
-    out = {}
+    out, curves = {}, {}
     for cell in spec.cells:
         seeds = list(range(spec.seeds))
         result = train_pack(*spec.configs(cell), [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train))
         out[cell.label] = result.by_n()
-    return spec, out
+        mass = result.curves["attention_mass"]
+        curves[cell.label] = {n: dict(zip(result.eval_steps.tolist(), mass[:, result.n_train == n].mean(1))) for n in spec.n_train}
+    return spec, out, curves
 
 
 def _run(*args: str) -> dict:
@@ -48,7 +51,7 @@ def _run(*args: str) -> dict:
 
 
 def _check(summary: dict, expected) -> None:
-    spec, rows = expected
+    spec, rows, curves = expected
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED"
@@ -65,6 +68,13 @@ def _check(summary: dict, expected) -> None:
         steps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "median_iterations_to_zero")}
         assert steps == {r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None}
         assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json"}
+        for n in spec.n_train:
+            logged = {m.step: m.value for m in client.get_metric_history(child.info.run_id, f"attention_mass_n{n}")}
+            if child.data.params["model"] == "cnn":
+                assert logged == {}
+            else:  # one pack per cell in the smoke spec, so the steps are the pack's own
+                assert logged.keys() == curves[child.info.run_name][n].keys()
+                np.testing.assert_allclose([logged[k] for k in sorted(logged)], [curves[child.info.run_name][n][k] for k in sorted(logged)], rtol=1e-6)
         table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
         assert len(table["data"]) == len(spec.n_train) * spec.seeds
         model, alpha = child.data.params["model"], child.data.params["alpha_star"]
@@ -85,15 +95,9 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
                                           "models_trained": expected[0].trainings}]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def mlflow_server(tmp_path):
-    port = _free_port()
+def mlflow_server(tmp_path, free_port):
+    port = free_port()
     mlflow = Path(sys.executable).parent / "mlflow"
     proc = subprocess.Popen(
         [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
@@ -172,7 +176,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
     from services.sweep import run_sweep
     from services.tracking import record_sweep
 
-    spec, rows = expected
+    spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     result = run_sweep(spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
                        "failing", tmp_path, trainable=_fails_on_cnn)

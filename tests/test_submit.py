@@ -2,7 +2,6 @@
 
 import json
 import os
-import socket
 import subprocess
 import shutil
 import sys
@@ -19,16 +18,10 @@ BIN = Path(sys.executable).parent
 runner = CliRunner()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def ray_head(tmp_path):
+def ray_head(free_port):
     """A one-node Ray cluster started the way a user starts a head; its jobs find vitsweep on PATH."""
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard = free_port(), free_port()
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     subprocess.run(
