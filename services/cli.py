@@ -219,7 +219,7 @@ def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
     table.add_column("N*", justify="right")
     table.add_column("success rate per N", justify="left")
     for cell in result.cells:
-        rates = " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n(spec.n_train))
+        rates = " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n())
         star = cell.n_star(spec.n_train, spec.success_rate)
         table.add_row(cell.cell.label, "FAILED" if cell.failures else ("-" if star is None else str(star)), rates)
     console.print(table)

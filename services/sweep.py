@@ -23,6 +23,7 @@ from ray import tune  # noqa: E402
 
 from services.spec import Cell, SweepSpec  # noqa: E402
 from vit_core import train_pack  # noqa: E402
+from vit_core.train import summarize_by_n  # noqa: E402
 
 
 def packs(spec: SweepSpec) -> list[dict]:
@@ -114,29 +115,13 @@ class CellResult:
             curves[n] = means
         return curves
 
-    def by_n(self, n_train: list[int]) -> list[dict]:
-        """Per N: models, success rate, mean test error, median iterations to zero, settled."""
-        rows = []
-        for n in n_train:
-            mine = [r for r in self.records if r["n_train"] == n]
-            if not mine:
-                continue
-            reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
-            errors = [r["test_error"] for r in mine if np.isfinite(r["test_error"])]
-            rows.append({
-                "n": n,
-                "models": len(mine),
-                "success_rate": float(np.mean([r["success"] for r in mine])),
-                "mean_test_error": float(np.mean(errors)) if errors else None,
-                "median_iterations_to_zero": float(np.median(reached)) if reached else None,
-                "settled_rate": float(np.mean([r["settled"] for r in mine])),
-                "diverged": int(sum(r["diverged"] for r in mine)),
-            })
-        return rows
+    def by_n(self) -> list[dict]:
+        """Per N, ascending: vit_core.train.summarize_by_n over the cell's models."""
+        return summarize_by_n(self.records)
 
     def n_star(self, n_train: list[int], p: float) -> int | None:
         """The stable N*: the smallest N from which every larger N reaches success rate p."""
-        rows = self.by_n(n_train)
+        rows = self.by_n()
         if self.failures or len(rows) < len(n_train):
             return None
         best = None

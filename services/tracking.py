@@ -20,7 +20,7 @@ from services.spec import SweepSpec  # noqa: E402
 from services.sweep import CellResult, SweepResult  # noqa: E402
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
-PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled_rate", "diverged")
+PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "diverged", "mean_attention_mass")
 
 
 def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
@@ -94,7 +94,7 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
     """One child run per cell: its values as params, per-N metrics (step = N), N*, a per-model table."""
     run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
-    rows = cell.by_n(spec.n_train)
+    rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
     metrics += [Metric(f"attention_mass_n{n}", value, 0, step) for n, curve in cell.attention_curves().items() for step, value in curve]
     n_star = cell.n_star(spec.n_train, spec.success_rate)
@@ -114,7 +114,7 @@ def success_figure(spec: SweepSpec, result: SweepResult):
     fig, axes = plt.subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
     for ax, model in zip(axes[0], spec.models):
         for cell in (c for c in result.cells if c.cell.model == model and c.records):
-            rows = cell.by_n(spec.n_train)
+            rows = cell.by_n()
             label = " ".join(f"{k}={v}" for k, v in cell.cell.values.items()) or model
             ax.plot([r["n"] for r in rows], [r["success_rate"] for r in rows], marker="o", label=label)
         ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")

@@ -65,23 +65,8 @@ class PackResult:
     wall_s: float
 
     def by_n(self) -> list[dict]:
-        """Per training-set size N: success rate, mean test error, median iterations to zero
-        test error (over the models that reached it), settled and diverged counts."""
-        rows = []
-        for n in np.unique(self.n_train):
-            m = self.n_train == n
-            reached = self.iterations_to_zero[m][self.iterations_to_zero[m] >= 0]
-            rows.append({
-                "n": int(n),
-                "models": int(m.sum()),
-                "success_rate": float(self.success[m].mean()),
-                "mean_test_error": _mean_or_none(self.final["test_error"][m]),
-                "median_iterations_to_zero": float(np.median(reached)) if len(reached) else None,
-                "settled": int(self.settled[m].sum()),
-                "diverged": int(self.diverged[m].sum()),
-                "mean_attention_mass": _mean_or_none(self.final["attention_mass"][m]),
-            })
-        return rows
+        """Per training-set size N: see summarize_by_n."""
+        return summarize_by_n(self.records())
 
     def records(self) -> list[dict]:
         """One plain dict per model: its setting and outcome (JSON-ready)."""
@@ -90,6 +75,27 @@ class PackResult:
             {k: getattr(self, k)[i].item() for k in keys} | {k: float(v[i]) for k, v in self.final.items()}
             for i in range(len(self.seeds))
         ]
+
+
+def summarize_by_n(records: list[dict]) -> list[dict]:
+    """Per training-set size N, ascending: models, success rate, mean test error, median
+    iterations to zero test error (over the models that reached it), settled and diverged
+    counts, and mean final attention mass. ``records`` as PackResult.records() makes them."""
+    rows = []
+    for n in sorted({r["n_train"] for r in records}):
+        mine = [r for r in records if r["n_train"] == n]
+        reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
+        rows.append({
+            "n": n,
+            "models": len(mine),
+            "success_rate": float(np.mean([r["success"] for r in mine])),
+            "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
+            "median_iterations_to_zero": float(np.median(reached)) if reached else None,
+            "settled": int(sum(r["settled"] for r in mine)),
+            "diverged": int(sum(r["diverged"] for r in mine)),
+            "mean_attention_mass": _mean_or_none(np.array([r["attention_mass"] for r in mine])),
+        })
+    return rows
 
 
 def _mean_or_none(values: np.ndarray) -> float | None:
