@@ -162,7 +162,7 @@ def _load_or_exit(path: str):
 @app.command()
 def run(
     path: str = typer.Argument(..., help="a sweep spec (YAML)"),
-    ray_address: str = typer.Option(None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on 127.0.0.1)"),
+    ray_address: str = typer.Option(None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on this machine)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"),
     home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state and the embedded MLflow store"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),

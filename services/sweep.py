@@ -148,7 +148,8 @@ def new_sweep_id(spec: SweepSpec) -> str:
 
 
 def start_ray(address: str | None) -> None:
-    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray on 127.0.0.1."""
+    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray whose node
+    address is 127.0.0.1 (Ray 2.60 still listens on all interfaces: see the README)."""
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
