@@ -169,13 +169,13 @@ def run(
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow."""
     spec = _load_or_exit(path)
-    from services.sweep import new_sweep_id, packs, run_sweep, start_ray
+    from services.sweep import new_sweep_id, run_sweep, start_ray, trial_count
     from services.tracking import record_sweep, resolve_tracking_uri
 
     home.mkdir(parents=True, exist_ok=True)
     uri = resolve_tracking_uri(spec, tracking_uri, home)
     sweep_id = new_sweep_id(spec)
-    n_trials = len(packs(spec))
+    n_trials = trial_count(spec)
     start_ray(ray_address)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:

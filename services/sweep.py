@@ -29,13 +29,17 @@ from vit_core.train import summarize_by_n  # noqa: E402
 def packs(spec: SweepSpec) -> list[dict]:
     """The trials of a sweep: for each cell, its (N, seed) pairs cut into packs."""
     size = spec.resources.models_per_pack
-    out = []
-    for index in range(len(spec.cells)):
-        pairs = [(n, seed) for n in spec.n_train for seed in range(spec.seeds)]
-        for start in range(0, len(pairs), size):
-            chunk = pairs[start : start + size]
-            out.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
-    return out
+    pairs = [(n, seed) for n in spec.n_train for seed in range(spec.seeds)]
+    chunks = [pairs[start : start + size] for start in range(0, len(pairs), size)]
+    return [
+        {"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]}
+        for index in range(len(spec.cells)) for chunk in chunks
+    ]
+
+
+def trial_count(spec: SweepSpec) -> int:
+    """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample."""
+    return spec.search.num_samples if spec.search.mode == "optuna" else len(packs(spec))
 
 
 def train_pack_trial(config: dict) -> None:
@@ -171,12 +175,13 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
     storage = str((home / "ray").resolve())
     trainable = tune.with_resources(trainable, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
     callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
-    param_space = {"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(packs(spec))}
+    trials = packs(spec)
+    param_space = {"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(trials)}
     search = {}
     if spec.search.mode == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
-        param_space |= {"pack": packs(spec)[0], "sampled": _search_space(spec)}
+        param_space |= {"pack": trials[0], "sampled": _search_space(spec)}
         search = {"search_alg": OptunaSearch(seed=spec.search.seed), "num_samples": spec.search.num_samples,
                   "metric": spec.search.metric, "mode": spec.search.direction}
     tuner = tune.Tuner(

@@ -81,3 +81,15 @@ def test_schema_is_json_schema_with_every_section():
     assert set(schema["properties"]) >= {"name", "models", "data", "model", "training", "axes", "n_train", "seeds", "resources", "tracking"}
     assert schema["additionalProperties"] is False
     assert SweepSpec.model_json_schema() == schema
+
+
+def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
+    from services.sweep import packs, trial_count
+
+    grid = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10, 20]\nseeds: 5\nresources: {models_per_pack: 4}")
+    assert trial_count(grid) == len(packs(grid)) == 2 * 4  # 15 pairs per cell in packs of 4
+    assert sorted((p["n_train"][i], p["seeds"][i]) for p in packs(grid) if p["cell"] == 1 for i in range(len(p["seeds"]))) == \
+        sorted((n, s) for n in (5, 10, 20) for s in range(5))
+    optuna = parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nseeds: 2\n"
+                        "search: {mode: optuna, num_samples: 7, space: {lr: {low: 0.1, high: 1.0}}}")
+    assert trial_count(optuna) == 7 and len(packs(optuna)) == 1
