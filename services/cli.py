@@ -169,6 +169,7 @@ def run(
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow."""
     spec = _load_or_exit(path)
+    from services import report
     from services.sweep import new_sweep_id, run_sweep, start_ray, trial_count
     from services.tracking import record_sweep, resolve_tracking_uri
 
@@ -186,16 +187,19 @@ def run(
 
         result = run_sweep(spec, sweep_id, home, on_trial_done=advance)
     if result.unfinished:
-        print(f"interrupted: {result.unfinished} of {n_trials} trials did not finish. The finished ones are kept in "
+        print(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in "
               f"Ray Tune's state at {result.storage}; nothing was logged to MLflow. vitsweep cannot resume a sweep "
               f"yet: running the same command again starts it over.", file=sys.stderr)
         raise typer.Exit(130)
-    parent_id = record_sweep(spec, result, uri, home, Path(path).read_text())
+    summary = report.summarize(spec, sweep_id, result.cells)
+    parent_id = record_sweep(spec, result, uri, home, Path(path).read_text(), summary)
+    _print_summary(summary)
     _print_sweep(spec, result, uri, parent_id, home)
     failed = [f for c in result.cells for f in c.failures]
     if as_json:
         print(json.dumps({
             "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": _n_star(spec, result),
+            "exponent": _exponents(summary), "adaptive": summary["adaptive"],
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
         }))
     if failed:
@@ -207,21 +211,38 @@ def _n_star(spec, result) -> dict:
     out: dict = {}
     for cell in result.cells:
         key = " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
-        out.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.n_train, spec.success_rate)
+        out.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.success_rate)
     return out
 
 
-def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
-    """The N* table, failed trials, the best Optuna trial and where the results are."""
+def _exponents(summary: dict) -> dict:
+    """group (the model, with any other axis values) -> {value, ci95} of N*'s exponent in 1/alpha*."""
+    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in summary["exponent"].items()}
+
+
+def _print_summary(summary: dict) -> None:
+    """The per-cell N* table (bracket, CI, T) and the fits against theory."""
+    from services.report import TABLE_HEADER, notes, table_rows
+
+    table = Table(title=f"{summary['sweep_id']}: N* = smallest N from which the success rate stays >= {summary['success_rate']}")
+    for column in TABLE_HEADER:
+        table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
+    for row in table_rows(summary):
+        table.add_row(*row)
     console = Console()
-    table = Table(title=f"N* (smallest N from which the success rate stays >= {spec.success_rate}), {result.sweep_id}")
+    console.print(table)
+    for line in notes(summary):
+        console.print(f"- {line}", markup=False)
+
+
+def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
+    """Success rates per N, failed trials, the best Optuna trial and where the results are."""
+    console = Console()
+    table = Table(title="success rate per N")
     table.add_column("cell")
-    table.add_column("N*", justify="right")
     table.add_column("success rate per N", justify="left")
     for cell in result.cells:
-        rates = " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n())
-        star = cell.n_star(spec.n_train, spec.success_rate)
-        table.add_row(cell.cell.label, "FAILED" if cell.failures else ("-" if star is None else str(star)), rates)
+        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n()))
     console.print(table)
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)
@@ -230,6 +251,34 @@ def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
     console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})", markup=False)
     if uri.startswith("sqlite:"):
         console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
+
+
+@app.command("report")
+def report_command(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figures and summary (default: HOME/reports/SWEEP_ID)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"),
+) -> None:
+    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
+    from services import report
+
+    uri = tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+    if not tracking_uri and not (home / "mlflow.db").exists():
+        print(f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri", file=sys.stderr)
+        raise typer.Exit(2)
+    try:
+        spec, found_id, cells = report.load_sweep(uri, sweep_id)
+    except LookupError as error:
+        print(error, file=sys.stderr)
+        raise typer.Exit(2) from None
+    summary = report.summarize(spec, found_id, cells)
+    folder = report.write(out or home / "reports" / found_id, summary, report.figures(spec, summary, cells))
+    _print_summary(summary)
+    Console().print(f"report written to {folder}", markup=False)
+    if as_json:
+        print(json.dumps(summary | {"folder": str(folder)}))
 
 
 @app.command()

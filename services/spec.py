@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
+from services.analysis import full_grid_size
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
 
@@ -77,11 +78,15 @@ class Range(BaseModel):
 
 
 class Search(BaseModel):
-    """grid: every cell of the axes. optuna: tune fields of one cell with Ray Tune's OptunaSearch,
-    each trial training every (N, seed) of the cell with the sampled values."""
+    """grid: every cell of the axes at every N of n_train. sample_complexity: per cell, find N*
+    adaptively, starting from n_train (services.nstar). optuna: tune fields of one cell with Ray
+    Tune's OptunaSearch, each trial training every (N, seed) of the cell with the sampled values."""
 
     model_config = FORBID
-    mode: Literal["grid", "optuna"] = "grid"
+    mode: Literal["grid", "sample_complexity", "optuna"] = "grid"
+    precision: float = Field(0.1, gt=0, le=1, description="sample_complexity: stop once N* is bracketed within this relative width")
+    factor: float = Field(2.0, gt=1, description="sample_complexity: grid step when N* lies beyond an end of n_train")
+    n_max: int | None = Field(None, ge=1, description="sample_complexity: never train above this N (default: 16x the largest n_train)")
     metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
         "success_rate", description="optuna objective, over all models of a trial (median_iterations_to_zero counts max_steps for a model that never reaches zero)")
     direction: Literal["max", "min"] = "max"
@@ -131,8 +136,23 @@ class SweepSpec(BaseModel):
 
     @property
     def trainings(self) -> int:
+        """Models the sweep trains (sample_complexity: its first round; later rounds add more)."""
         trials = self.search.num_samples if self.search.mode == "optuna" else len(self.cells)
         return trials * len(self.n_train) * self.seeds
+
+    @property
+    def n_max(self) -> int:
+        """The largest N the sweep may train."""
+        return self.search.n_max or (16 * max(self.n_train) if self.search.mode == "sample_complexity" else max(self.n_train))
+
+    @property
+    def max_trainings_bound(self) -> int:
+        """The most models the sweep can train: for sample_complexity, every cell at every N of a
+        geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
+        if self.search.mode != "sample_complexity":
+            return self.trainings
+        grid = full_grid_size(1, self.n_max, self.search.precision) + len(self.n_train)
+        return len(self.cells) * grid * self.seeds
 
     @cached_property
     def cells(self) -> list["Cell"]:
@@ -205,16 +225,19 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
         for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(axis)).model_fields_set
     ]
     problems += _search_problems(spec)
-    if spec.trainings > spec.max_trainings:
-        problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep has {spec.trainings} trainings; raise max_trainings or shrink the axes"))
+    if spec.max_trainings_bound > spec.max_trainings:
+        problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes"))
     return problems + _cell_problems(spec)
 
 
 def _search_problems(spec: SweepSpec) -> list[Problem]:
     """Optuna tunes the fields of `space` in one cell, one pack per trial; grid has no space."""
     search, problems = spec.search, []
-    if search.mode == "grid":
-        return [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
+    if search.mode != "optuna":
+        problems += [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
+        if search.mode == "sample_complexity" and search.n_max is not None and search.n_max < max(spec.n_train):
+            problems.append(Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({max(spec.n_train)})"))
+        return problems
     if not search.space:
         problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
     if len(spec.cells) != 1:

@@ -21,6 +21,7 @@ import ray  # noqa: E402
 import torch  # noqa: E402
 from ray import tune  # noqa: E402
 
+from services.analysis import Outcomes  # noqa: E402
 from services.spec import Cell, SweepSpec  # noqa: E402
 from vit_core import train_pack  # noqa: E402
 from vit_core.train import summarize_by_n  # noqa: E402
@@ -37,9 +38,10 @@ def packs(spec: SweepSpec) -> list[dict]:
     ]
 
 
-def trial_count(spec: SweepSpec) -> int:
-    """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample."""
-    return spec.search.num_samples if spec.search.mode == "optuna" else len(packs(spec))
+def trial_count(spec: SweepSpec) -> int | None:
+    """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample; None
+    for the sample_complexity search, whose rounds depend on the results."""
+    return {"grid": len(packs(spec)), "optuna": spec.search.num_samples}.get(spec.search.mode)
 
 
 def train_pack_trial(config: dict) -> None:
@@ -123,17 +125,13 @@ class CellResult:
         """Per N, ascending: vit_core.train.summarize_by_n over the cell's models."""
         return summarize_by_n(self.records)
 
-    def n_star(self, n_train: list[int], p: float) -> int | None:
-        """The stable N*: the smallest N from which every larger N reaches success rate p."""
-        rows = self.by_n()
-        if self.failures or len(rows) < len(n_train):
-            return None
-        best = None
-        for row in reversed(rows):
-            if row["success_rate"] < p:
-                break
-            best = row["n"]
-        return best
+    def outcomes(self) -> Outcomes:
+        return Outcomes.from_records(self.records)
+
+    def n_star(self, p: float) -> int | None:
+        """The stable N*: the smallest N from which every larger N reaches success rate p;
+        None when a pack of the cell failed (an N may be missing) or the largest N misses p."""
+        return None if self.failures or not self.records else self.outcomes().n_star(p)
 
 
 @dataclass
@@ -184,6 +182,11 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
         param_space |= {"pack": trials[0], "sampled": _search_space(spec)}
         search = {"search_alg": OptunaSearch(seed=spec.search.seed), "num_samples": spec.search.num_samples,
                   "metric": spec.search.metric, "mode": spec.search.direction}
+    elif spec.search.mode == "sample_complexity":
+        from services.nstar import NStarSearcher
+
+        del param_space["pack"]  # the searcher suggests every pack
+        search = {"search_alg": NStarSearcher(spec), "num_samples": -1}
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,

@@ -8,16 +8,14 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 import subprocess
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import yaml
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import yaml  # noqa: E402
-from mlflow.entities import Metric, Param, RunTag  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
-
-from services.spec import SweepSpec  # noqa: E402
-from services.sweep import CellResult, SweepResult  # noqa: E402
+from services import report  # sets matplotlib's Agg backend
+from services.spec import SweepSpec
+from services.sweep import CellResult, SweepResult
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "diverged", "mean_attention_mass")
@@ -60,8 +58,9 @@ def _flat(prefix: str, values: dict) -> dict:
     return {f"{prefix}.{k}": v for k, v in values.items()}
 
 
-def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str) -> str:
-    """Log the sweep to MLflow and return the parent run's id."""
+def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict) -> str:
+    """Log the sweep to MLflow with its report (``services.report.summarize``'s ``summary``, the
+    figures and the summary table) and return the parent run's id."""
     client = MlflowClient(tracking_uri)
     experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
@@ -84,9 +83,13 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     client.log_text(pid, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
     for cell in result.cells:
         _record_cell(client, experiment, pid, spec, cell)
-    fig = success_figure(spec, result)
-    client.log_figure(pid, fig, "success_rate_vs_n.png")
-    plt.close(fig)
+    exponents = [Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0) for group, fit in summary["exponent"].items() if fit["value"] is not None]
+    _log(client, pid, metrics=exponents)
+    for name, fig in report.figures(spec, summary, result.cells).items():
+        client.log_figure(pid, fig, name)
+        plt.close(fig)
+    client.log_text(pid, report.markdown(summary), "summary.md")
+    client.log_dict(pid, summary, "summary.json")
     client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")
     return pid
 
@@ -97,7 +100,7 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
     metrics += [Metric(f"attention_mass_n{n}", value, 0, step) for n, curve in cell.attention_curves().items() for step, value in curve]
-    n_star = cell.n_star(spec.n_train, spec.success_rate)
+    n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
@@ -106,23 +109,6 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     if cell.records:
         columns = {key: [r[key] for r in cell.records] for key in cell.records[0]}
         client.log_table(run.info.run_id, data=columns, artifact_file="models.json")
+    if cell.curve_parts:
+        client.log_dict(run.info.run_id, cell.curve_parts, "attention.json")
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")
-
-
-def success_figure(spec: SweepSpec, result: SweepResult):
-    """Success rate against N, one line per cell, one panel per model."""
-    fig, axes = plt.subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
-    for ax, model in zip(axes[0], spec.models):
-        for cell in (c for c in result.cells if c.cell.model == model and c.records):
-            rows = cell.by_n()
-            label = " ".join(f"{k}={v}" for k, v in cell.cell.values.items()) or model
-            ax.plot([r["n"] for r in rows], [r["success_rate"] for r in rows], marker="o", label=label)
-        ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
-        ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
-        if ax.lines[:-1]:
-            ax.set_xscale("log")
-            ax.legend(fontsize=7)
-        else:
-            ax.text(0.5, 0.5, "no results: every trial failed", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
-    return fig

@@ -1,0 +1,158 @@
+"""Statistics over trained models: N*, power-law exponents with bootstrap CIs, iterations to zero
+error and paired effects, all from per-model records (``PackResult.records()`` rows).
+
+Every confidence interval resamples *seeds* within a cell: a seed fixes a model's data at every N
+(the sets are nested) and its initialisation, so the seeds are the independent units. Pure numpy:
+the same functions serve ``vitsweep run``, ``vitsweep report`` and the tests.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BOOTSTRAP = 1000  # resamples per CI
+CI = (2.5, 97.5)
+
+
+def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
+    """The smallest N from which every larger evaluated N reaches success rate ``p`` (so a dip
+    above the first success does not count), or None when the largest N does not reach it."""
+    below = np.nonzero(rates < p)[0]
+    if len(below) == 0:
+        return int(ns[0])
+    last = below[-1]
+    return None if last == len(ns) - 1 else int(ns[last + 1])
+
+
+@dataclass
+class Outcomes:
+    """One cell's per-model outcomes on a common (N x seed) table. Missing pairs are NaN."""
+
+    ns: np.ndarray  # ascending training-set sizes
+    seeds: np.ndarray
+    success: np.ndarray  # (N, seed): 1.0, 0.0 or NaN where not trained
+    steps_to_zero: np.ndarray  # (N, seed): first evaluated step with zero test error; NaN if never
+    test_loss: np.ndarray  # (N, seed): final test hinge loss
+
+    @classmethod
+    def from_records(cls, records: list[dict]) -> "Outcomes":
+        ns = np.array(sorted({r["n_train"] for r in records}))
+        seeds = np.array(sorted({r["seeds"] for r in records}))
+        tables = {name: np.full((len(ns), len(seeds)), np.nan) for name in ("success", "steps_to_zero", "test_loss")}
+        row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
+        for r in records:
+            i, j = row[r["n_train"]], col[r["seeds"]]
+            tables["success"][i, j] = float(r["success"])
+            tables["steps_to_zero"][i, j] = r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else np.nan
+            tables["test_loss"][i, j] = r["test_loss"]
+        return cls(ns, seeds, **tables)
+
+    def rates(self, columns: np.ndarray | None = None) -> np.ndarray:
+        """Success rate per N over the given seed columns (all by default), ignoring missing pairs."""
+        table = self.success if columns is None else self.success[:, columns]
+        return np.nanmean(table, axis=1)
+
+    def n_star(self, p: float, columns: np.ndarray | None = None) -> int | None:
+        return stable_n_star(self.ns, self.rates(columns), p)
+
+    def bracket(self, p: float) -> tuple[int | None, int | None]:
+        """(largest evaluated N below N* that misses p, N*): N* lies in (lo, N*]."""
+        star = self.n_star(p)
+        if star is None:
+            return int(self.ns[-1]), None
+        i = int(np.searchsorted(self.ns, star))
+        return (int(self.ns[i - 1]) if i else None), star
+
+    def monotone(self, p: float) -> bool:
+        """Whether no N below N*'s bracket already reached p (no sample-wise dip)."""
+        lo, _ = self.bracket(p)
+        return lo is None or bool(np.all(self.rates()[self.ns < lo] < p))
+
+    def steps(self, columns: np.ndarray | None = None) -> float | None:
+        """T: median over seeds of the steps to zero test error at the largest N, over the
+        models that reached it."""
+        row = self.steps_to_zero[-1] if columns is None else self.steps_to_zero[-1, columns]
+        row = row[np.isfinite(row)]
+        return float(np.median(row)) if len(row) else None
+
+
+def resample(n_seeds: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, n_seeds, n_seeds)
+
+
+def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of log y against log x."""
+    slope, intercept = np.polyfit(np.log(x), np.log(y), 1)
+    return float(slope), float(intercept)
+
+
+@dataclass
+class Fit:
+    """A log-log slope over cells with its bootstrap percentile CI over seeds."""
+
+    value: float | None
+    ci95: tuple[float, float] | None
+    intercept: float | None
+    points: list[tuple[float, float]]  # (x, y) of the cells that entered the fit
+    resamples: int  # bootstrap resamples that had >= 2 cells with a defined statistic
+
+    def as_dict(self) -> dict:
+        r = lambda v: None if v is None else round(v, 4)  # noqa: E731 (bootstrap noise is far above 1e-4)
+        return {"value": r(self.value), "ci95": [r(v) for v in self.ci95] if self.ci95 else None, "intercept": self.intercept,
+                "points": [list(p) for p in self.points], "resamples": self.resamples}
+
+
+def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> Fit:
+    """Slope of log statistic(cell) against log x, with a CI from resampling each cell's seeds.
+
+    ``statistic(outcomes, columns)`` returns a positive number or None (undefined: the cell is left
+    out of that fit, as a censored N* is)."""
+    x = np.asarray(x, dtype=float)
+    y = [statistic(c, None) for c in cells]
+    keep = [i for i, v in enumerate(y) if v is not None]
+    points = [(float(x[i]), float(y[i])) for i in keep]
+    if len(keep) < 2 or len({x[i] for i in keep}) < 2:
+        return Fit(None, None, None, points, 0)
+    value, intercept = loglog_slope(x[keep], np.array([y[i] for i in keep]))
+    rng = np.random.default_rng(seed)
+    slopes = []
+    for _ in range(boot):
+        ys = [statistic(c, resample(len(c.seeds), rng)) for c in cells]
+        idx = [i for i, v in enumerate(ys) if v is not None]
+        if len({x[i] for i in idx}) >= 2:
+            slopes.append(loglog_slope(x[idx], np.array([ys[i] for i in idx]))[0])
+    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if slopes else None
+    return Fit(value, ci, intercept, points, len(slopes))
+
+
+def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> tuple[int | None, int | None]:
+    """Bootstrap 95% interval of a cell's N* (None for an end where too many resamples are censored)."""
+    rng = np.random.default_rng(seed)
+    stars = [cell.n_star(p, resample(len(cell.seeds), rng)) for _ in range(boot)]
+    values = np.array([np.inf if s is None else s for s in stars], dtype=float)
+    lo, hi = np.percentile(values, CI)
+    return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
+
+
+def paired_difference(after: np.ndarray, before: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+    """Mean of (after - before) over seeds present in both, with a bootstrap 95% CI."""
+    both = np.isfinite(after) & np.isfinite(before)
+    diff = (after - before)[both]
+    if len(diff) == 0:
+        return {"mean": None, "ci95": None, "seeds": 0}
+    rng = np.random.default_rng(seed)
+    means = [diff[resample(len(diff), rng)].mean() for _ in range(boot)]
+    return {"mean": float(diff.mean()), "ci95": [float(v) for v in np.percentile(means, CI)], "seeds": int(len(diff))}
+
+
+def mean_ci(values: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+    """Mean of the finite values with a bootstrap 95% CI."""
+    values = values[np.isfinite(values)]
+    return paired_difference(values, np.zeros_like(values), boot, seed)
+
+
+def full_grid_size(n_lo: int, n_hi: int, precision: float) -> int:
+    """Distinct integer N on a geometric grid of ratio 1 + precision from n_lo to n_hi: the
+    grid a non-adaptive sweep needs to know N* to that precision anywhere in the range."""
+    count = int(np.floor(np.log(n_hi / n_lo) / np.log1p(precision))) + 1
+    return len(np.unique(np.round(n_lo * (1 + precision) ** np.arange(count + 1)).clip(max=n_hi)))

@@ -1,0 +1,134 @@
+"""Adaptive N* search (search mode ``sample_complexity``) as a Ray Tune searcher.
+
+Per cell, the first round trains the spec's N grid (geometric, e.g. 5, 10, 20, ...). The search
+then finds the stable N* (analysis.stable_n_star): it extends the grid by ``search.factor`` past
+an end that does not bracket N*, and bisects the bracket (largest failing N, N*] on a log scale
+until hi/lo <= 1 + ``search.precision``. Where the success rate does not rise with N (a failing N
+above one that succeeded: sample-wise double descent), every interval of that region is refined
+as well, so the curve's shape is resolved rather than bisected past. Each round is a set of new
+packs (new Tune trials); cells run their rounds independently and in parallel.
+"""
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from ray.tune.search import Searcher
+
+from services.analysis import stable_n_star
+from services.spec import SweepSpec
+
+
+@dataclass
+class Bracket:
+    """The search state of one cell: success per seed at every N trained so far."""
+
+    grid: list[int]
+    p: float
+    precision: float
+    factor: float
+    n_max: int
+    outcomes: dict[int, list[bool]] = field(default_factory=dict)
+    failed: bool = False
+    rounds: int = 0
+
+    def rates(self) -> tuple[np.ndarray, np.ndarray]:
+        ns = np.array(sorted(self.outcomes))
+        return ns, np.array([np.mean(self.outcomes[n]) for n in ns])
+
+    def next_round(self) -> list[int]:
+        """The N values to train next; [] when N* is known to the precision, or cannot be."""
+        if self.failed:
+            return []
+        if not self.outcomes:
+            return sorted(self.grid)
+        ns, rates = self.rates()
+        star = stable_n_star(ns, rates, self.p)
+        if star is None:  # even the largest N misses p: extend up, until n_max
+            up = min(self.n_max, math.ceil(ns[-1] * self.factor))
+            return [up] if up > ns[-1] else []
+        i = int(np.searchsorted(ns, star))
+        if i == 0:  # the smallest N already reaches p: extend down, until N = 1
+            down = max(1, math.floor(ns[0] / self.factor))
+            return [down] if down < ns[0] else []
+        if ns[i] <= ns[i - 1] * (1 + self.precision):
+            return []
+        reached = np.nonzero(rates[: i - 1] >= self.p)[0]
+        first = max(int(reached[0]) - 1, 0) if len(reached) else i - 1  # non-monotone: refine from there
+        return sorted({m for lo, hi in zip(ns[first:i], ns[first + 1 : i + 1]) if (m := self._midpoint(lo, hi))})
+
+    def _midpoint(self, lo: int, hi: int) -> int | None:
+        """The geometric midpoint of (lo, hi), if the interval is wider than the precision."""
+        if hi <= lo * (1 + self.precision):
+            return None
+        mid = round(math.sqrt(lo * hi))
+        return mid if lo < mid < hi else None
+
+    def record(self, n: int, seed: int, success: bool, n_seeds: int) -> None:
+        self.outcomes.setdefault(n, [False] * n_seeds)[seed] = success
+
+
+class NStarSearcher(Searcher):
+    """Suggests packs ({"pack": {"cell", "n_train", "seeds"}}) round by round for every cell.
+
+    A cell's next round starts once all packs of its current round have reported; Tune asks
+    again (``suggest`` returning None) while rounds are in flight, and ends the sweep when
+    ``suggest`` returns FINISHED."""
+
+    def __init__(self, spec: SweepSpec):
+        super().__init__(metric="success_rate", mode="max")
+        search = spec.search
+        self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
+        self.cells = [Bracket(list(spec.n_train), spec.success_rate, search.precision, search.factor, spec.n_max) for _ in spec.cells]
+        self.queue: list[dict] = []
+        self.in_flight: dict[str, dict] = {}  # trial id -> pack
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if not self.queue:
+            self._plan()
+        if not self.queue:
+            return None if self.in_flight else Searcher.FINISHED
+        pack = self.queue.pop(0)
+        self.in_flight[trial_id] = pack
+        return {"pack": pack}
+
+    def _plan(self) -> None:
+        """Queue the next round of every cell with nothing queued or in flight."""
+        busy = {p["cell"] for p in [*self.queue, *self.in_flight.values()]}
+        for index, cell in enumerate(self.cells):
+            if index in busy:
+                continue
+            pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
+            cell.rounds += bool(pairs)
+            for start in range(0, len(pairs), self.pack_size):
+                chunk = pairs[start : start + self.pack_size]
+                self.queue.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pack = self.in_flight.pop(trial_id, None)
+        if pack is None:
+            return
+        cell = self.cells[pack["cell"]]
+        if error or not result or "records" not in result:
+            cell.failed = True  # Ray already retried it max_failures times
+            self.queue = [p for p in self.queue if p["cell"] != pack["cell"]]
+            return
+        for r in json.loads(result["records"]):
+            cell.record(r["n_train"], r["seeds"], bool(r["success"]), self.seeds)
+
+    def get_state(self) -> dict:
+        return {"cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],
+                "queue": self.queue, "in_flight": self.in_flight}
+
+    def set_state(self, state: dict) -> None:
+        self.cells = [Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in state["cells"]]
+        self.queue, self.in_flight = state["queue"], state["in_flight"]
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "w") as f:
+            json.dump(self.get_state(), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path) as f:
+            self.set_state(json.load(f))

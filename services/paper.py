@@ -1,0 +1,59 @@
+"""The values Li et al. (ICLR 2023) show in Figs 1-2, read off the authors' slides (+-0.05),
+shipped in ``services/reference/`` so that every report draws them beside the measured ones."""
+
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from services.analysis import loglog_slope, stable_n_star
+
+REFERENCE = Path(__file__).parent / "reference"
+SUCCESS = {"vit": ("li2023_fig1a_vit_success.csv", 2), "cnn": ("li2023_fig1b_cnn_success.csv", 4)}
+THEORY_EXPONENT = {"vit": 2.0, "cnn": 4.0}  # N* = Omega(alpha*^-2) (Thm 1), Omega(alpha*^-4) (Prop 1)
+
+
+def _rows(name: str) -> list[list[str]]:
+    lines = (REFERENCE / name).read_text().splitlines()
+    return [line.split(",") for line in lines if line and not line.startswith("#")]
+
+
+@cache
+def success_table(model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fig 1 for ``model``: (alpha*, N ascending, success[N, alpha*])."""
+    name, power = SUCCESS[model]
+    header, *body = _rows(name)
+    columns = np.array([float(c) for c in header[1:]])  # alpha*^-power
+    body = sorted(body, key=lambda r: int(r[0]))
+    ns = np.array([int(r[0]) for r in body])
+    return columns ** (-1 / power), ns, np.array([[float(v) for v in r[1:]] for r in body])
+
+
+def n_star(model: str, p: float) -> list[tuple[float, int]]:
+    """(alpha*, stable N*) for every column of Fig 1 whose largest N reaches p."""
+    alphas, ns, table = success_table(model)
+    stars = [(float(a), stable_n_star(ns, table[:, j], p)) for j, a in enumerate(alphas)]
+    return [(a, s) for a, s in stars if s is not None]
+
+
+def exponent(model: str, p: float) -> float | None:
+    """Log-log slope of the paper's N* against 1/alpha*."""
+    points = n_star(model, p)
+    if len(points) < 2:
+        return None
+    return loglog_slope(np.array([1 / a for a, _ in points]), np.array([s for _, s in points], dtype=float))[0]
+
+
+def attention_mass() -> tuple[np.ndarray, np.ndarray]:
+    """Fig 2(a): (iteration, label-relevant attention mass)."""
+    _, *body = _rows("li2023_fig2a_attention_mass.csv")
+    return np.array([float(r[0]) for r in body]), np.array([float(r[1]) for r in body])
+
+
+def sparsification() -> dict[str, list[tuple[int, float]]]:
+    """Fig 2(b): strategy -> [(tokens removed, test loss)]."""
+    _, *body = _rows("li2023_fig2b_sparsification.csv")
+    out: dict[str, list[tuple[int, float]]] = {}
+    for strategy, removed, loss in body:
+        out.setdefault(strategy, []).append((int(removed), float(loss)))
+    return out

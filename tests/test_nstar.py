@@ -1,0 +1,144 @@
+"""The adaptive N* search on synthetic success functions with a known N* (no training)."""
+
+import json
+
+import numpy as np
+import pytest
+from ray.tune.search import Searcher
+
+from services.analysis import full_grid_size
+from services.nstar import Bracket, NStarSearcher
+from services.spec import parse_spec
+
+SEEDS = 20
+
+
+def thresholds(n_star: int, seed: int = 0) -> np.ndarray:
+    """Per seed, the smallest N at which that seed succeeds; the median-ish one is N* for p = 0.5."""
+    rng = np.random.default_rng(seed)
+    t = np.exp(rng.normal(np.log(n_star), 0.3, SEEDS)).round().astype(int).clip(1)
+    return t
+
+
+def true_n_star(t: np.ndarray, p: float) -> int:
+    """The smallest N at which a fraction >= p of the seeds succeed."""
+    return int(np.sort(t)[int(np.ceil(p * len(t))) - 1])
+
+
+def drive(bracket: Bracket, success) -> int:
+    """Run a cell's rounds to the end with success(n, seed) -> bool; return the trainings used."""
+    trainings = 0
+    while ns := bracket.next_round():
+        bracket.rounds += 1
+        for n in ns:
+            for s in range(SEEDS):
+                bracket.record(n, s, success(n, s), SEEDS)
+                trainings += 1
+    return trainings
+
+
+def test_finds_a_known_n_star_to_the_precision_with_fewer_trainings_than_the_grid():
+    for target in (7, 45, 137, 900):
+        t = thresholds(target, seed=target)
+        star = true_n_star(t, 0.5)
+        bracket = Bracket([5, 10, 20, 40, 80, 160, 320, 640], 0.5, 0.1, 2.0, 10_000)
+        used = drive(bracket, lambda n, s: n >= t[s])
+        ns, rates = bracket.rates()
+        found = ns[np.argmax(rates >= 0.5)]
+        lo = ns[np.argmax(rates >= 0.5) - 1]
+        assert lo < star <= found  # the bracket holds the true N*...
+        assert found <= lo * 1.1 or found == lo + 1  # ...to the precision asked
+        grid = full_grid_size(int(ns[0]), int(ns[-1]), 0.1) * SEEDS
+        assert used * 3 <= grid, (target, used, grid)
+
+
+def test_extends_below_and_above_the_grid_and_stops_at_n_max():
+    low = Bracket([40, 80], 0.5, 0.1, 2.0, 1000)
+    drive(low, lambda n, s: n >= 3)
+    ns, rates = low.rates()
+    assert ns[0] <= 2 and ns[np.argmax(rates >= 0.5)] == 3
+    high = Bracket([5, 10], 0.5, 0.1, 2.0, 300)
+    drive(high, lambda n, s: n >= 10_000)
+    assert max(high.outcomes) == 300 and not any(np.mean(v) >= 0.5 for v in high.outcomes.values())
+
+
+def test_non_monotone_success_refines_the_whole_dip_and_keeps_the_stable_n_star():
+    # succeeds for N in [12, 40) (an early win), fails in [40, 100), succeeds from 100 on
+    bracket = Bracket([5, 10, 20, 40, 80, 160], 0.5, 0.1, 2.0, 1000)
+    drive(bracket, lambda n, s: 12 <= n < 40 or n >= 100)
+    ns, rates = bracket.rates()
+    below = ns[(rates < 0.5)]
+    assert ns[np.argmax(rates >= 0.5)] < 20  # the early crossing was refined too...
+    star = min(n for n in ns if n > below.max())  # ...and the stable N* is the last crossing, to 10%
+    assert below.max() < 100 <= star <= below.max() * 1.1
+    assert sum((ns > 10) & (ns < 80)) > 3  # more than plain bisection of (80, 160) would train
+
+
+def _searcher(cells: int) -> NStarSearcher:
+    axes = ", ".join(str(a) for a in np.linspace(0.1, 0.5, cells).round(3))
+    spec = parse_spec(f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
+                      "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n")
+    return NStarSearcher(spec)
+
+
+def _report(searcher: NStarSearcher, trial: str, config: dict, t: np.ndarray) -> None:
+    pack = config["pack"]
+    records = [{"n_train": n, "seeds": s, "success": bool(n >= t[pack["cell"]][s])} for n, s in zip(pack["n_train"], pack["seeds"])]
+    searcher.on_trial_complete(trial, {"records": json.dumps(records)})
+
+
+def test_searcher_runs_cells_in_parallel_and_finishes():
+    searcher = _searcher(cells=3)
+    t = [thresholds(n, seed=n) for n in (15, 50, 200)]
+    first = [searcher.suggest(f"t{i}") for i in range(5)]
+    assert {c["pack"]["cell"] for c in first if isinstance(c, dict)} == {0, 1, 2}  # every cell starts at once
+    assert all(len(c["pack"]["n_train"]) <= 80 for c in first if isinstance(c, dict))
+    pending = {f"t{i}": c for i, c in enumerate(first) if isinstance(c, dict)}
+    count = len(pending)
+    while pending:
+        trial, config = pending.popitem()
+        _report(searcher, trial, config, t)
+        while (config := searcher.suggest(f"t{count}")) not in (None, Searcher.FINISHED):
+            pending[f"t{count}"] = config
+            count += 1
+    assert searcher.suggest("last") == Searcher.FINISHED
+    for cell, target in zip(searcher.cells, t):
+        ns, rates = cell.rates()
+        i = np.argmax(rates >= 0.5)
+        assert ns[i - 1] < true_n_star(target, 0.5) <= ns[i] <= max(ns[i - 1] * 1.1, ns[i - 1] + 1)
+
+
+def test_a_failed_pack_ends_its_cell_only():
+    searcher = _searcher(cells=2)
+    configs = {f"t{i}": searcher.suggest(f"t{i}") for i in range(2)}
+    searcher.on_trial_complete("t0", None, error=True)
+    assert searcher.cells[configs["t0"]["pack"]["cell"]].failed
+    assert searcher.suggest("t2") is None  # the other cell is still in flight
+    _report(searcher, "t1", configs["t1"], [thresholds(30)] * 2)
+    assert searcher.suggest("t3")["pack"]["cell"] == configs["t1"]["pack"]["cell"]
+
+
+def test_state_survives_save_and_restore(tmp_path):
+    searcher = _searcher(cells=2)
+    config = searcher.suggest("t0")
+    _report(searcher, "t0", config, [thresholds(30)] * 2)
+    searcher.suggest("t1")
+    searcher.save(str(tmp_path / "state.json"))
+    restored = _searcher(cells=2)
+    restored.restore(str(tmp_path / "state.json"))
+    assert restored.get_state() == searcher.get_state()
+    assert restored.cells[0].outcomes == searcher.cells[0].outcomes
+
+
+@pytest.mark.parametrize("text, path", [
+    ("search: {mode: sample_complexity, n_max: 20}", "search.n_max"),
+    ("search: {mode: sample_complexity, precision: 0}", "search.precision"),
+    ("search: {mode: sample_complexity, factor: 1}", "search.factor"),
+    ("search: {mode: sample_complexity, space: {lr: {low: 0.1, high: 1}}}", "search.space"),
+])
+def test_bad_search_settings_name_their_field(text, path):
+    from services.spec import SpecError
+
+    with pytest.raises(SpecError) as error:
+        parse_spec(f"name: s\nmodels: [vit]\nn_train: [10, 40]\n{text}\n")
+    assert [p.path for p in error.value.problems] == [path]
