@@ -130,7 +130,7 @@ def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) ->
     rng = np.random.default_rng(seed)
     stars = [cell.n_star(p, resample(len(cell.seeds), rng)) for _ in range(boot)]
     values = np.array([np.inf if s is None else s for s in stars], dtype=float)
-    lo, hi = np.percentile(values, CI)
+    lo, hi = np.percentile(values, CI, method="nearest")  # an N* that was trained, never inf - inf
     return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
 
 

@@ -138,7 +138,11 @@ app.command()(train)
 def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
     """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
     spec = _load_or_exit(path)
-    print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
+    if spec.search.mode == "sample_complexity":
+        print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings in the first round of the adaptive N* search "
+              f"(at most {spec.max_trainings_bound})")
+    else:
+        print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
 
 
 @app.command()

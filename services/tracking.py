@@ -109,6 +109,6 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     if cell.records:
         columns = {key: [r[key] for r in cell.records] for key in cell.records[0]}
         client.log_table(run.info.run_id, data=columns, artifact_file="models.json")
-    if cell.curve_parts:
+    if any(cell.curve_parts):  # the ViT's; a CNN has no attention
         client.log_dict(run.info.run_id, cell.curve_parts, "attention.json")
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")

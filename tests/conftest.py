@@ -1,6 +1,7 @@
 import socket
 
 import pytest
+import ray
 import torch
 
 
@@ -20,3 +21,11 @@ def free_port():
             return s.getsockname()[1]
 
     return pick
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray of 2 CPUs on 127.0.0.1 for the tests of one module."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()

@@ -23,13 +23,6 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def expected():
     """The smoke spec's cells trained directly, without Ray: per cell label, rows per N and the
     mean attention-mass curve per N."""
@@ -58,7 +51,7 @@ def _check(summary: dict, expected) -> None:
     assert parent.data.params["name"] == "smoke" and parent.data.params["seeds"] == "4"
     assert parent.data.metrics["trainings"] == spec.trainings == summary["trainings"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png"} <= artifacts
+    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png", "phase_diagram.png", "n_star_fit.png", "summary.md", "summary.json"} <= artifacts
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == sorted(rows)  # one child per cell, none per seed
     for child in children:
@@ -67,7 +60,8 @@ def _check(summary: dict, expected) -> None:
         assert history == {r["n"]: r["success_rate"] for r in mine}
         steps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "median_iterations_to_zero")}
         assert steps == {r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None}
-        assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json"}
+        attention = {"attention.json"} if child.data.params["model"] == "vit" else set()
+        assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json"} | attention
         for n in spec.n_train:
             logged = {m.step: m.value for m in client.get_metric_history(child.info.run_id, f"attention_mass_n{n}")}
             if child.data.params["model"] == "cnn":
@@ -173,6 +167,7 @@ def _fails_on_cnn(config: dict) -> None:
 
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
+    from services.report import summarize
     from services.sweep import run_sweep
     from services.tracking import record_sweep
 
@@ -191,7 +186,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
             got = [(r["n"], r["success_rate"]) for r in cell.by_n()]
             assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text())
+    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summarize(spec, "failing", result.cells))
     client = MlflowClient(uri)
     assert client.get_run(parent_id).info.status == "FAILED"
     children = client.search_runs([client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")

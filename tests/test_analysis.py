@@ -1,0 +1,86 @@
+"""Fits and intervals on synthetic outcomes whose exponents and effects are known."""
+
+import numpy as np
+import pytest
+
+from services import paper
+from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
+
+SEEDS = 20
+NS = np.unique(np.round(np.geomspace(1, 1e5, 300)).astype(int))
+
+
+def synthetic(x: float, k: float, rng: np.random.Generator, steps_k: float = 1.0) -> Outcomes:
+    """A cell where seed s succeeds from N = 3 x^k e_s on (e_s lognormal), and reaches zero
+    error after 50 x^steps_k e'_s steps."""
+    thresholds = 3 * x**k * np.exp(rng.normal(0, 0.4, SEEDS))
+    success = (NS[:, None] >= thresholds[None, :]).astype(float)
+    steps = np.tile(50 * x**steps_k * np.exp(rng.normal(0, 0.3, SEEDS)), (len(NS), 1))
+    return Outcomes(NS, np.arange(SEEDS), success, steps, np.zeros_like(success))
+
+
+@pytest.mark.parametrize("k", [1.0, 2.0, 4.0])
+def test_exponent_of_a_known_power_law_is_recovered_within_its_ci(k):
+    rng = np.random.default_rng(int(k))
+    x = np.geomspace(2, 10, 6)  # 1/alpha* from 0.5 to 0.1
+    cells = [synthetic(v, k, rng) for v in x]
+    fit = fit_exponent(x, cells, lambda o, cols: o.n_star(0.5, cols))
+    assert fit.ci95[0] <= k <= fit.ci95[1]
+    assert abs(fit.value - k) < 0.3 and fit.ci95[1] - fit.ci95[0] < 1.0
+    steps = fit_exponent(x, cells, lambda o, cols: o.steps(cols))
+    assert steps.ci95[0] <= 1.0 <= steps.ci95[1]
+
+
+def test_a_steeper_law_has_a_ci_above_a_shallower_one():
+    rng = np.random.default_rng(7)
+    x = np.geomspace(2, 10, 6)
+    vit = fit_exponent(x, [synthetic(v, 2, rng) for v in x], lambda o, cols: o.n_star(0.5, cols))
+    cnn = fit_exponent(x, [synthetic(v, 4, rng) for v in x], lambda o, cols: o.n_star(0.5, cols))
+    assert cnn.ci95[0] > vit.ci95[1]
+
+
+def test_censored_cells_are_left_out_of_the_fit():
+    rng = np.random.default_rng(3)
+    x = np.array([2.0, 4.0, 8.0, 1e4])  # the last cell needs N far beyond the grid
+    cells = [synthetic(v, 2, rng) for v in x]
+    fit = fit_exponent(x, cells, lambda o, cols: o.n_star(0.5, cols))
+    assert [p[0] for p in fit.points] == [2.0, 4.0, 8.0]
+    assert fit.ci95[0] <= 2 <= fit.ci95[1]
+
+
+def test_stable_n_star_ignores_an_early_success_below_a_dip():
+    ns = np.array([5, 10, 20, 40, 80])
+    assert stable_n_star(ns, np.array([0.0, 0.6, 0.3, 0.7, 0.9]), 0.5) == 40
+    assert stable_n_star(ns, np.array([0.6, 0.6, 0.6, 0.7, 0.9]), 0.5) == 5
+    assert stable_n_star(ns, np.array([0.0, 0.6, 0.7, 0.8, 0.4]), 0.5) is None
+
+
+def test_outcomes_from_records_bracket_and_monotonicity():
+    records = [{"n_train": n, "seeds": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1}
+               for n in (5, 10, 20, 40) for s in range(4)]
+    o = Outcomes.from_records(records)
+    assert o.n_star(0.5) == 20 and o.bracket(0.5) == (10, 20)
+    assert not o.monotone(0.5)  # N = 5 reached p (3 of 4 seeds), N = 10 did not
+    assert o.steps() == 40
+
+
+def test_paired_difference_finds_a_known_shift():
+    rng = np.random.default_rng(0)
+    before = rng.normal(1.0, 0.2, 40)
+    result = paired_difference(before - 0.1 + rng.normal(0, 0.01, 40), before)
+    assert result["ci95"][0] < -0.1 < result["ci95"][1] < 0
+
+
+def test_full_grid_size_counts_distinct_integers():
+    assert full_grid_size(10, 10, 0.1) == 1
+    assert full_grid_size(100, 200, 0.1) == 9  # 100, 110, 121, ..., 195, then 200
+    assert full_grid_size(1, 4, 0.1) == 4  # 1, 2, 3, 4: rounding merges the small ratios
+
+
+def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
+    for model in ("vit", "cnn"):
+        points = paper.n_star(model, 0.5)
+        assert len(points) >= 5
+        alphas, stars = zip(*points)
+        assert stars[np.argmin(alphas)] > stars[np.argmax(alphas)]
+        assert paper.exponent(model, 0.5) > 0

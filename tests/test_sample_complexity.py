@@ -1,0 +1,117 @@
+"""The sample_complexity search through a real local Ray Tune: first with a trainable whose
+success is a known function of N (no training), then a tiny real sweep and its report."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import ray
+from mlflow.tracking import MlflowClient
+from ray import tune
+from typer.testing import CliRunner
+
+from services.analysis import full_grid_size
+from services.cli import app
+from services.spec import parse_spec
+
+runner = CliRunner()
+SYNTHETIC = """name: synthetic
+models: [vit, cnn]
+axes: {alpha_star: [0.1, 0.2, 0.4]}
+n_train: [4, 8, 16, 32, 64]
+seeds: 10
+search: {mode: sample_complexity, precision: 0.1}
+resources: {models_per_pack: 50}
+"""
+
+
+def known_threshold(model: str, alpha: float, seed: int) -> float:
+    """The N from which a seed succeeds: 0.5 alpha^-2 (ViT) or 0.05 alpha^-4 (CNN), jittered per seed."""
+    base = 0.5 * alpha**-2 if model == "vit" else 0.05 * alpha**-4
+    return base * np.exp(np.random.default_rng(seed).normal(0, 0.3))
+
+
+def _synthetic_trainable(config: dict) -> None:
+    """Reports what train_pack_trial reports, with success decided by known_threshold."""
+    from services.spec import SweepSpec
+    from services.sweep import trial_cell
+
+    cell = trial_cell(SweepSpec.model_validate(config["spec"], strict=False), config)
+    pack, alpha = config["pack"], cell.values["alpha_star"]
+    records = [{"n_train": n, "seeds": s, "success": bool(n >= known_threshold(cell.model, alpha, s)), "iterations_to_zero": 10,
+                "test_loss": 0.0, "lr": 0.5, "diverged": False, "settled": True, "steps": 10} for n, s in zip(pack["n_train"], pack["seeds"])]
+    tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
+                 "records": json.dumps(records), "attention_curves": "{}"})
+
+
+def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):
+    from services.report import summarize
+    from services.sweep import run_sweep
+
+    spec = parse_spec(SYNTHETIC)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    result = run_sweep(spec, "synthetic", tmp_path, trainable=_synthetic_trainable)
+    assert len(result.cells) == 6 and not any(c.failures for c in result.cells)
+    for cell in result.cells:
+        t = sorted(known_threshold(cell.cell.model, cell.cell.values["alpha_star"], s) for s in range(10))
+        true_star = int(np.ceil(t[4]))  # 5 of 10 seeds succeed from here
+        o = cell.outcomes()
+        lo, star = o.bracket(0.5)
+        assert lo < true_star <= star and (star <= 1.1 * lo or star == lo + 1), (cell.cell.label, lo, star, true_star)
+    summary = summarize(spec, "synthetic", result.cells)
+    assert summary["adaptive"]["ratio"] > 2
+    assert summary["adaptive"]["trainings"] == result.trainings
+    exponent = summary["exponent"]
+    assert exponent["vit"]["ci95"][0] <= 2 <= exponent["vit"]["ci95"][1]
+    assert exponent["cnn"]["ci95"][0] <= 4 <= exponent["cnn"]["ci95"][1]
+    grid = sum(full_grid_size(int(c.outcomes().ns[0]), int(c.outcomes().ns[-1]), 0.1) * 10 for c in result.cells)
+    assert summary["adaptive"]["full_grid_trainings"] == grid
+
+
+TINY = """name: tiny
+models: [vit, cnn]
+data: {n_tokens: 30, dim: 12, n_patterns: 12}
+model: {width: 16}
+training: {n_test: 300, max_steps: 3000}
+axes: {alpha_star: [0.1, 0.3]}
+n_train: [2, 8]
+seeds: 4
+search: {mode: sample_complexity, precision: 0.5}
+resources: {models_per_pack: 16}
+"""
+
+
+def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    home = tmp_path / "home"
+    ran = runner.invoke(app, ["run", str(path), "--home", str(home), "--json"])
+    assert ran.exit_code == 0, ran.output
+    summary = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert set(summary["exponent"]) == {"vit", "cnn"} and summary["adaptive"]["trainings"] == summary["trainings"]
+    client = MlflowClient(summary["tracking_uri"])
+    logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
+    assert {"phase_diagram.png", "n_star_fit.png", "iterations.png", "attention_mass.png", "summary.md", "summary.json"} <= logged
+
+    out = tmp_path / "report"
+    reported = runner.invoke(app, ["report", "--home", str(home), "--out", str(out), "--json"])
+    assert reported.exit_code == 0, reported.output
+    rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
+    assert rebuilt["sweep_id"] == summary["sweep_id"]
+    assert {k: {"value": v["value"], "ci95": v["ci95"]} for k, v in rebuilt["exponent"].items()} == summary["exponent"]
+    assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
+        f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]}
+    assert {"phase_diagram.png", "n_star_fit.png", "summary.md", "summary.html", "summary.json"} <= {p.name for p in out.iterdir()}
+    assert "| vit alpha_star=0.1 |" in (out / "summary.md").read_text()
+    assert "vit alpha_star=0.1" in reported.stdout  # the table is printed too
+    by_id = runner.invoke(app, ["report", summary["sweep_id"], "--home", str(home), "--out", str(tmp_path / "again")])
+    assert by_id.exit_code == 0, by_id.output
+    missing = runner.invoke(app, ["report", "no-such-sweep", "--home", str(home)])
+    assert missing.exit_code == 2 and "no sweep no-such-sweep" in missing.output
+
+
+def test_report_without_a_store_says_what_to_do(tmp_path):
+    result = runner.invoke(app, ["report", "--home", str(tmp_path)])
+    assert result.exit_code == 2 and "no MLflow store yet" in result.output
+    assert not Path(tmp_path / "mlflow.db").exists()
