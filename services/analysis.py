@@ -55,6 +55,12 @@ class Outcomes:
     def n_star(self, p: float, columns: np.ndarray | None = None) -> int | None:
         return stable_n_star(self.ns, self.rates(columns), p)
 
+    def n_star_known(self, p: float, columns: np.ndarray | None = None) -> int | None:
+        """N* where the outcomes pin it down: None when the largest N misses p, or when the
+        smallest N (above 1) already reaches it, so that N* could lie anywhere below."""
+        star = self.n_star(p, columns)
+        return None if star is None or (star == self.ns[0] > 1) else star
+
     def bracket(self, p: float) -> tuple[int | None, int | None]:
         """(largest evaluated N below N* that misses p, N*): N* lies in (lo, N*]."""
         star = self.n_star(p)
@@ -105,10 +111,10 @@ class Fit:
 def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> Fit:
     """Slope of log statistic(cell) against log x, with a CI from resampling each cell's seeds.
 
-    ``statistic(outcomes, columns)`` returns a positive number or None (undefined: the cell is left
-    out of that fit, as a censored N* is)."""
+    ``statistic(outcomes, columns)`` returns a number or None; None and values <= 0 (a censored
+    N*, zero error from the first evaluation on) leave the cell out of that fit or resample."""
     x = np.asarray(x, dtype=float)
-    y = [statistic(c, None) for c in cells]
+    y = [_positive(statistic(c, None)) for c in cells]
     keep = [i for i, v in enumerate(y) if v is not None]
     points = [(float(x[i]), float(y[i])) for i in keep]
     if len(keep) < 2 or len({x[i] for i in keep}) < 2:
@@ -117,12 +123,16 @@ def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = B
     rng = np.random.default_rng(seed)
     slopes = []
     for _ in range(boot):
-        ys = [statistic(c, resample(len(c.seeds), rng)) for c in cells]
+        ys = [_positive(statistic(c, resample(len(c.seeds), rng))) for c in cells]
         idx = [i for i, v in enumerate(ys) if v is not None]
         if len({x[i] for i in idx}) >= 2:
             slopes.append(loglog_slope(x[idx], np.array([ys[i] for i in idx]))[0])
     ci = tuple(float(v) for v in np.percentile(slopes, CI)) if slopes else None
     return Fit(value, ci, intercept, points, len(slopes))
+
+
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and value > 0 else None
 
 
 def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> tuple[int | None, int | None]:

@@ -10,6 +10,7 @@ sparsification effects.
 """
 
 import json
+import os
 from pathlib import Path
 
 import matplotlib
@@ -38,13 +39,13 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     data, _, training = spec.configs(cell.cell)
     row = {"label": cell.cell.label, "model": cell.cell.model, "values": cell.cell.values,
            "alpha_effective": data.effective_alpha_star, "lr": training.lr, "trainings": len(cell.records),
-           "failed": bool(cell.failures), "n_star": None, "bracket_lo": None, "n_star_ci95": None,
+           "failed": bool(cell.failures), "n_star": None, "n_star_known": False, "bracket_lo": None, "n_star_ci95": None,
            "monotone": None, "steps_to_zero": None, "rates": {}}
     if not cell.records:
         return row
     o, p = cell.outcomes(), spec.success_rate
     lo, star = o.bracket(p)
-    row |= {"n_star": None if cell.failures else star, "bracket_lo": lo, "n_star_ci95": list(n_star_ci(o, p)),
+    row |= {"n_star": None if cell.failures else star, "bracket_lo": lo, "n_star_known": o.n_star_known(p) is not None, "n_star_ci95": list(n_star_ci(o, p)),
             "monotone": o.monotone(p), "steps_to_zero": o.steps(), "rates": dict(zip(o.ns.tolist(), o.rates().tolist()))}
     return row
 
@@ -110,7 +111,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
                "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models},
                "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells)}
     if "alpha_star" in spec.swept:
-        summary["exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.n_star(p, cols))
+        summary["exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
         summary["iterations_exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.steps(cols))
     if "lr" in spec.swept:
         summary["lr_exponent"] = _fits(spec, cells, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols))
@@ -130,8 +131,12 @@ def table_rows(summary: dict) -> list[list[str]]:
     """The per-cell table: cell, effective alpha*, N* with bracket and CI, T, trainings."""
     rows = []
     for r in summary["cells"]:
-        star = "FAILED" if r["failed"] else _fmt(r["n_star"])
-        bracket = f"({_fmt(r['bracket_lo'])}, {star}]"
+        if r["failed"] or not r["rates"]:
+            star, bracket = "FAILED" if r["failed"] else "-", "-"
+        elif r["n_star"] is None:  # even the largest N missed p
+            star, bracket = "-", f"> {r['bracket_lo']}"
+        else:  # "<= N": the smallest N tried already reached p
+            star, bracket = ("" if r["n_star_known"] else "<= ") + str(r["n_star"]), f"({r['bracket_lo'] or 0}, {r['n_star']}]"
         rows.append([r["label"], f"{r['alpha_effective']:.4f}", star, bracket, _fmt(r["n_star_ci95"]),
                      "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), str(r["trainings"])])
     return rows
@@ -144,11 +149,16 @@ def _fit_lines(summary: dict) -> list[str]:
     lines = []
     for key, title, theory in (("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
                                ("iterations_exponent", "T ~ (1/alpha*)^k", None), ("lr_exponent", "T ~ (1/eta)^k", None)):
+        unfitted = [group for group, fit in summary[key].items() if fit["value"] is None]
+        if unfitted:
+            lines.append(f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value")
         for group, fit in summary[key].items():
             expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
-            lines.append(f"{title}, {group}: k = {_fmt(fit['value'], '.2f')}, 95% CI {_fmt(fit['ci95'], '.2f')} (theory: {expected:g})")
+            if fit["value"] is not None:
+                lines.append(f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {_fmt(fit['ci95'], '.2f')} (theory: {expected:g})")
+    fitted = any(fit["value"] is not None for fit in summary["exponent"].values())
     for model, ref in summary["paper"].items():
-        if ref["exponent"] is not None and summary["exponent"]:
+        if ref["exponent"] is not None and fitted:
             lines.append(f"paper's Fig 1, {model}: k = {ref['exponent']:.2f} from its own N* at p = {summary['success_rate']}")
     return lines
 
@@ -215,7 +225,7 @@ def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
 def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured."""
     figs = {"success_rate_vs_n.png": _success_figure(spec, summary)}
-    if summary["exponent"]:
+    if any(fit["value"] is not None for fit in summary["exponent"].values()):
         groups = summary["exponent"]
         fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
@@ -321,6 +331,7 @@ def _html(summary: dict, images: list[str]) -> str:
 def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str, list[CellResult]]:
     """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
     resolved spec and every cell's per-model records, attention curves and failures."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per artifact otherwise
     client = MlflowClient(tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     where = f"tags.`vitsweep.sweep_id` = '{sweep_id}'" if sweep_id else "tags.`vitsweep.sweep_id` LIKE '%'"

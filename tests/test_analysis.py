@@ -84,3 +84,21 @@ def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
         alphas, stars = zip(*points)
         assert stars[np.argmin(alphas)] > stars[np.argmax(alphas)]
         assert paper.exponent(model, 0.5) > 0
+
+
+def _records(ns, success, steps=40):
+    return [{"n_train": n, "seeds": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0} for n in ns for s in range(4)]
+
+
+def test_an_n_star_at_the_smallest_n_tried_is_known_only_at_n_1():
+    assert Outcomes.from_records(_records([8, 16], lambda n: True)).n_star(0.5) == 8
+    assert Outcomes.from_records(_records([8, 16], lambda n: True)).n_star_known(0.5) is None  # could be anything <= 8
+    assert Outcomes.from_records(_records([1, 2], lambda n: True)).n_star_known(0.5) == 1
+    assert Outcomes.from_records(_records([8, 16], lambda n: n > 8)).n_star_known(0.5) == 16
+
+
+def test_cells_with_zero_steps_to_zero_error_leave_the_log_fit():
+    cells = [Outcomes.from_records(_records([64], lambda n: True, steps=t)) for t in (0, 40, 80, 160)]
+    fit = fit_exponent([1.0, 2.0, 4.0, 8.0], cells, lambda o, cols: o.steps(cols))
+    assert [p[0] for p in fit.points] == [2.0, 4.0, 8.0]
+    assert fit.value == pytest.approx(1.0) and np.allclose(fit.ci95, 1.0)

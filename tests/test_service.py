@@ -51,7 +51,7 @@ def _check(summary: dict, expected) -> None:
     assert parent.data.params["name"] == "smoke" and parent.data.params["seeds"] == "4"
     assert parent.data.metrics["trainings"] == spec.trainings == summary["trainings"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png", "phase_diagram.png", "n_star_fit.png", "summary.md", "summary.json"} <= artifacts
+    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png", "attention_mass.png", "summary.md", "summary.json"} <= artifacts
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == sorted(rows)  # one child per cell, none per seed
     for child in children:
