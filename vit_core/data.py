@@ -58,6 +58,9 @@ class TokenDataConfig:
     def __post_init__(self) -> None:
         _check(self)
 
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> "TokenBatch":
+        return sample_tokens(self, n, seed, stream)
+
     @property
     def confusion(self) -> float:
         """alpha#, resolved from alpha_confusion or confusion_ratio."""

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vit_core.data import make_patterns
 from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, torch_generator
 
@@ -44,6 +45,10 @@ class ModelConfig:
                 raise ConfigError(field, getattr(self, field), "must be >= 0")
         if self.value_dim is not None and not self.output_matrix:
             raise ConfigError("value_dim", self.value_dim, "only used with output_matrix=true")
+
+    def build(self, data, seeds: list[int], device: str | torch.device = "cpu") -> "PackedModel":
+        """A pack for Paper A's ``data`` (a TokenDataConfig), model k initialised from seeds[k]."""
+        return build_model(self, make_patterns(data), seeds, device)
 
     def v_rows(self) -> int:
         """Rows of W_V: m_b with an output matrix, else the width m."""

@@ -12,15 +12,15 @@ faster; the pack stops when none is left or at ``max_steps``.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.data import TokenBatch, TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core.data import TokenBatch, TokenKind
 from vit_core.fields import ConfigError, param
 from vit_core.memory import keep_freed_memory
-from vit_core.models import ModelConfig, PackedModel, build_model
 from vit_core.seeding import Stream, numpy_rng
 
 CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
@@ -38,6 +38,7 @@ class TrainConfig:
     eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
     test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
     eval_batch: int = param(100, "samples per forward pass during evaluation (bounds memory)")
+    loss: Literal["hinge", "logistic"] = param("hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)")
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
@@ -109,15 +110,16 @@ class TrainSets:
 
     CHUNK = 64  # steps of batch indices drawn at once per model
 
-    def __init__(self, data: TokenDataConfig, n_train: list[int], seeds: list[int], batch_size: int, device):
+    def __init__(self, data: "DataConfig", n_train: list[int], seeds: list[int], batch_size: int, device):
         largest = {}
         for n, s in zip(n_train, seeds):
             largest[s] = max(n, largest.get(s, 0))
         n_max = max(n_train)
-        per_seed = {s: _pad(sample_tokens(data, n, s), n_max) for s, n in largest.items()}
+        per_seed = {s: _pad(data.sample(n, s), n_max) for s, n in largest.items()}
         self.tokens = torch.stack([per_seed[s].tokens for s in seeds]).to(device)
         self.labels = torch.stack([per_seed[s].labels for s in seeds]).to(device)
-        self.keep = torch.stack([per_seed[s].keep for s in seeds]).to(device) if data.sparsify != "all" else None
+        keep = torch.stack([per_seed[s].keep for s in seeds]).to(device)
+        self.keep = None if keep.all() else keep
         self.n = torch.tensor(n_train, device=device)
         self._rngs = [numpy_rng(s, Stream.BATCHES) for s in seeds]
         self._n_list = list(n_train)
@@ -156,6 +158,39 @@ def hinge_loss(F: Tensor, y: Tensor) -> Tensor:
     return torch.relu(1 - y * F)
 
 
+def logistic_loss(F: Tensor, y: Tensor) -> Tensor:
+    """Per-sample logistic loss log(1 + exp(-y F)), computed stably."""
+    return torch.nn.functional.softplus(-y * F)
+
+
+LOSSES = {"hinge": hinge_loss, "logistic": logistic_loss}
+
+
+class DataConfig(Protocol):
+    """A data distribution: Paper A's TokenDataConfig or Paper B's SpatialDataConfig."""
+
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch: ...
+
+
+class Packed(Protocol):
+    """K independent models trained as one: Paper A's PackedModel or Paper B's PositionalAttention.
+    Optional: ``lr_scales`` (parameter name -> step-size factor), and ``metric_names`` with
+    ``metrics()`` (per-model values of the parameters, recorded like the test metrics)."""
+
+    cfg: object
+    K: int
+
+    def __call__(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor | None]: ...
+    def select(self, index: Tensor) -> "Packed": ...
+    def named_parameters(self): ...
+
+
+class ModelBuilder(Protocol):
+    """A model config: ModelConfig or PositionalConfig."""
+
+    def build(self, data, seeds: list[int], device: str | torch.device) -> Packed: ...
+
+
 def errors(F: Tensor, y: Tensor) -> Tensor:
     """1 where a prediction is wrong. Written as not(yF > 0) so a NaN output counts as wrong."""
     return (~(y * F > 0)).to(F.dtype)
@@ -163,8 +198,8 @@ def errors(F: Tensor, y: Tensor) -> Tensor:
 
 @torch.no_grad()
 def evaluate(
-    model: PackedModel, tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
-    n_valid: Tensor | None = None, kinds: Tensor | None = None,
+    model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
+    n_valid: Tensor | None = None, kinds: Tensor | None = None, loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
 ) -> dict[str, Tensor]:
     """Per-model error rate, hinge loss and (given ``kinds``, ViT only) attention mass.
 
@@ -181,7 +216,7 @@ def evaluate(
         F, attn = model(X, kp)
         valid = 1.0 if n_valid is None else (torch.arange(part.start, part.stop, device=F.device) < n_valid[:, None]).float()
         totals["error"] += (errors(F, y) * valid).sum(-1)
-        totals["loss"] += (hinge_loss(F, y) * valid).sum(-1)
+        totals["loss"] += (loss(F, y) * valid).sum(-1)
         if kinds is not None and attn is not None:
             rel = (kinds[part] == TokenKind.RELEVANT).to(attn.dtype)
             if kp is not None:
@@ -195,7 +230,7 @@ def evaluate(
 
 
 def _evaluate_test(
-    model: PackedModel, test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor
+    model: "Packed", test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor
 ) -> dict[str, Tensor]:
     """Test metrics on the first ``eval_subset`` samples, re-scored on the whole test set where
     the subset is error-free and the model is ``decisive`` (it has not reached zero test error
@@ -208,16 +243,17 @@ def _evaluate_test(
     n = min(train.eval_subset, len(test))
     part = slice(0, n)
     kp = None if keep is None else keep[part]
-    result = evaluate(model, test.tokens[part], test.labels[part], kp, train.eval_batch, kinds=test.kinds[part])
+    loss = LOSSES[train.loss]
+    result = evaluate(model, test.tokens[part], test.labels[part], kp, train.eval_batch, kinds=test.kinds[part], loss=loss)
     clean = torch.nonzero((result["error"] == 0) & decisive).squeeze(1)
     if n < len(test) and len(clean):
-        full = evaluate(model.select(clean), test.tokens, test.labels, keep, train.eval_batch, kinds=test.kinds)
+        full = evaluate(model.select(clean), test.tokens, test.labels, keep, train.eval_batch, kinds=test.kinds, loss=loss)
         for name, value in full.items():
             result[name][clean] = value
     return result
 
 
-def _finite_params(model: PackedModel) -> Tensor:
+def _finite_params(model: "Packed") -> Tensor:
     """(K,) bool: every parameter of model k is finite."""
     return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in model.parameters()]).all(0)
 
@@ -229,8 +265,8 @@ class _Pack:
 
     SETTLE_STREAK = 3  # zero-loss mini-batches in a row before the whole training set is checked
 
-    def __init__(self, model: PackedModel, sets: TrainSets, step_size: Tensor):
-        self.model, self.sets, self.step_size = model, sets, step_size
+    def __init__(self, model: "Packed", sets: TrainSets, step_size: Tensor, loss: Callable[[Tensor, Tensor], Tensor]):
+        self.model, self.sets, self.step_size, self.loss = model, sets, step_size, loss
         self.ids = torch.arange(model.K)
         self.window = torch.zeros(2, model.K, device=step_size.device)
         self.window_steps = 0
@@ -245,12 +281,13 @@ class _Pack:
         """One SGD step of every model on its own mini-batch."""
         X, y, keep = self.sets.batch()
         F, _ = self.model(X, keep)
-        loss = hinge_loss(F, y).mean(-1)  # (K,): each model's own mean over its own batch
+        loss = self.loss(F, y).mean(-1)  # (K,): each model's own mean over its own batch
         self.model.zero_grad(set_to_none=True)
         loss.sum().backward()  # models share nothing, so each gets the gradient of its own loss
+        scales = getattr(self.model, "lr_scales", {})
         with torch.no_grad():
-            for p in self.model.parameters():
-                p.sub_(self.step_size.view(-1, *[1] * (p.dim() - 1)) * p.grad)
+            for name, p in self.model.named_parameters():
+                p.sub_(scales.get(name, 1.0) * self.step_size.view(-1, *[1] * (p.dim() - 1)) * p.grad)
             self.window += torch.stack([loss, errors(F, y).mean(-1)])
             self.zero_streak = (self.zero_streak + 1) * (loss == 0)
         self.window_steps += 1
@@ -268,7 +305,8 @@ class _Pack:
         idx = torch.nonzero(exact).squeeze(1)
         if len(idx):
             s = self.sets
-            full = evaluate(self.model.select(idx), s.tokens[idx], s.labels[idx], None if s.keep is None else s.keep[idx], chunk, n_valid=s.n[idx])
+            full = evaluate(self.model.select(idx), s.tokens[idx], s.labels[idx], None if s.keep is None else s.keep[idx], chunk,
+                            n_valid=s.n[idx], loss=self.loss)
             loss[idx], error[idx] = full["loss"], full["error"]
         self.window.zero_()
         self.window_steps = 0
@@ -276,8 +314,8 @@ class _Pack:
 
 
 def train_pack(
-    data: TokenDataConfig,
-    model_cfg: ModelConfig,
+    data: DataConfig,
+    model_cfg: ModelBuilder,
     train: TrainConfig,
     n_train: list[int],
     seeds: list[int],
@@ -298,11 +336,12 @@ def train_pack(
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
     if not (lrs > 0).all():
         raise ValueError(f"lr={lrs.min()}: every step size must be > 0")
-    test = sample_tokens(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
-    test_keep = test.keep if data.sparsify != "all" else None
-    model = build_model(model_cfg, make_patterns(data), seeds, device)
-    pack = _Pack(model, TrainSets(data, n_train, seeds, train.batch_size, device), torch.tensor(lrs, dtype=torch.float32, device=device))
-    rec = _Recorder(K)
+    test = data.sample(train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
+    test_keep = None if test.keep.all() else test.keep
+    model = model_cfg.build(data, seeds, device)
+    lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
+    pack = _Pack(model, TrainSets(data, n_train, seeds, train.batch_size, device), lr_tensor, LOSSES[train.loss])
+    rec = _Recorder(K, getattr(model, "metric_names", ()))
     for step in range(train.max_steps + 1):
         last = step == train.max_steps
         if step % train.eval_every == 0 or last:
@@ -311,7 +350,8 @@ def train_pack(
             settled = exact & (on_train["loss"] == 0) & ~diverged
             first_zero_unknown = torch.from_numpy(rec.iterations_to_zero[pack.ids.numpy()] < 0).to(device)
             on_test = _evaluate_test(pack.model, test, test_keep, train, first_zero_unknown | diverged | settled | last)
-            rec.add(step, pack.ids, on_test, on_train, diverged.cpu(), settled.cpu())
+            extra = pack.model.metrics() if rec.extra else {}
+            rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             stay = torch.nonzero(~(diverged | settled)).squeeze(1)
             if progress is not None:
                 progress(step, 0 if last else len(stay))
@@ -326,24 +366,25 @@ def train_pack(
 class _Recorder:
     """Collects evaluations of a shrinking pack into full-K curves and final values."""
 
-    def __init__(self, K: int):
-        self.K = K
+    def __init__(self, K: int, extra: tuple[str, ...] = ()):
+        self.K, self.extra = K, extra
+        self.names = CURVES + tuple(extra)  # the test/train curves, then the model's own metrics
         self.steps: list[int] = []
-        self.rows: dict[str, list[np.ndarray]] = {name: [] for name in CURVES}
-        self.last = {name: np.full(K, np.nan) for name in CURVES}
+        self.rows: dict[str, list[np.ndarray]] = {name: [] for name in self.names}
+        self.last = {name: np.full(K, np.nan) for name in self.names}
         self.stopped_at = np.full(K, -1)
         self.diverged = np.zeros(K, dtype=bool)
         self.settled = np.zeros(K, dtype=bool)
         self.iterations_to_zero = np.full(K, -1)
 
-    def add(self, step: int, ids: Tensor, on_test: dict, on_train: dict, diverged: Tensor, settled: Tensor) -> None:
+    def add(self, step: int, ids: Tensor, on_test: dict, on_train: dict, extra: dict, diverged: Tensor, settled: Tensor) -> None:
         ids = ids.numpy()
         values = {f"test_{k}": on_test[k] for k in ("error", "loss")} | {f"train_{k}": on_train[k] for k in ("error", "loss")}
-        values["attention_mass"] = on_test["attention_mass"]
+        values |= {"attention_mass": on_test["attention_mass"], **extra}
         for name, v in values.items():
             self.last[name][ids] = v.double().cpu().numpy()
         dead = ids[diverged.numpy()]
-        for name in CURVES:
+        for name in self.names:
             self.last[name][dead] = np.nan
             self.rows[name].append(self.last[name].copy())
         self.steps.append(step)
@@ -355,7 +396,7 @@ class _Recorder:
         self.stopped_at[ids] = step
 
     def result(self, n_train, seeds, lrs, wall_s: float) -> PackResult:
-        final = {name: self.last[name].copy() for name in CURVES}
+        final = {name: self.last[name].copy() for name in self.names}
         return PackResult(
             n_train=n_train,
             seeds=seeds,

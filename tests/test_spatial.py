@@ -1,0 +1,90 @@
+"""Paper B: the spatially structured data, the positional-attention model and its training."""
+
+import numpy as np
+import pytest
+import torch
+
+from vit_core import ConfigError
+from vit_core.positional import PositionalConfig
+from vit_core.spatial import SpatialDataConfig, feature, patch_sets, sample_patches, set_matrix
+from vit_core.train import TrainConfig, train_pack
+
+
+def test_samples_follow_assumption_1_and_the_label_rule():
+    cfg = SpatialDataConfig(n_patches=10, set_size=2, dim=30, q=0.3)
+    batch = sample_patches(cfg, 500, seed=1)
+    w, sets = feature(cfg), patch_sets(cfg)
+    coefficient = batch.tokens.double().numpy() @ w
+    assert np.allclose(np.round(coefficient), coefficient, atol=1e-5) and set(np.round(coefficient).ravel()) <= {-1.0, 0.0, 1.0}
+    per_set = np.round(coefficient)[:, sets].sum(-1)  # (n, L)
+    f_star = np.where(np.abs(per_set) > 0.9 * cfg.set_size, per_set, 0).sum(-1)
+    assert np.array_equal(np.sign(f_star), batch.labels.numpy())  # f* = C y: exactly one set counts
+    assert np.array_equal(f_star, cfg.set_size * batch.labels.numpy())
+    signal = batch.kinds.numpy() == 1
+    assert (signal.sum(1) == cfg.set_size).all()
+    assert np.allclose(np.round(coefficient)[signal].reshape(500, -1), batch.labels.numpy()[:, None])
+    off = np.round(coefficient)[~signal]
+    assert 0.2 < np.mean(off != 0) < 0.35  # about q, a little less after redrawing
+    assert abs(batch.labels.mean()) < 0.15
+
+
+def test_sets_partition_the_patches_and_blocks_are_square():
+    cfg = SpatialDataConfig(n_patches=16, set_size=4, partition="blocks")
+    sets = patch_sets(cfg)
+    assert sorted(sets.ravel()) == list(range(16))
+    assert sorted(map(sorted, sets.tolist())) == [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]
+    same = set_matrix(SpatialDataConfig(n_patches=10, set_size=2))
+    assert same.sum() == 20 and same.diagonal().all() and (same == same.T).all()
+
+
+def test_a_seed_s_first_samples_do_not_depend_on_n_and_the_control_uses_gaussian_patches():
+    cfg = SpatialDataConfig()
+    assert torch.equal(sample_patches(cfg, 70, 3).tokens[:40], sample_patches(cfg, 40, 3).tokens)
+    control = sample_patches(SpatialDataConfig(labels="cnn"), 400, 0)
+    assert abs(control.tokens.std().item() - (1 / 30) ** 0.5) < 0.01 and abs(control.labels.mean()) < 0.3
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"n_patches": 10, "set_size": 3}, "set_size"), ({"q": 1.5}, "q"), ({"partition": "blocks"}, "partition"),
+    ({"dim": 0}, "dim"), ({"sigma2": -1.0}, "sigma2"),
+])
+def test_bad_values_name_their_field(kwargs, field):
+    with pytest.raises(ConfigError) as error:
+        SpatialDataConfig(**kwargs)
+    assert error.value.field == field
+
+
+def test_a_pack_computes_what_its_models_compute_alone():
+    data = SpatialDataConfig()
+    X = sample_patches(data, 32, 0).tokens
+    cfg = PositionalConfig(a_init=0.5)
+    pack = cfg.build(data, [0, 1, 2])
+    alone = torch.cat([cfg.build(data, [s])(X)[0] for s in (0, 1, 2)])
+    assert torch.allclose(pack(X)[0], alone, rtol=1e-5, atol=1e-6)
+    per_model = X.expand(3, *X.shape)
+    assert torch.allclose(pack(per_model)[0], pack(X)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_patch_association_and_cosine_metrics():
+    data = SpatialDataConfig()
+    model = PositionalConfig(diag=4.0).build(data, [0, 1])
+    same = torch.from_numpy(set_matrix(data))
+    with torch.no_grad():
+        model.A[0] = torch.where(same, 3.0, 0.0)  # the true pairs score highest in every row
+        model.A[1] = torch.where(same, -3.0, 0.0)  # the true partner scores lowest
+        model.v[0] = torch.from_numpy(feature(data)).float()
+    metrics = model.metrics()
+    assert metrics["patch_association"].tolist() == [1.0, 0.0]
+    assert metrics["cos_v_wstar"][0].item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_training_learns_patch_association_and_the_feature():
+    data = SpatialDataConfig(n_patches=10, set_size=2, dim=30)
+    train = TrainConfig(lr=0.01, batch_size=64, max_steps=600, eval_every=100, n_test=500, eval_subset=500, loss="logistic")
+    result = train_pack(data, PositionalConfig(), train, [1000] * 4, [0, 1, 2, 3])
+    assert (result.final["patch_association"] == 1.0).all()
+    assert (result.final["cos_v_wstar"] > 0.9).all()
+    assert (result.final["test_error"] < 0.01).all()
+    assert result.curves["patch_association"][0].max() < 1.0  # learned, not given: A starts at 0
+    records = result.records()
+    assert {"patch_association", "cos_v_wstar"} <= set(records[0])

@@ -1,0 +1,158 @@
+"""Paper B's spatially structured data (Jelassi, Sander, Li, NeurIPS 2022, Assumption 1), and its
+negative control.
+
+A sample is D patches in R^d, partitioned into L sets of C patches (the same sets for every
+sample). One set, the *signal set*, is chosen uniformly; its patches are y w* + xi. Every other
+patch is delta w* + xi with delta = +1 or -1 with probability q/2 each, else 0. The noise xi is
+N(0, sigma^2 (I - w* w*^T)), orthogonal to the unit feature w*, so <w*, X_i> is y or delta exactly.
+The label rule f*(X) = sum_l Threshold_{0.9C}(sum_{i in S_l} <w*, X_i>) counts a set only when all
+of its C patches share a nonzero sign. Choice made here (the paper leaves it open): a sample in
+which some non-signal set is such a set is redrawn, so f*(X) = C y and the label is always y.
+
+``labels="cnn"`` is the negative control (the paper's Fig 2): i.i.d. Gaussian patches N(0, I/d),
+labelled by the sign of a random one-hidden-layer CNN with cubic activation applied to each set's
+concatenated patches and summed over sets.
+
+Samples come in blocks from per-block streams as Paper A's do: a seed's first N samples are the
+same for every N. Batches are ``TokenBatch``es (kinds: 1 on the signal set), so the trainer,
+evaluation and sparsification masks work on them unchanged.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from vit_core.data import BLOCK, TokenBatch, TokenKind
+from vit_core.fields import ConfigError, param
+from vit_core.seeding import Stream, numpy_rng
+
+
+@dataclass(frozen=True)
+class SpatialDataConfig:
+    """Everything that defines Paper B's data distribution."""
+
+    n_patches: int = param(10, "D, patches per sample")
+    set_size: int = param(2, "C, patches per set (D must be a multiple of C)")
+    dim: int = param(30, "d, the patch dimension")
+    partition: Literal["random", "blocks"] = param("random", "sets: random (non-contiguous) groups, or contiguous blocks of a square grid")
+    q: float = param(0.3, "probability that a patch outside the signal set carries +-w* (q/2 each sign)")
+    sigma2: float | None = param(None, "variance of the noise xi (default: 1/d)")
+    labels: Literal["threshold", "cnn"] = param("threshold", "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)")
+    teacher_width: int = param(8, "hidden units of the labelling CNN (labels=cnn)")
+    structure_seed: int = param(0, "seed of the sets and of the labelling CNN, shared by every model")
+    feature_seed: int = param(0, "seed of the feature w* (transfer: a new feature, the same sets)")
+
+    def __post_init__(self) -> None:
+        for field in ("n_patches", "set_size", "dim", "teacher_width"):
+            if getattr(self, field) < 1:
+                raise ConfigError(field, getattr(self, field), "must be a positive integer")
+        if self.n_patches % self.set_size:
+            raise ConfigError("set_size", self.set_size, f"must divide n_patches={self.n_patches}")
+        if self.partition == "blocks" and _grid_block(self.n_patches, self.set_size) is None:
+            raise ConfigError("partition", self.partition, f"blocks need square n_patches={self.n_patches} and set_size={self.set_size} whose side divides the grid's")
+        if not 0 <= self.q <= 1:
+            raise ConfigError("q", self.q, "must lie in [0, 1]")
+        if self.sigma2 is not None and self.sigma2 < 0:
+            raise ConfigError("sigma2", self.sigma2, "must be >= 0")
+
+    @property
+    def n_sets(self) -> int:
+        """L, the number of sets."""
+        return self.n_patches // self.set_size
+
+    @property
+    def noise_variance(self) -> float:
+        return 1 / self.dim if self.sigma2 is None else self.sigma2
+
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
+        return sample_patches(self, n, seed, stream)
+
+
+def _grid_block(D: int, C: int) -> int | None:
+    """The side of a square block when D patches form a square grid tiled by square C-blocks."""
+    side, block = math.isqrt(D), math.isqrt(C)
+    return block if side * side == D and block * block == C and side % block == 0 else None
+
+
+def patch_sets(cfg: SpatialDataConfig) -> np.ndarray:
+    """(L, C) patch indices of each set."""
+    D, C = cfg.n_patches, cfg.set_size
+    if cfg.partition == "random":
+        return numpy_rng(cfg.structure_seed, Stream.PATTERNS).permutation(D).reshape(-1, C)
+    block, side = _grid_block(D, C), math.isqrt(D)
+    rows, cols = np.divmod(np.arange(D), side)
+    order = np.lexsort((cols % block, rows % block, cols // block, rows // block))
+    return order.reshape(-1, C)
+
+
+def set_matrix(cfg: SpatialDataConfig) -> np.ndarray:
+    """(D, D) bool: True where patches i and j belong to the same set (the diagonal included)."""
+    owner = np.empty(cfg.n_patches, dtype=np.int64)
+    for index, members in enumerate(patch_sets(cfg)):
+        owner[members] = index
+    return owner[:, None] == owner[None, :]
+
+
+def feature(cfg: SpatialDataConfig) -> np.ndarray:
+    """The unit feature w* in R^d."""
+    w = numpy_rng(cfg.feature_seed, Stream.PATTERNS, 1).standard_normal(cfg.dim)
+    return w / np.linalg.norm(w)
+
+
+def _threshold_block(cfg: SpatialDataConfig, sets: np.ndarray, w: np.ndarray, n: int, rng: np.random.Generator):
+    """Assumption 1's samples: (patches, labels, signal-set mask)."""
+    D, C = cfg.n_patches, cfg.set_size
+    labels = rng.choice(np.array([-1.0, 1.0]), n)
+    signal = rng.integers(0, cfg.n_sets, n)
+    on_signal = np.zeros((n, D), dtype=bool)
+    on_signal[np.arange(n)[:, None], sets[signal]] = True
+    delta = np.zeros((n, D))
+    todo = np.arange(n)
+    while todo.size:  # redraw samples in which a non-signal set would count in f*
+        u = rng.random((todo.size, D))
+        delta[todo] = np.where(u < cfg.q / 2, 1.0, np.where(u < cfg.q, -1.0, 0.0))
+        per_set = delta[todo][:, sets]  # (todo, L, C)
+        full = (np.abs(per_set.sum(-1)) == C) & (np.arange(cfg.n_sets) != signal[todo, None])
+        todo = todo[full.any(-1)]
+    coefficient = np.where(on_signal, labels[:, None], delta)
+    xi = rng.standard_normal((n, D, cfg.dim)) * math.sqrt(cfg.noise_variance)
+    xi -= (xi @ w)[..., None] * w  # project out w*
+    return coefficient[..., None] * w + xi, labels, on_signal
+
+
+def _teacher(cfg: SpatialDataConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The labelling CNN of the negative control: filters (m, C d) and output signs (m,)."""
+    rng = numpy_rng(cfg.structure_seed, Stream.PATTERNS, 2)
+    filters = rng.standard_normal((cfg.teacher_width, cfg.set_size * cfg.dim)) / math.sqrt(cfg.set_size * cfg.dim)
+    return filters, rng.choice(np.array([-1.0, 1.0]), cfg.teacher_width)
+
+
+def _cnn_block(cfg: SpatialDataConfig, sets: np.ndarray, n: int, rng: np.random.Generator):
+    """Gaussian patches labelled by sign(sum_l sum_j u_j <w_j, X_{S_l}>^3)."""
+    X = rng.standard_normal((n, cfg.n_patches, cfg.dim)) / math.sqrt(cfg.dim)
+    filters, signs = _teacher(cfg)
+    per_set = X[:, sets].reshape(n, cfg.n_sets, -1)  # (n, L, C d)
+    score = ((per_set @ filters.T) ** 3 @ signs).sum(-1)
+    return X, np.where(score > 0, 1.0, -1.0), np.zeros((n, cfg.n_patches), dtype=bool)
+
+
+def sample_patches(cfg: SpatialDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
+    """The first n samples of (seed, stream); the first n of a larger call are the same."""
+    sets, w = patch_sets(cfg), feature(cfg)
+    parts = []
+    for b in range(-(-n // BLOCK)):
+        rng = numpy_rng(seed, stream, b)
+        parts.append(_threshold_block(cfg, sets, w, BLOCK, rng) if cfg.labels == "threshold" else _cnn_block(cfg, sets, BLOCK, rng))
+    X, y, signal = (np.concatenate(p)[:n] for p in zip(*parts))
+    kinds = np.where(signal, TokenKind.RELEVANT, TokenKind.IRRELEVANT).astype(np.int8)
+    noise = X - (X @ w)[..., None] * w
+    return TokenBatch(
+        tokens=torch.from_numpy(X.astype(np.float32)),
+        labels=torch.from_numpy(y.astype(np.float32)),
+        kinds=torch.from_numpy(kinds),
+        noise_norm=torch.from_numpy(np.linalg.norm(noise, axis=-1).astype(np.float32)),
+        keep=torch.ones(kinds.shape, dtype=torch.bool),
+    )
