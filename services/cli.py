@@ -148,9 +148,9 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of sweep specs (for editors)."""
-    from services.spec import SweepSpec
+    from services.spec import SCHEMA
 
-    print(json.dumps(SweepSpec.model_json_schema(), indent=2))
+    print(json.dumps(SCHEMA.json_schema(), indent=2))
 
 
 def _load_or_exit(path: str):
@@ -204,6 +204,7 @@ def run(
         print(json.dumps({
             "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": _n_star(spec, result),
             "exponent": _exponents(summary), "adaptive": summary["adaptive"],
+            "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"],
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
         }))
     if failed:

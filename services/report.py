@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 from services import paper  # noqa: E402
 from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference  # noqa: E402
-from services.spec import SweepSpec  # noqa: E402
+from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
@@ -38,7 +38,7 @@ def _group(cell: CellResult, without: tuple[str, ...]) -> str:
 def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     data, _, training = spec.configs(cell.cell)
     row = {"label": cell.cell.label, "model": cell.cell.model, "values": cell.cell.values,
-           "alpha_effective": data.effective_alpha_star, "lr": training.lr, "trainings": len(cell.records),
+           "alpha_effective": getattr(data, "effective_alpha_star", None), "lr": training.lr, "trainings": len(cell.records),
            "failed": bool(cell.failures), "n_star": None, "n_star_known": False, "bracket_lo": None, "n_star_ci95": None,
            "monotone": None, "steps_to_zero": None, "rates": {}}
     if not cell.records:
@@ -66,11 +66,23 @@ def _attention(cells: list[CellResult]) -> dict:
     last evaluation, and whether the mean curve never falls (by more than 0.005)."""
     out = {}
     for c in cells:
-        curves = c.attention_curves()
+        curves = c.curves("attention_mass")
         if c.cell.model == "vit" and curves:
             values = np.array([v for _, v in curves[max(curves)]])
             out[c.cell.label] = {"n": max(curves), "start": float(values[0]), "end": float(values[-1]),
                                  "monotone": bool(np.all(np.diff(values) > -0.005))}
+    return out
+
+
+def _structure(cells: list[CellResult]) -> dict:
+    """Paper B, per cell at its largest N: the fraction of models whose every row of A is
+    associated with its patch's set, and the median cos(v, w*)."""
+    out: dict = {"patch_association": {}, "cos_v_wstar": {}}
+    for c in cells:
+        if c.records and "patch_association" in c.records[0]:
+            last = [r for r in c.records if r["n_train"] == max(r["n_train"] for r in c.records)]
+            out["patch_association"][c.cell.label] = float(np.mean([r["patch_association"] == 1.0 for r in last]))
+            out["cos_v_wstar"][c.cell.label] = float(np.median([r["cos_v_wstar"] for r in last]))
     return out
 
 
@@ -108,7 +120,8 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
     alpha = lambda c: 1 / spec.configs(c.cell)[0].effective_alpha_star  # noqa: E731
     summary = {"sweep_id": sweep_id, "name": spec.name, "success_rate": p, "cells": [_cell_row(spec, c) for c in cells],
                "exponent": {}, "iterations_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
-               "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models},
+               "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models if m in paper.SUCCESS},
+               **_structure(cells),
                "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells)}
     if "alpha_star" in spec.swept:
         summary["exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
@@ -137,7 +150,7 @@ def table_rows(summary: dict) -> list[list[str]]:
             star, bracket = "-", f"> {r['bracket_lo']}"
         else:  # "<= N": the smallest N tried already reached p
             star, bracket = ("" if r["n_star_known"] else "<= ") + str(r["n_star"]), f"({r['bracket_lo'] or 0}, {r['n_star']}]"
-        rows.append([r["label"], f"{r['alpha_effective']:.4f}", star, bracket, _fmt(r["n_star_ci95"]),
+        rows.append([r["label"], _fmt(r["alpha_effective"], ".4f"), star, bracket, _fmt(r["n_star_ci95"]),
                      "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), str(r["trainings"])])
     return rows
 
@@ -173,6 +186,8 @@ def notes(summary: dict) -> list[str]:
                      f"{1 + a['precision']:g} over the same N range ({_fmt(a['ratio'], '.1f')}x fewer)")
     for label, a in summary["attention"].items():
         lines.append(f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, {'monotone' if a['monotone'] else 'not monotone'}")
+    for label, share in summary["patch_association"].items():
+        lines.append(f"patch association, {label}: every row of A associated in {share:.0%} of seeds; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}")
     for group, ks in summary["sparsification"].items():
         k = max(ks)
         change = ks[k]["change"]
@@ -254,7 +269,26 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
         figs["attention_mass.png"] = _attention_figure(cells)
     if summary["sparsification"]:
         figs["sparsification.png"] = _sparsification_figure(summary)
+    if summary["patch_association"]:
+        figs["structure.png"] = _structure_figure(cells)
     return figs
+
+
+def _structure_figure(cells: list[CellResult]):
+    """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step."""
+    names = {"test_error": "test error", "patch_association": "rows of A associated", "cos_v_wstar": "cos(v, w*)"}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for c in cells:
+        for ax, name in zip(axes, names):
+            curves = c.curves(name)
+            if curves:
+                n = max(curves)
+                ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
+    for ax, (name, title) in zip(axes, names.items()):
+        ax.set(xlabel="SGD step", title=title + " (mean over seeds)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def _success_figure(spec: SweepSpec, summary: dict):
@@ -280,7 +314,7 @@ def _attention_figure(cells: list[CellResult]):
     """Mean label-relevant attention mass against the SGD step, beside the paper's Fig 2(a)."""
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for c in cells:
-        curves = c.attention_curves()
+        curves = c.curves("attention_mass")
         if c.cell.model == "vit" and curves:
             n = max(curves)
             ax.plot(*zip(*curves[n]), label=f"{' '.join(f'{k}={v}' for k, v in c.cell.values.items())} N={n}")
@@ -339,7 +373,7 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     if not parents:
         raise LookupError(f"no sweep {sweep_id or ''} in {tracking_uri}".replace("  ", " "))
     parent = parents[0]
-    spec = SweepSpec.model_validate(yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "resolved_spec.yaml")).read_text()), strict=False)
+    spec = spec_from_dict(yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "resolved_spec.yaml")).read_text()))
     by_label = {cell.label: cell for cell in spec.cells}
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     cells = []
@@ -349,8 +383,8 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
         if "models.json" in artifacts:
             table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
             cell.records = [dict(zip(table["columns"], row)) for row in table["data"]]
-        if "attention.json" in artifacts:
-            cell.curve_parts = json.loads(Path(client.download_artifacts(child.info.run_id, "attention.json")).read_text())
+        if "curves.json" in artifacts:
+            cell.curve_parts = json.loads(Path(client.download_artifacts(child.info.run_id, "curves.json")).read_text())
         cell.failures = [f for f in child.data.tags.get("vitsweep.failures", "").split("\n") if f]
         cells.append(cell)
     cells.sort(key=lambda c: spec.cells.index(c.cell))

@@ -11,17 +11,16 @@ import dataclasses
 import itertools
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
 
 from services.analysis import full_grid_size
-from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig
+from vit_core import ConfigError, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
 
 FORBID = ConfigDict(extra="forbid", strict=True)
-SECTIONS = {"data": TokenDataConfig, "model": ModelConfig, "training": TrainConfig}
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
 
 
@@ -34,19 +33,24 @@ def _section(name: str, cls: type) -> type[BaseModel]:
     return create_model(name, __config__=FORBID, __doc__=cls.__doc__, **fields)
 
 
-def _axes() -> type[BaseModel]:
+def _axes(name: str, sections: dict[str, type]) -> type[BaseModel]:
     """Any data, model or training field as a sweep axis: a non-empty list of its values."""
     fields = {
         f.name: (Annotated[list[f.type], Field(min_length=1)] | None, Field(None, description=f.metadata["help"]))
-        for cls in SECTIONS.values() for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
+        for cls in sections.values() for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
     }
-    return create_model("Axes", __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields)
+    return create_model(name, __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields)
 
 
+LI_SECTIONS = {"data": TokenDataConfig, "model": ModelConfig, "training": TrainConfig}
+JELASSI_SECTIONS = {"data": SpatialDataConfig, "model": PositionalConfig, "training": TrainConfig}
 DataSpec = _section("DataSpec", TokenDataConfig)
 ModelSpec = _section("ModelSpec", ModelConfig)
 TrainingSpec = _section("TrainingSpec", TrainConfig)
-Axes = _axes()
+Axes = _axes("Axes", LI_SECTIONS)
+SpatialDataSpec = _section("SpatialDataSpec", SpatialDataConfig)
+PositionalSpec = _section("PositionalSpec", PositionalConfig)
+SpatialAxes = _axes("SpatialAxes", JELASSI_SECTIONS)
 
 
 class Resources(BaseModel):
@@ -104,16 +108,13 @@ class Tracking(BaseModel):
 
 
 class SweepSpec(BaseModel):
-    """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds."""
+    """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds.
+    The family (LiSweep, JelassiSweep) decides the models and the data and model sections."""
 
     model_config = FORBID
+    SECTIONS: ClassVar[dict[str, type]]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
-    family: Literal["li2023"] = Field("li2023", description="li2023: Li et al. ICLR 2023 (Paper A)")
-    models: list[Literal["vit", "cnn"]] = Field(min_length=1, description="which models every cell trains")
-    data: DataSpec = Field(default_factory=DataSpec)
-    model: ModelSpec = Field(default_factory=ModelSpec)
     training: TrainingSpec = Field(default_factory=TrainingSpec)
-    axes: Axes = Field(default_factory=Axes)
     n_train: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="training-set sizes N of every cell")
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
@@ -122,7 +123,7 @@ class SweepSpec(BaseModel):
     resources: Resources = Field(default_factory=Resources)
     tracking: Tracking = Field(default_factory=Tracking)
 
-    @field_validator("models", "n_train")
+    @field_validator("models", "n_train", check_fields=False)
     @classmethod
     def _distinct(cls, values: list) -> list:
         if len(set(values)) != len(values):
@@ -160,15 +161,52 @@ class SweepSpec(BaseModel):
         combos = [dict(zip(self.swept, values)) for values in itertools.product(*self.swept.values())]
         return [Cell(model, values) for model in self.models for values in combos]
 
-    def configs(self, cell: "Cell") -> tuple[TokenDataConfig, ModelConfig, TrainConfig]:
+    def configs(self, cell: "Cell") -> tuple[Any, Any, TrainConfig]:
         """vit_core's configs of one cell: the sections, the cell's axis values and its model."""
         built = []
-        for section, cls in SECTIONS.items():
+        for section, cls in self.SECTIONS.items():
             values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
-            built.append(cls(**values, **({"kind": cell.model} if cls is ModelConfig else {})))
+            built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))
         data, model, training = built
-        check_fits_data(model, data.dim, data.n_patterns)
+        self.check_cell(data, model)
         return data, model, training
+
+    def check_cell(self, data, model) -> None:
+        """A family's checks across sections (ConfigError)."""
+
+
+class LiSweep(SweepSpec):
+    """Paper A (Li et al., ICLR 2023): the shallow ViT and the CNN of the same size on token data."""
+
+    SECTIONS: ClassVar[dict[str, type]] = LI_SECTIONS
+    family: Literal["li2023"] = Field("li2023", description="li2023: Li et al. ICLR 2023 (Paper A); jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)")
+    models: list[Literal["vit", "cnn"]] = Field(min_length=1, description="which models every cell trains")
+    data: DataSpec = Field(default_factory=DataSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    axes: Axes = Field(default_factory=Axes)
+
+    def check_cell(self, data: TokenDataConfig, model: ModelConfig) -> None:
+        check_fits_data(model, data.dim, data.n_patterns)
+
+
+class JelassiSweep(SweepSpec):
+    """Paper B (Jelassi, Sander, Li, NeurIPS 2022): positional attention on spatially structured data."""
+
+    SECTIONS: ClassVar[dict[str, type]] = JELASSI_SECTIONS
+    family: Literal["jelassi2022"] = Field(description="jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)")
+    models: list[Literal["positional"]] = Field(min_length=1, description="which models every cell trains")
+    data: SpatialDataSpec = Field(default_factory=SpatialDataSpec)
+    model: PositionalSpec = Field(default_factory=PositionalSpec)
+    axes: SpatialAxes = Field(default_factory=SpatialAxes)
+
+
+FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep}
+SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep, Field(discriminator="family")])
+
+
+def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
+    """The spec class of raw's family (li2023 when absent), validated (ValidationError)."""
+    return FAMILIES[raw.get("family", "li2023")].model_validate(raw, strict=strict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,16 +251,16 @@ def _pydantic_problems(error: ValidationError) -> list[Problem]:
     return problems
 
 
-def _section_of(field: str) -> str:
-    return next((s for s, cls in SECTIONS.items() if field in {f.name for f in dataclasses.fields(cls)}), "")
+def _section_of(spec: SweepSpec, field: str) -> str:
+    return next((s for s, cls in spec.SECTIONS.items() if field in {f.name for f in dataclasses.fields(cls)}), "")
 
 
 def check_sweep(spec: SweepSpec) -> list[Problem]:
     """What a single field cannot say: axes set twice, the sweep's size, and vit_core's own
     checks on every cell, each problem named by where its value came from."""
     problems = [
-        Problem(f"axes.{axis}", values, f"also set in {_section_of(axis)}.{axis}: keep one")
-        for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(axis)).model_fields_set
+        Problem(f"axes.{axis}", values, f"also set in {_section_of(spec, axis)}.{axis}: keep one")
+        for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
     ]
     problems += _search_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
@@ -246,7 +284,7 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
     if per_trial > spec.resources.models_per_pack:
         problems.append(Problem("resources.models_per_pack", spec.resources.models_per_pack, f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack"))
     for name, bounds in search.space.items():
-        section = _section_of(name)
+        section = _section_of(spec, name)
         if not section or name in SPEC_ONLY:
             problems.append(Problem(f"search.space.{name}", name, "not a data, model or training field"))
             continue
@@ -270,7 +308,7 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
             if error.field in cell.values:
                 path = f"axes.{error.field}[{spec.swept[error.field].index(error.value)}]"
             else:
-                section = _section_of(error.field)
+                section = _section_of(spec, error.field)
                 path = f"{section}.{error.field}" + (f" (with model {cell.model})" if section == "model" else "")
             problems.setdefault(path, Problem(path, error.value, error.allowed))
     return list(problems.values())
@@ -286,8 +324,11 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         raise SpecError(source, [Problem("", where, f"not valid YAML: {getattr(error, 'problem', error)}")]) from None
     if not isinstance(raw, dict):
         raise SpecError(source, [Problem("", raw, "a spec is a YAML mapping of fields (name, models, n_train, ...)")])
+    family = raw.get("family", "li2023")
+    if family not in FAMILIES:
+        raise SpecError(source, [Problem("family", family, f"one of {', '.join(FAMILIES)}")])
     try:
-        spec = SweepSpec.model_validate(raw)
+        spec = spec_from_dict(raw, strict=True)
     except ValidationError as error:
         raise SpecError(source, _pydantic_problems(error)) from None
     problems = check_sweep(spec)

@@ -22,9 +22,12 @@ import torch  # noqa: E402
 from ray import tune  # noqa: E402
 
 from services.analysis import Outcomes  # noqa: E402
-from services.spec import Cell, SweepSpec  # noqa: E402
+from services.spec import Cell, SweepSpec, spec_from_dict  # noqa: E402
 from vit_core import train_pack  # noqa: E402
 from vit_core.train import summarize_by_n  # noqa: E402
+
+
+CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # mean curves per cell and N
 
 
 def packs(spec: SweepSpec) -> list[dict]:
@@ -46,7 +49,7 @@ def trial_count(spec: SweepSpec) -> int | None:
 
 def train_pack_trial(config: dict) -> None:
     """Ray Tune function trainable: train one pack and report its per-model records."""
-    spec = SweepSpec.model_validate(config["spec"], strict=False)
+    spec = spec_from_dict(config["spec"])
     pack = config["pack"]
     data, model, training = spec.configs(trial_cell(spec, config))
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
@@ -60,18 +63,21 @@ def train_pack_trial(config: dict) -> None:
         "median_iterations_to_zero": float(np.median(steps_to_zero)),
         "pack_wall_s": result.wall_s,
         "records": json.dumps(result.records()),
-        "attention_curves": json.dumps(_curve_sums(result, "attention_mass")),
+        "curves": json.dumps(_curve_sums(result)),
     })
 
 
-def _curve_sums(result, name: str) -> dict:
-    """Per N: the eval steps and, per step, the sum and count of the models' finite curve values."""
-    out = {}
-    for n in np.unique(result.n_train):
-        values = result.curves[name][:, result.n_train == n]
-        finite = np.isfinite(values)
-        if finite.any():
-            out[str(n)] = {"steps": result.eval_steps.tolist(), "sum": np.where(finite, values, 0).sum(1).tolist(), "count": finite.sum(1).tolist()}
+def _curve_sums(result) -> dict:
+    """Per curve of CURVES_KEPT and N: the eval steps and, per step, the sum and count of the
+    models' finite values (what a cell's mean curve needs from every pack)."""
+    out: dict = {}
+    for name in CURVES_KEPT:
+        for n in np.unique(result.n_train) if name in result.curves else []:
+            values = result.curves[name][:, result.n_train == n]
+            finite = np.isfinite(values)
+            if finite.any():
+                out.setdefault(name, {})[str(n)] = {"steps": result.eval_steps.tolist(), "sum": np.where(finite, values, 0).sum(1).tolist(),
+                                                    "count": finite.sum(1).tolist()}
     return out
 
 
@@ -100,16 +106,20 @@ class CellResult:
     cell: Cell
     records: list[dict] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    curve_parts: list[dict] = field(default_factory=list)  # per pack: N -> steps, sums, counts
+    curve_parts: list[dict] = field(default_factory=list)  # per pack: curve -> N -> steps, sums, counts
 
-    def attention_curves(self) -> dict[int, list[tuple[int, float]]]:
-        """Per N: the mean attention mass over the cell's models at every evaluated step.
+    def curve_names(self) -> list[str]:
+        return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]
+
+    def curves(self, name: str) -> dict[int, list[tuple[int, float]]]:
+        """Per N: the mean of curve ``name`` over the cell's models at every evaluated step.
 
         A pack stops once its models settled, and a settled model no longer changes, so a pack
         that ended earlier counts with its last values at later steps."""
         curves = {}
-        for n in sorted({int(n) for part in self.curve_parts for n in part}):
-            parts = [part[str(n)] for part in self.curve_parts if str(n) in part]
+        mine = [part[name] for part in self.curve_parts if name in part]
+        for n in sorted({int(n) for part in mine for n in part}):
+            parts = [part[str(n)] for part in mine if str(n) in part]
             steps = sorted({s for p in parts for s in p["steps"]})
             means = []
             for step in steps:
@@ -219,7 +229,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
             continue
         records = json.loads(result.metrics["records"])
         target.records.extend(records)
-        target.curve_parts.append(json.loads(result.metrics["attention_curves"]))
+        target.curve_parts.append(json.loads(result.metrics["curves"]))
         trainings += len(records)
     best = None
     if spec.search.mode == "optuna" and any(r.error is None for r in grid):

@@ -99,7 +99,8 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
     rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
-    metrics += [Metric(f"attention_mass_n{n}", value, 0, step) for n, curve in cell.attention_curves().items() for step, value in curve]
+    metrics += [Metric(f"{name}_n{n}", value, 0, step) for name in cell.curve_names()
+                for n, curve in cell.curves(name).items() for step, value in curve]
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
@@ -109,6 +110,6 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     if cell.records:
         columns = {key: [r[key] for r in cell.records] for key in cell.records[0]}
         client.log_table(run.info.run_id, data=columns, artifact_file="models.json")
-    if any(cell.curve_parts):  # the ViT's; a CNN has no attention
-        client.log_dict(run.info.run_id, cell.curve_parts, "attention.json")
+    if cell.curve_parts:
+        client.log_dict(run.info.run_id, cell.curve_parts, "curves.json")
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")

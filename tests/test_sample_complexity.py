@@ -34,15 +34,15 @@ def known_threshold(model: str, alpha: float, seed: int) -> float:
 
 def _synthetic_trainable(config: dict) -> None:
     """Reports what train_pack_trial reports, with success decided by known_threshold."""
-    from services.spec import SweepSpec
+    from services.spec import spec_from_dict
     from services.sweep import trial_cell
 
-    cell = trial_cell(SweepSpec.model_validate(config["spec"], strict=False), config)
+    cell = trial_cell(spec_from_dict(config["spec"]), config)
     pack, alpha = config["pack"], cell.values["alpha_star"]
     records = [{"n_train": n, "seeds": s, "success": bool(n >= known_threshold(cell.model, alpha, s)), "iterations_to_zero": 10,
                 "test_loss": 0.0, "lr": 0.5, "diverged": False, "settled": True, "steps": 10} for n, s in zip(pack["n_train"], pack["seeds"])]
     tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
-                 "records": json.dumps(records), "attention_curves": "{}"})
+                 "records": json.dumps(records), "curves": "{}"})
 
 
 def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.spec import SpecError, SweepSpec, load_spec, parse_spec
+from services.spec import SCHEMA, SpecError, load_spec, parse_spec
 
 HERE = Path(__file__).parent
 BAD = sorted((HERE / "bad_specs").glob("*.yaml"))
@@ -25,7 +25,8 @@ EXPECTED_PATH = {
     "wrong_type_string_number": "data.alpha_star", "yaml_syntax": "", "zero_pack": "resources.models_per_pack",
     "optuna_two_cells": "models", "optuna_without_space": "search.space", "grid_with_space": "search.space",
     "space_unknown_field": "search.space.speed", "space_low_not_below_high": "search.space.lr",
-    "space_invalid_low": "search.space.lr.low",
+    "space_invalid_low": "search.space.lr.low", "jelassi_paper_a_model": "models[1]", "jelassi_paper_a_field": "data.alpha_star",
+    "jelassi_set_size": "data.set_size", "sample_complexity_n_max": "search.n_max",
 }
 
 
@@ -78,9 +79,12 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
 def test_schema_is_json_schema_with_every_section():
     result = runner.invoke(app, ["schema"])
     schema = json.loads(result.stdout)
-    assert set(schema["properties"]) >= {"name", "models", "data", "model", "training", "axes", "n_train", "seeds", "resources", "tracking"}
-    assert schema["additionalProperties"] is False
-    assert SweepSpec.model_json_schema() == schema
+    assert schema["discriminator"]["propertyName"] == "family"
+    for family in ("LiSweep", "JelassiSweep"):
+        properties = schema["$defs"][family]["properties"]
+        assert set(properties) >= {"name", "family", "models", "data", "model", "training", "axes", "n_train", "seeds", "resources", "tracking"}
+        assert schema["$defs"][family]["additionalProperties"] is False
+    assert SCHEMA.json_schema() == schema
 
 
 def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
