@@ -204,7 +204,7 @@ def run(
         print(json.dumps({
             "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": _n_star(spec, result),
             "exponent": _exponents(summary), "adaptive": summary["adaptive"],
-            "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"],
+            "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
         }))
     if failed:

@@ -25,6 +25,7 @@ from services import paper  # noqa: E402
 from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference  # noqa: E402
 from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
+from vit_core.spatial import SpatialDataConfig, set_matrix  # noqa: E402
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
@@ -75,12 +76,16 @@ def _attention(cells: list[CellResult]) -> dict:
 
 
 def _structure(cells: list[CellResult]) -> dict:
-    """Paper B, per cell at its largest N: the fraction of models whose every row of A is
-    associated with its patch's set, and the median cos(v, w*)."""
-    out: dict = {"patch_association": {}, "cos_v_wstar": {}}
+    """Per cell at its largest N: mean test error with a bootstrap CI over seeds; for Paper B's
+    synthetic data also the fraction of models whose every row of A is associated with its
+    patch's set, and the median cos(v, w*)."""
+    out: dict = {"test_error": {}, "patch_association": {}, "cos_v_wstar": {}}
     for c in cells:
-        if c.records and "patch_association" in c.records[0]:
-            last = [r for r in c.records if r["n_train"] == max(r["n_train"] for r in c.records)]
+        if not c.records:
+            continue
+        last = [r for r in c.records if r["n_train"] == max(r["n_train"] for r in c.records)]
+        out["test_error"][c.cell.label] = mean_ci(np.array([r["test_error"] for r in last], dtype=float))
+        if "patch_association" in c.records[0]:
             out["patch_association"][c.cell.label] = float(np.mean([r["patch_association"] == 1.0 for r in last]))
             out["cos_v_wstar"][c.cell.label] = float(np.median([r["cos_v_wstar"] for r in last]))
     return out
@@ -118,7 +123,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
     """Everything the report shows, JSON-ready."""
     p = spec.success_rate
     alpha = lambda c: 1 / spec.configs(c.cell)[0].effective_alpha_star  # noqa: E731
-    summary = {"sweep_id": sweep_id, "name": spec.name, "success_rate": p, "cells": [_cell_row(spec, c) for c in cells],
+    summary = {"sweep_id": sweep_id, "name": spec.name, "models": spec.models, "success_rate": p, "cells": [_cell_row(spec, c) for c in cells],
                "exponent": {}, "iterations_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
                "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models if m in paper.SUCCESS},
                **_structure(cells),
@@ -186,6 +191,9 @@ def notes(summary: dict) -> list[str]:
                      f"{1 + a['precision']:g} over the same N range ({_fmt(a['ratio'], '.1f')}x fewer)")
     for label, a in summary["attention"].items():
         lines.append(f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, {'monotone' if a['monotone'] else 'not monotone'}")
+    if not any(m in paper.SUCCESS for m in summary["models"]):
+        for label, error in summary["test_error"].items():
+            lines.append(f"test error, {label}: {_fmt(error['mean'], '.4f')}, 95% CI {_fmt(error['ci95'], '.4f')} over {error['seeds']} seeds")
     for label, share in summary["patch_association"].items():
         lines.append(f"patch association, {label}: every row of A associated in {share:.0%} of seeds; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}")
     for group, ks in summary["sparsification"].items():
@@ -269,15 +277,41 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
         figs["attention_mass.png"] = _attention_figure(cells)
     if summary["sparsification"]:
         figs["sparsification.png"] = _sparsification_figure(summary)
-    if summary["patch_association"]:
+    if not any(m in paper.SUCCESS for m in spec.models):
         figs["structure.png"] = _structure_figure(cells)
+    if any(c.mean_scores() for c in cells):
+        figs["learned_attention.png"] = _scores_figure(spec, cells)
     return figs
 
 
+def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
+    """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
+    cell, beside the true set matrix where the data has one."""
+    shown = [c for c in cells if c.mean_scores()]
+    data = spec.configs(shown[0].cell)[0]
+    truth = set_matrix(data) if isinstance(data, SpatialDataConfig) else None
+    panels = len(shown) + (truth is not None)
+    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
+    for ax, c in zip(axes[0], shown):
+        scores = c.mean_scores()
+        n = max(scores)
+        image = ax.imshow(scores[n], cmap="viridis")
+        ax.set_title(f"{c.cell.label}\nlearned scores, N={n}", fontsize=8)
+        plt.colorbar(image, ax=ax, fraction=0.046)
+    if truth is not None:
+        axes[0][-1].imshow(truth, cmap="Greys")
+        axes[0][-1].set_title("true sets (same-set pairs)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _structure_figure(cells: list[CellResult]):
-    """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step."""
+    """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step
+    (those the models have)."""
     names = {"test_error": "test error", "patch_association": "rows of A associated", "cos_v_wstar": "cos(v, w*)"}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    names = {k: v for k, v in names.items() if any(c.curves(k) for c in cells)}
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    axes = axes[0]
     for c in cells:
         for ax, name in zip(axes, names):
             curves = c.curves(name)

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
 
 from services.analysis import full_grid_size
-from vit_core import ConfigError, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
+from vit_core import ConfigError, ImageDataConfig, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
 
 FORBID = ConfigDict(extra="forbid", strict=True)
@@ -51,6 +51,9 @@ Axes = _axes("Axes", LI_SECTIONS)
 SpatialDataSpec = _section("SpatialDataSpec", SpatialDataConfig)
 PositionalSpec = _section("PositionalSpec", PositionalConfig)
 SpatialAxes = _axes("SpatialAxes", JELASSI_SECTIONS)
+IMAGE_SECTIONS = {"data": ImageDataConfig, "model": PositionalConfig, "training": TrainConfig}
+ImageDataSpec = _section("ImageDataSpec", ImageDataConfig)
+ImageAxes = _axes("ImageAxes", IMAGE_SECTIONS)
 
 
 class Resources(BaseModel):
@@ -194,14 +197,29 @@ class JelassiSweep(SweepSpec):
 
     SECTIONS: ClassVar[dict[str, type]] = JELASSI_SECTIONS
     family: Literal["jelassi2022"] = Field(description="jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)")
-    models: list[Literal["positional"]] = Field(min_length=1, description="which models every cell trains")
+    models: list[Literal["positional", "vanilla"]] = Field(min_length=1, description="which models every cell trains")
     data: SpatialDataSpec = Field(default_factory=SpatialDataSpec)
     model: PositionalSpec = Field(default_factory=PositionalSpec)
     axes: SpatialAxes = Field(default_factory=SpatialAxes)
 
 
-FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep}
-SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep, Field(discriminator="family")])
+class ImageSweep(SweepSpec):
+    """Paper B's models on real images cut into patches (digits offline, or a local CIFAR-10)."""
+
+    SECTIONS: ClassVar[dict[str, type]] = IMAGE_SECTIONS
+    family: Literal["jelassi2022_images"] = Field(description="jelassi2022_images: Paper B's models on real images")
+    models: list[Literal["positional", "vanilla"]] = Field(min_length=1, description="which models every cell trains")
+    data: ImageDataSpec = Field(default_factory=ImageDataSpec)
+    model: PositionalSpec = Field(default_factory=PositionalSpec)
+    axes: ImageAxes = Field(default_factory=ImageAxes)
+
+    def check_cell(self, data: ImageDataConfig, model: PositionalConfig) -> None:
+        if model.transfer:
+            raise ConfigError("transfer", True, "needs synthetic data with a feature (family jelassi2022)")
+
+
+FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep, "jelassi2022_images": ImageSweep}
+SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep | ImageSweep, Field(discriminator="family")])
 
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:

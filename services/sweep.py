@@ -78,6 +78,9 @@ def _curve_sums(result) -> dict:
             if finite.any():
                 out.setdefault(name, {})[str(n)] = {"steps": result.eval_steps.tolist(), "sum": np.where(finite, values, 0).sum(1).tolist(),
                                                     "count": finite.sum(1).tolist()}
+    if "scores" in result.snapshots:  # Paper B: the learned positional scores, summed per N
+        out["scores"] = {str(n): {"sum": result.snapshots["scores"][result.n_train == n].sum(0).tolist(), "count": int((result.n_train == n).sum())}
+                         for n in np.unique(result.n_train)}
     return out
 
 
@@ -110,6 +113,15 @@ class CellResult:
 
     def curve_names(self) -> list[str]:
         return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]
+
+    def mean_scores(self) -> dict[int, np.ndarray]:
+        """Paper B, per N: the positional attention scores (D, D) averaged over the cell's models."""
+        parts = [part["scores"] for part in self.curve_parts if "scores" in part]
+        out = {}
+        for n in sorted({int(n) for part in parts for n in part}):
+            mine = [part[str(n)] for part in parts if str(n) in part]
+            out[n] = sum(np.array(p["sum"]) for p in mine) / sum(p["count"] for p in mine)
+        return out
 
     def curves(self, name: str) -> dict[int, list[tuple[int, float]]]:
         """Per N: the mean of curve ``name`` over the cell's models at every evaluated step.

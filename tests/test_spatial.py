@@ -6,6 +6,7 @@ import torch
 
 from vit_core import ConfigError
 from vit_core.positional import PositionalConfig
+from vit_core.seeding import Stream
 from vit_core.spatial import SpatialDataConfig, feature, patch_sets, sample_patches, set_matrix
 from vit_core.train import TrainConfig, train_pack
 
@@ -75,6 +76,7 @@ def test_patch_association_and_cosine_metrics():
         model.v[0] = torch.from_numpy(feature(data)).float()
     metrics = model.metrics()
     assert metrics["patch_association"].tolist() == [1.0, 0.0]
+    assert set(model.snapshot()) == {"A", "scores"}
     assert metrics["cos_v_wstar"][0].item() == pytest.approx(1.0, abs=1e-6)
 
 
@@ -88,3 +90,63 @@ def test_training_learns_patch_association_and_the_feature():
     assert result.curves["patch_association"][0].max() < 1.0  # learned, not given: A starts at 0
     records = result.records()
     assert {"patch_association", "cos_v_wstar"} <= set(records[0])
+
+
+@pytest.mark.parametrize("kwargs", [{"kind": "vanilla", "a_init": 1.0}, {"width": 8}, {"kind": "vanilla", "width": 8}])
+def test_every_variant_packs_like_its_models_alone(kwargs):
+    data = SpatialDataConfig()
+    X = sample_patches(data, 16, 0).tokens
+    cfg = PositionalConfig(**kwargs)
+    pack = cfg.build(data, [0, 1, 2])
+    alone = torch.cat([cfg.build(data, [s])(X)[0] for s in (0, 1, 2)])
+    assert torch.allclose(pack(X)[0], alone, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(pack.select(torch.tensor([2, 0]))(X)[0], alone[[2, 0]])
+    assert bool(pack.metric_names) == (not cfg.width)
+
+
+def test_transfer_freezes_the_pretrained_attention_and_learns_v():
+    data = SpatialDataConfig(feature_seed=7)
+    cfg = PositionalConfig(transfer=True, pretrain_steps=300, pretrain_n=500)
+    train = TrainConfig(lr=0.01, batch_size=32, max_steps=200, eval_every=100, n_test=300, eval_subset=300, loss="logistic")
+    result = train_pack(data, cfg, train, [32, 32], [0, 1])
+    start = cfg.build(data, [0, 1]).scores()
+    assert np.allclose(result.snapshots["scores"], start.numpy(), atol=1e-6)  # A never moved
+    assert (result.final["patch_association"] == 1.0).all()  # pre-training found the pairs
+    assert (result.final["cos_v_wstar"] > 0.8).all()  # v learned w', the new feature
+
+
+def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
+    from vit_core.images import ImageDataConfig
+
+    data = ImageDataConfig(patch=2)
+    batch = data.sample(300, seed=1)
+    assert batch.tokens.shape == (300, 16, 4) and set(batch.labels.unique().tolist()) == {-1.0, 1.0}
+    assert torch.equal(data.sample(100, seed=1).tokens, batch.tokens[:100])
+    test = data.sample(539, seed=0, stream=Stream.TEST_DATA)
+    assert test.tokens.shape[0] == 539
+    shuffled = ImageDataConfig(patch=2, permute_pixels=True).sample(300, seed=1)
+    assert torch.equal(shuffled.labels, batch.labels)
+    assert torch.allclose(shuffled.tokens.flatten(1).sort(1).values, batch.tokens.flatten(1).sort(1).values)
+    assert not torch.equal(shuffled.tokens, batch.tokens)
+    with pytest.raises(ValueError, match="1257 training images"):
+        data.sample(5000, seed=0)
+
+
+def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
+    from vit_core.images import CIFAR_TRAIN, ImageDataConfig
+
+    rng = np.random.default_rng(0)
+    for name, count in [*((f, 3) for f in CIFAR_TRAIN), ("test_batch.bin", 4)]:
+        records = rng.integers(0, 256, (count, 3073), dtype=np.uint8)
+        records[:, 0] = rng.integers(0, 10, count)
+        records.tofile(tmp_path / name)
+    data = ImageDataConfig(source="cifar10", path=str(tmp_path), patch=8)
+    batch = data.sample(15, seed=0)
+    assert batch.tokens.shape == (15, 16, 192) and float(batch.tokens.max()) <= 1.0
+    first = np.fromfile(tmp_path / "test_batch.bin", dtype=np.uint8).reshape(-1, 3073)[0]
+    test = data.sample(4, 0, Stream.TEST_DATA)
+    red = first[1:1025].reshape(32, 32)[:8, :8] / 255.0  # the first patch's red channel
+    assert np.allclose(test.tokens[0, 0].numpy().reshape(8, 8, 3)[..., 0], red, atol=1e-6)
+    assert test.labels[0].item() == (1.0 if first[0] % 2 == 0 else -1.0)
+    with pytest.raises(ConfigError):
+        ImageDataConfig(source="cifar10", path=str(tmp_path / "missing"))

@@ -10,6 +10,7 @@ cubic by default. Patch association (Def. 2.2): the top-C entries of row i of A 
 set of patch i.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,6 +22,8 @@ from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, torch_generator
 from vit_core.spatial import SpatialDataConfig, feature, set_matrix
 
+ATTENTION = ("A", "P", "W_Q", "W_K")  # what transfer freezes; v is always trained
+PRETRAIN_SEEDS = 1_000_000  # offset: pre-training samples and init never coincide with a model's own
 ACTIVATIONS = {"cubic": lambda z: z**3, "relu": torch.relu, "identity": lambda z: z}
 
 
@@ -28,79 +31,146 @@ ACTIVATIONS = {"cubic": lambda z: z**3, "relu": torch.relu, "identity": lambda z
 class PositionalConfig:
     """Architecture, initialisation and relative step size of one positional-attention model."""
 
-    kind: Literal["positional"] = param("positional", "positional: attention scores A that depend on positions only (model T)")
+    kind: Literal["positional", "vanilla"] = param("positional", "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus learned positional encodings")
     activation: Literal["cubic", "relu", "identity"] = param("cubic", "sigma, applied to each patch's mixed value")
-    diag: float = param(4.0, "the fixed diagonal of A (each patch's score for itself)")
-    a_init: float = param(0.0, "standard deviation of A's off-diagonal entries at initialisation")
+    diag: float = param(4.0, "positional: the fixed diagonal of A (each patch's score for itself)")
+    a_init: float = param(0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P")
     v_init: float = param(0.01, "norm of v at initialisation (a uniformly random direction)")
-    a_lr_scale: float = param(1000.0, "A's step size is a_lr_scale times the training lr (v's)")
+    width: int = param(0, "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, averaged over patches (for images)")
+    a_lr_scale: float = param(1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)")
+    transfer: bool = param(False, "pre-train on the feature of pretrain_feature_seed, then train v only (A frozen) on this data")
+    pretrain_feature_seed: int = param(1, "transfer: seed of the pre-training feature w* (the data's feature_seed is the new w')")
+    pretrain_n: int = param(2000, "transfer: pre-training samples per model")
+    pretrain_steps: int = param(2000, "transfer: pre-training SGD steps (logistic loss, batch 64)")
+    pretrain_lr: float = param(0.01, "transfer: pre-training step size of v (A's is a_lr_scale times it)")
 
     def __post_init__(self) -> None:
         for field in ("a_init", "v_init"):
             if getattr(self, field) < 0:
                 raise ConfigError(field, getattr(self, field), "must be >= 0")
-        if not self.a_lr_scale > 0:
-            raise ConfigError("a_lr_scale", self.a_lr_scale, "must be > 0")
+        for field in ("a_lr_scale", "pretrain_lr"):
+            if not getattr(self, field) > 0:
+                raise ConfigError(field, getattr(self, field), "must be > 0")
+        if self.width < 0:
+            raise ConfigError("width", self.width, "must be >= 0")
+        for field in ("pretrain_n", "pretrain_steps"):
+            if getattr(self, field) < 1:
+                raise ConfigError(field, getattr(self, field), "must be a positive integer")
 
     def build(self, data: SpatialDataConfig, seeds: list[int], device: str | torch.device = "cpu") -> "PositionalAttention":
         """A pack of len(seeds) models, model k initialised from seeds[k] alone."""
         D, d = data.n_patches, data.dim
-        A, v = [], []
+        params: dict[str, list[Tensor]] = {}
         for seed in seeds:
             gen = torch_generator(seed, Stream.INIT)
-            A.append(self.a_init * torch.randn(D, D, generator=gen))
-            direction = torch.randn(d, generator=gen)
-            v.append(self.v_init * direction / direction.norm())
-        truth = torch.from_numpy(set_matrix(data))
-        w_star = torch.from_numpy(feature(data).astype(np.float32))
-        return PositionalAttention(self, torch.stack(A).to(device), torch.stack(v).to(device), truth.to(device), w_star.to(device))
+            if self.kind == "positional":
+                params.setdefault("A", []).append(self.a_init * torch.randn(D, D, generator=gen))
+            else:  # W_Q = W_K = I at first: scores <x_i + p_i, x_j + p_j> / sqrt(d)
+                params.setdefault("P", []).append(self.a_init * torch.randn(D, d, generator=gen))
+                params.setdefault("W_Q", []).append(torch.eye(d))
+                params.setdefault("W_K", []).append(torch.eye(d))
+            if self.width:
+                params.setdefault("W_V", []).append(torch.randn(self.width, d, generator=gen) / d**0.5)
+                params.setdefault("a", []).append((torch.randint(0, 2, (self.width,), generator=gen) * 2 - 1) / self.width**0.5)
+            else:
+                direction = torch.randn(d, generator=gen)
+                params.setdefault("v", []).append(self.v_init * direction / direction.norm())
+        stacked = {name: torch.stack(values) for name, values in params.items()}
+        if self.transfer:
+            stacked |= self._pretrained(data, seeds, device)
+        truth = torch.from_numpy(set_matrix(data)) if hasattr(data, "set_size") else None
+        w_star = torch.from_numpy(feature(data).astype(np.float32)) if hasattr(data, "feature_seed") else None
+        return PositionalAttention(self, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
+
+    def _pretrained(self, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
+        """The attention's parameters after pre-training each model from scratch on the same
+        sets with the feature of ``pretrain_feature_seed``, on samples of its own (seed + PRETRAIN_SEEDS)."""
+        from vit_core.train import TrainConfig, train_pack  # the trainer builds models: import it late
+
+        source = dataclasses.replace(data, feature_seed=self.pretrain_feature_seed)
+        train = TrainConfig(lr=self.pretrain_lr, batch_size=64, max_steps=self.pretrain_steps, eval_every=self.pretrain_steps,
+                            n_test=100, eval_subset=100, loss="logistic")
+        result = train_pack(source, dataclasses.replace(self, transfer=False), train, [self.pretrain_n] * len(seeds),
+                            [s + PRETRAIN_SEEDS for s in seeds], device=device)
+        return {name: torch.from_numpy(value).float() for name, value in result.snapshots.items() if name in ATTENTION}
 
 
 class PositionalAttention(nn.Module):
-    """K independent models T: parameters A (K, D, D) and v (K, d)."""
+    """K independent models of one kind: positional (A, v) or vanilla (P, W_Q, W_K, v).
 
-    metric_names = ("patch_association", "cos_v_wstar")
+    ``same_set`` (D, D) and ``w_star`` (d,) are the data's truth where it has one (synthetic
+    data): then the models report patch association and cos(v, w*) at every evaluation."""
 
-    def __init__(self, cfg: PositionalConfig, A: Tensor, v: Tensor, same_set: Tensor, w_star: Tensor):
+    def __init__(self, cfg: PositionalConfig, params: dict[str, Tensor], same_set: Tensor | None, w_star: Tensor | None):
         super().__init__()
         self.cfg = cfg
-        self.A, self.v = nn.Parameter(A), nn.Parameter(v)
+        for name, value in params.items():  # transfer: the attention stays as pre-trained
+            if name == "a":  # the fixed readout signs
+                self.register_buffer("a", value)
+            else:
+                setattr(self, name, nn.Parameter(value, requires_grad=not (cfg.transfer and name in ATTENTION)))
         self.register_buffer("same_set", same_set)
         self.register_buffer("w_star", w_star)
-        self.lr_scales = {"A": cfg.a_lr_scale}
+        self.lr_scales = {name: cfg.a_lr_scale for name in ATTENTION}
+        known = same_set is not None and w_star is not None and not cfg.width
+        self.metric_names = ("patch_association", "cos_v_wstar") if known else ()
 
     @property
     def K(self) -> int:
-        return self.v.shape[0]
+        return (self.W_V if self.cfg.width else self.v).shape[0]
 
     def scores(self) -> Tensor:
-        """A with its fixed diagonal, (K, D, D)."""
+        """The positional part of the attention logits, (K, D, D): A with its fixed diagonal, or
+        for vanilla attention (P W_Q^T)(P W_K^T)^T / sqrt(d)."""
+        if self.cfg.kind == "vanilla":
+            return _qk(self.P, self.W_Q, self.W_K)
         eye = torch.eye(self.A.shape[-1], dtype=torch.bool, device=self.A.device)
         return torch.where(eye, torch.full_like(self.A, self.cfg.diag), self.A)
 
     def forward(self, X: Tensor, keep: Tensor | None = None) -> tuple[Tensor, None]:
         """Outputs F (K, B) for patches X (K, B, D, d) or shared (B, D, d); keep: patches each
         sample keeps (removed ones are never attended to)."""
-        values = X @ self.v.unsqueeze(-1).unsqueeze(1) if X.dim() == 4 else torch.einsum("bid,kd->kbi", X, self.v).unsqueeze(-1)
-        S = self.scores().unsqueeze(1)  # (K, 1, D, D)
+        W = self.W_V if self.cfg.width else self.v.unsqueeze(1)  # (K, m, d), m = 1 for v
+        values = X @ W.transpose(-1, -2).unsqueeze(1) if X.dim() == 4 else torch.einsum("bid,kmd->kbim", X, W)
+        if self.cfg.kind == "vanilla":  # (K, B, D, D) from patches plus encodings
+            S = _qk(X + self.P.unsqueeze(1), self.W_Q.unsqueeze(1), self.W_K.unsqueeze(1))
+        else:
+            S = self.scores().unsqueeze(1)  # (K, 1, D, D)
         if keep is not None:
             S = S.masked_fill(~keep.unsqueeze(-2), float("-inf"))
-        mixed = (torch.softmax(S, dim=-1) @ values).squeeze(-1)  # (K, B, D)
-        out = ACTIVATIONS[self.cfg.activation](self.A.shape[-1] * mixed)
+        mixed = torch.softmax(S, dim=-1) @ values  # (K, B, D, m)
+        if self.cfg.width:
+            out = torch.relu(mixed) @ self.a.view(self.K, 1, -1, 1) / mixed.shape[-2]  # (K, B, D, 1): mean over patches
+        else:
+            out = ACTIVATIONS[self.cfg.activation](mixed.shape[-2] * mixed)
+        out = out.squeeze(-1)
         if keep is not None:
             out = out * keep
         return out.sum(-1), None
 
     def metrics(self) -> dict[str, Tensor]:
-        """Per model: the fraction of rows of A whose top-C entries are exactly their patch's set,
-        and cos(v, w*)."""
+        """Per model: the fraction of rows of the positional scores whose top-C entries are
+        exactly their patch's set (Def. 2.2), and cos(v, w*)."""
         with torch.no_grad():
+            scores = self.scores()
             C = int(self.same_set[0].sum())
-            top = torch.zeros_like(self.A, dtype=torch.bool).scatter_(-1, self.scores().topk(C, dim=-1).indices, True)
+            top = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, scores.topk(C, dim=-1).indices, True)
             rows = (top == self.same_set).all(-1).float().mean(-1)
             cos = (self.v @ self.w_star) / self.v.norm(dim=-1).clamp_min(1e-12)
         return {"patch_association": rows, "cos_v_wstar": cos}
 
+    def snapshot(self) -> dict[str, Tensor]:
+        """The attention's parameters (what transfer starts from) and its positional scores."""
+        return {name: p.detach() for name, p in self.named_parameters() if name in ATTENTION} | {"scores": self.scores().detach()}
+
     def select(self, index: Tensor) -> "PositionalAttention":
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""
-        return PositionalAttention(self.cfg, self.A.detach()[index].clone(), self.v.detach()[index].clone(), self.same_set, self.w_star)
+        params = {name: p.detach()[index].clone() for name, p in self.named_parameters()}
+        if self.cfg.width:
+            params["a"] = self.a[index].clone()
+        return PositionalAttention(self.cfg, params, self.same_set, self.w_star)
+
+
+def _qk(Z: Tensor, W_Q: Tensor, W_K: Tensor) -> Tensor:
+    """(Z W_Q^T)(Z W_K^T)^T / sqrt(d) over the last two dimensions of Z (..., D, d)."""
+    return (Z @ W_Q.transpose(-1, -2)) @ (Z @ W_K.transpose(-1, -2)).transpose(-1, -2) / Z.shape[-1] ** 0.5

@@ -11,7 +11,7 @@ faster; the pack stops when none is left or at ``max_steps``.
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
@@ -64,6 +64,7 @@ class PackResult:
     eval_steps: np.ndarray
     curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
     wall_s: float
+    snapshots: dict[str, np.ndarray] = field(default_factory=dict)  # a pack's snapshot() arrays, (K, ...), when it stopped
 
     def by_n(self) -> list[dict]:
         """Per training-set size N: see summarize_by_n."""
@@ -287,6 +288,8 @@ class _Pack:
         scales = getattr(self.model, "lr_scales", {})
         with torch.no_grad():
             for name, p in self.model.named_parameters():
+                if p.grad is None:  # frozen
+                    continue
                 p.sub_(scales.get(name, 1.0) * self.step_size.view(-1, *[1] * (p.dim() - 1)) * p.grad)
             self.window += torch.stack([loss, errors(F, y).mean(-1)])
             self.zero_streak = (self.zero_streak + 1) * (loss == 0)
@@ -352,6 +355,8 @@ def train_pack(
             on_test = _evaluate_test(pack.model, test, test_keep, train, first_zero_unknown | diverged | settled | last)
             extra = pack.model.metrics() if rec.extra else {}
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
+            if hasattr(pack.model, "snapshot"):
+                rec.snap(pack.ids, pack.model.snapshot())
             stay = torch.nonzero(~(diverged | settled)).squeeze(1)
             if progress is not None:
                 progress(step, 0 if last else len(stay))
@@ -376,6 +381,7 @@ class _Recorder:
         self.diverged = np.zeros(K, dtype=bool)
         self.settled = np.zeros(K, dtype=bool)
         self.iterations_to_zero = np.full(K, -1)
+        self.snapshots: dict[str, np.ndarray] = {}
 
     def add(self, step: int, ids: Tensor, on_test: dict, on_train: dict, extra: dict, diverged: Tensor, settled: Tensor) -> None:
         ids = ids.numpy()
@@ -395,6 +401,13 @@ class _Recorder:
         self.settled[ids[settled.numpy()]] = True
         self.stopped_at[ids] = step
 
+    def snap(self, ids: Tensor, arrays: dict[str, Tensor]) -> None:
+        """Keep each model's latest snapshot arrays (small: Paper B's A)."""
+        for name, value in arrays.items():
+            value = value.detach().double().cpu().numpy()
+            store = self.snapshots.setdefault(name, np.full((self.K, *value.shape[1:]), np.nan))
+            store[ids.numpy()] = value
+
     def result(self, n_train, seeds, lrs, wall_s: float) -> PackResult:
         final = {name: self.last[name].copy() for name in self.names}
         return PackResult(
@@ -410,4 +423,5 @@ class _Recorder:
             eval_steps=np.asarray(self.steps),
             curves={name: np.stack(rows) for name, rows in self.rows.items()},
             wall_s=wall_s,
+            snapshots=self.snapshots,
         )

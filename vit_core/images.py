@@ -1,0 +1,115 @@
+"""Real images cut into patches, for Paper B's positional-vs-vanilla comparison, offline.
+
+``digits``: scikit-learn's 8x8 handwritten digits (1,797 images, shipped inside the package as a
+CSV: read with numpy, scikit-learn is never imported). ``cifar10``: CIFAR-10's *binary* version
+from a local folder (``data_batch_1.bin`` ... ``data_batch_5.bin``, ``test_batch.bin``: one label
+byte then 3,072 pixel bytes per image), never downloaded and never unpickled. Labels are binary,
+as the models' are: +1 for an even class index, -1 for an odd one. ``permute_pixels`` applies one
+fixed random permutation to every image's pixels before cutting patches (patches stop being local).
+
+Digits are split once (``structure_seed``) into 70% training pool and 30% test images; a model's
+training set is the first N of its seed's permutation of the pool, so sets are nested in N.
+"""
+
+import gzip
+import importlib.util
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from vit_core.data import TokenBatch, TokenKind
+from vit_core.fields import ConfigError, param
+from vit_core.seeding import Stream, numpy_rng
+
+CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
+
+
+@dataclass(frozen=True)
+class ImageDataConfig:
+    """An image dataset, its binary task and how images become patches."""
+
+    source: Literal["digits", "cifar10"] = param("digits", "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path")
+    path: str | None = param(None, "cifar10: the folder holding data_batch_1.bin ... test_batch.bin")
+    patch: int = param(2, "patch side in pixels (it must divide the image side)")
+    permute_pixels: bool = param(False, "shuffle every image's pixels by one fixed permutation before cutting patches")
+    structure_seed: int = param(0, "seed of the train/test split and of the pixel permutation")
+
+    def __post_init__(self) -> None:
+        side = 8 if self.source == "digits" else 32
+        if self.patch < 1 or side % self.patch:
+            raise ConfigError("patch", self.patch, f"must divide the image side {side}")
+        if self.source == "cifar10" and not (self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])):
+            raise ConfigError("path", self.path, "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin")
+
+    @property
+    def n_patches(self) -> int:
+        side = 8 if self.source == "digits" else 32
+        return (side // self.patch) ** 2
+
+    @property
+    def dim(self) -> int:
+        return self.patch**2 * (1 if self.source == "digits" else 3)
+
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
+        """Training stream: the first n images of the seed's permutation of the training pool;
+        test stream: the first n test images (the seed is ignored)."""
+        images, labels = _split(self)[0 if stream == Stream.TRAIN_DATA else 1]
+        if n > len(images):
+            raise ValueError(f"n={n}: {self.source} has {len(images)} {'training' if stream == Stream.TRAIN_DATA else 'test'} images")
+        index = numpy_rng(seed, stream).permutation(len(images))[:n] if stream == Stream.TRAIN_DATA else np.arange(n)
+        X = _patches(self, images[index])
+        shape = X.shape[:2]
+        return TokenBatch(
+            tokens=torch.from_numpy(X), labels=torch.from_numpy(labels[index]),
+            kinds=torch.full(shape, int(TokenKind.IRRELEVANT), dtype=torch.int8),
+            noise_norm=torch.zeros(shape), keep=torch.ones(shape, dtype=torch.bool),
+        )
+
+
+def _patches(cfg: ImageDataConfig, images: np.ndarray) -> np.ndarray:
+    """(n, H, W, c) images in [0, 1] -> (n, D, p*p*c) patches in row-major grid order."""
+    n, H, W, c = images.shape
+    if cfg.permute_pixels:
+        order = numpy_rng(cfg.structure_seed, Stream.PATTERNS, 3).permutation(H * W)
+        images = images.reshape(n, H * W, c)[:, order].reshape(n, H, W, c)
+    p = cfg.patch
+    grid = images.reshape(n, H // p, p, W // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(grid.reshape(n, (H // p) * (W // p), p * p * c), dtype=np.float32)
+
+
+@cache
+def _split(cfg: ImageDataConfig) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """((train images, labels), (test images, labels)), images (n, H, W, c) in [0, 1], labels +-1."""
+    if cfg.source == "digits":
+        images, classes = _digits()
+        order = numpy_rng(cfg.structure_seed, Stream.PATTERNS, 4).permutation(len(images))
+        cut = math.floor(0.7 * len(images))
+        train, test = order[:cut], order[cut:]
+        parts = ((images[train], classes[train]), (images[test], classes[test]))
+    else:
+        folder = Path(cfg.path)
+        parts = tuple(_cifar([folder / f for f in files]) for files in (CIFAR_TRAIN, ["test_batch.bin"]))
+    return tuple((x, np.where(y % 2 == 0, 1.0, -1.0).astype(np.float32)) for x, y in parts)
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits CSV: 64 pixel values in 0..16 and the class, per line."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("source", "digits", "needs scikit-learn installed (its 8x8 digits ship inside it)")
+    csv = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    with gzip.open(csv, "rt") as f:
+        table = np.loadtxt(f, delimiter=",")
+    return (table[:, :64] / 16.0).reshape(-1, 8, 8, 1), table[:, 64].astype(np.int64)
+
+
+def _cifar(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR-10 binary records: label byte, then 1,024 red, 1,024 green and 1,024 blue bytes."""
+    raw = np.concatenate([np.fromfile(f, dtype=np.uint8) for f in files]).reshape(-1, 3073)
+    images = raw[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1) / 255.0
+    return images, raw[:, 0].astype(np.int64)
