@@ -79,7 +79,7 @@ def _structure(cells: list[CellResult]) -> dict:
     """Per cell at its largest N: mean test error with a bootstrap CI over seeds; for Paper B's
     synthetic data also the fraction of models whose every row of A is associated with its
     patch's set, and the median cos(v, w*)."""
-    out: dict = {"test_error": {}, "patch_association": {}, "cos_v_wstar": {}}
+    out: dict = {"test_error": {}, "patch_association": {}, "patch_association_rows": {}, "cos_v_wstar": {}}
     for c in cells:
         if not c.records:
             continue
@@ -87,6 +87,7 @@ def _structure(cells: list[CellResult]) -> dict:
         out["test_error"][c.cell.label] = mean_ci(np.array([r["test_error"] for r in last], dtype=float))
         if "patch_association" in c.records[0]:
             out["patch_association"][c.cell.label] = float(np.mean([r["patch_association"] == 1.0 for r in last]))
+            out["patch_association_rows"][c.cell.label] = float(np.mean([r["patch_association"] for r in last]))
             out["cos_v_wstar"][c.cell.label] = float(np.median([r["cos_v_wstar"] for r in last]))
     return out
 
@@ -195,7 +196,8 @@ def notes(summary: dict) -> list[str]:
         for label, error in summary["test_error"].items():
             lines.append(f"test error, {label}: {_fmt(error['mean'], '.4f')}, 95% CI {_fmt(error['ci95'], '.4f')} over {error['seeds']} seeds")
     for label, share in summary["patch_association"].items():
-        lines.append(f"patch association, {label}: every row of A associated in {share:.0%} of seeds; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}")
+        lines.append(f"patch association, {label}: every row associated in {share:.0%} of seeds, {summary['patch_association_rows'][label]:.0%} "
+                     f"of rows on average; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}")
     for group, ks in summary["sparsification"].items():
         k = max(ks)
         change = ks[k]["change"]

@@ -39,7 +39,7 @@ def _synthetic_trainable(config: dict) -> None:
 
     cell = trial_cell(spec_from_dict(config["spec"]), config)
     pack, alpha = config["pack"], cell.values["alpha_star"]
-    records = [{"n_train": n, "seeds": s, "success": bool(n >= known_threshold(cell.model, alpha, s)), "iterations_to_zero": 10,
+    records = [{"n_train": n, "seeds": s, "success": bool(n >= known_threshold(cell.model, alpha, s)), "iterations_to_zero": 10, "test_error": 0.0,
                 "test_loss": 0.0, "lr": 0.5, "diverged": False, "settled": True, "steps": 10} for n, s in zip(pack["n_train"], pack["seeds"])]
     tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
                  "records": json.dumps(records), "curves": "{}"})
