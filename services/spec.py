@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from services.analysis import full_grid_size
 from vit_core import ConfigError, ImageDataConfig, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
+from vit_core.positional import check_fits_data as check_positional_fits
 
 FORBID = ConfigDict(extra="forbid", strict=True)
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
@@ -214,8 +215,7 @@ class ImageSweep(SweepSpec):
     axes: ImageAxes = Field(default_factory=ImageAxes)
 
     def check_cell(self, data: ImageDataConfig, model: PositionalConfig) -> None:
-        if model.transfer:
-            raise ConfigError("transfer", True, "needs synthetic data with a feature (family jelassi2022)")
+        check_positional_fits(model, data)
 
 
 FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep, "jelassi2022_images": ImageSweep}

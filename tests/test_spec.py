@@ -27,6 +27,7 @@ EXPECTED_PATH = {
     "space_unknown_field": "search.space.speed", "space_low_not_below_high": "search.space.lr",
     "space_invalid_low": "search.space.lr.low", "jelassi_paper_a_model": "models[1]", "jelassi_paper_a_field": "data.alpha_star",
     "jelassi_set_size": "data.set_size", "sample_complexity_n_max": "search.n_max",
+    "images_transfer": "model.transfer (with model positional)",
 }
 
 

@@ -1,5 +1,5 @@
 """Paper B's transformer with positional attention (Jelassi, Sander, Li, NeurIPS 2022, model T),
-packed over K models like Paper A's.
+and a vanilla-attention variant beside it, packed over K models like Paper A's.
 
     F(X) = sum_i sigma( D * sum_j S_ij <v, X_j> ),   S = row-softmax(A)
 
@@ -7,7 +7,9 @@ The scores A (D x D) depend on positions only. Its off-diagonal entries and the 
 are trained; the diagonal is fixed (``diag``). Choices the paper leaves open, made here: A is
 used directly as logits (no 1/sqrt(d)), A's step size is ``a_lr_scale`` times v's, and sigma is
 cubic by default. Patch association (Def. 2.2): the top-C entries of row i of A are exactly the
-set of patch i.
+set of patch i. ``vanilla`` computes S from the patches plus learned positional encodings P;
+``width`` > 0 replaces v by a ReLU layer (for real images); ``transfer`` pre-trains the
+attention on another feature and freezes it (Thm 5.1).
 """
 
 import dataclasses
@@ -19,8 +21,10 @@ import torch
 from torch import Tensor, nn
 
 from vit_core.fields import ConfigError, param
+from vit_core.images import ImageDataConfig
 from vit_core.seeding import Stream, torch_generator
 from vit_core.spatial import SpatialDataConfig, feature, set_matrix
+from vit_core.train import TrainConfig, train_pack
 
 ATTENTION = ("A", "P", "W_Q", "W_K")  # what transfer freezes; v is always trained
 PRETRAIN_SEEDS = 1_000_000  # offset: pre-training samples and init never coincide with a model's own
@@ -57,7 +61,7 @@ class PositionalConfig:
             if getattr(self, field) < 1:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")
 
-    def build(self, data: SpatialDataConfig, seeds: list[int], device: str | torch.device = "cpu") -> "PositionalAttention":
+    def build(self, data: SpatialDataConfig | ImageDataConfig, seeds: list[int], device: str | torch.device = "cpu") -> "PositionalAttention":
         """A pack of len(seeds) models, model k initialised from seeds[k] alone."""
         D, d = data.n_patches, data.dim
         params: dict[str, list[Tensor]] = {}
@@ -76,23 +80,30 @@ class PositionalConfig:
                 direction = torch.randn(d, generator=gen)
                 params.setdefault("v", []).append(self.v_init * direction / direction.norm())
         stacked = {name: torch.stack(values) for name, values in params.items()}
+        check_fits_data(self, data)
+        synthetic = isinstance(data, SpatialDataConfig)  # images have no true sets or feature
         if self.transfer:
             stacked |= self._pretrained(data, seeds, device)
-        truth = torch.from_numpy(set_matrix(data)) if hasattr(data, "set_size") else None
-        w_star = torch.from_numpy(feature(data).astype(np.float32)) if hasattr(data, "feature_seed") else None
+        truth = torch.from_numpy(set_matrix(data)) if synthetic else None
+        w_star = torch.from_numpy(feature(data).astype(np.float32)) if synthetic else None
         return PositionalAttention(self, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
 
     def _pretrained(self, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
         """The attention's parameters after pre-training each model from scratch on the same
         sets with the feature of ``pretrain_feature_seed``, on samples of its own (seed + PRETRAIN_SEEDS)."""
-        from vit_core.train import TrainConfig, train_pack  # the trainer builds models: import it late
-
         source = dataclasses.replace(data, feature_seed=self.pretrain_feature_seed)
         train = TrainConfig(lr=self.pretrain_lr, batch_size=64, max_steps=self.pretrain_steps, eval_every=self.pretrain_steps,
                             n_test=100, eval_subset=100, loss="logistic")
         result = train_pack(source, dataclasses.replace(self, transfer=False), train, [self.pretrain_n] * len(seeds),
                             [s + PRETRAIN_SEEDS for s in seeds], device=device)
         return {name: torch.from_numpy(value).float() for name, value in result.snapshots.items() if name in ATTENTION}
+
+
+def check_fits_data(cfg: PositionalConfig, data: SpatialDataConfig | ImageDataConfig) -> None:
+    """Raise ConfigError where the model cannot be built for the data: transfer changes the
+    feature of synthetic data, which images do not have."""
+    if cfg.transfer and not isinstance(data, SpatialDataConfig):
+        raise ConfigError("transfer", True, "needs synthetic data with a feature to change (family jelassi2022)")
 
 
 class PositionalAttention(nn.Module):
