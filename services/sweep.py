@@ -58,6 +58,7 @@ def train_pack_trial(config: dict) -> None:
     steps_to_zero = np.where(result.iterations_to_zero >= 0, result.iterations_to_zero, training.max_steps)
     tune.report({
         "trainings": len(pack["seeds"]),
+        "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
         "success_rate": float(result.success.mean()),
         "mean_test_error": float(np.nanmean(np.where(result.diverged, 1.0, result.final["test_error"]))),
         "median_iterations_to_zero": float(np.median(steps_to_zero)),

@@ -1,8 +1,16 @@
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import ray
 import torch
+
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -29,3 +37,26 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield
     ray.shutdown()
+
+
+def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, str, str]:
+    """A Ray head (dashboard and Jobs API) and ``workers`` more nodes on 127.0.0.1, started with
+    the commands docker/docker-compose.yml runs; returns (dashboard URL, GCS address). Its jobs
+    find vitsweep on PATH. Stop them with stop_ray_nodes(temp dir)."""
+    port, dashboard = free_port(), free_port()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    common = ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}"]
+    subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
+                    f"--dashboard-port={dashboard}", "--include-dashboard=true", "--temp-dir", temp, *common],
+                   env=env, check=True, capture_output=True, timeout=180)
+    for index in range(workers):  # the head wrote its token to ~/.ray/auth_token; a joining node must use it
+        own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
+        subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common],
+                       env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True, timeout=180)
+    return f"http://127.0.0.1:{dashboard}", f"127.0.0.1:{port}", temp
+
+
+def stop_ray_nodes(temp: str) -> None:
+    subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+    shutil.rmtree(temp, ignore_errors=True)

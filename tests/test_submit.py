@@ -1,17 +1,15 @@
 """`vitsweep submit` against a real Ray head (dashboard and Jobs API) on 127.0.0.1."""
 
 import json
-import os
 import subprocess
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from conftest import start_ray_nodes, stop_ray_nodes
 from services.cli import app
 
 BIN = Path(sys.executable).parent
@@ -20,21 +18,12 @@ runner = CliRunner()
 
 @pytest.fixture
 def ray_head(free_port):
-    """A one-node Ray cluster started the way a user starts a head; its jobs find vitsweep on PATH."""
-    port, dashboard = free_port(), free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
-    subprocess.run(
-        [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--include-dashboard", "true",
-         "--num-cpus", "2", "--temp-dir", temp],
-        env=env, check=True, capture_output=True, timeout=180,
-    )
+    """A one-node Ray cluster started the way a user starts a head."""
+    dashboard, _, temp = start_ray_nodes(free_port)
     try:
-        yield f"http://127.0.0.1:{dashboard}"
+        yield dashboard
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
-        shutil.rmtree(temp, ignore_errors=True)
+        stop_ray_nodes(temp)
 
 
 def test_submit_runs_the_sweep_as_a_ray_job(ray_head, tmp_path):
