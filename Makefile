@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test bench-packing clean
+.PHONY: run test system-tools bench-packing clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -27,8 +27,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/vitsweep run sweeps/sample_complexity.yaml
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed system-tools
 	$(BIN)/python -m pytest -q
+
+# Debian tools that tests/test_stack.py uses: docker-compose (validates docker/ without an
+# engine) and chromium (reads the MLflow UI). Installed when missing and we are root; without
+# them those checks skip and say why.
+SYSTEM_TOOLS := docker-compose chromium
+system-tools:
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $$missing (apt)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	elif [ -n "$$missing" ]; then echo "not installed: $$missing (tests that need them will skip)"; fi
 
 bench-packing: $(VENV)/.installed
 	$(BIN)/python bench/packing.py
