@@ -175,6 +175,7 @@ def run(
     spec = _load_or_exit(path)
     from services import report
     from services.sweep import new_sweep_id, run_sweep, start_ray, trial_count
+    from services.redact import redact
     from services.tracking import record_sweep, resolve_tracking_uri
 
     home.mkdir(parents=True, exist_ok=True)
@@ -198,11 +199,11 @@ def run(
     summary = report.summarize(spec, sweep_id, result.cells)
     parent_id = record_sweep(spec, result, uri, home, Path(path).read_text(), summary)
     _print_summary(summary)
-    _print_sweep(spec, result, uri, parent_id, home)
+    _print_sweep(spec, result, redact(uri), parent_id, home)
     failed = [f for c in result.cells for f in c.failures]
     if as_json:
         print(json.dumps({
-            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": uri, "n_star": _n_star(spec, result),
+            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
             "exponent": _exponents(summary), "adaptive": summary["adaptive"],
             "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
             "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
@@ -325,6 +326,22 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]
 
 
+AGENT_WAIT_S = 60  # a head answers "No available agent" for a while after it starts
+
+
+def _submit_when_ready(client, **job) -> str:
+    """client.submit_job, asking again while a freshly started head says its job agent is not
+    up yet (Ray answers "No available agent to submit job, please try again later")."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as error:
+            if "No available agent" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
 @app.command()
 def submit(
     path: str = typer.Argument(..., help="a sweep spec (YAML), relative to the project root"),
@@ -346,11 +363,9 @@ def submit(
     command += ["--tracking-uri", tracking_uri] if tracking_uri else []
     command += ["--home", home] if home else []
     client = JobSubmissionClient(address)
-    job_id = client.submit_job(
-        entrypoint=" ".join(map(shlex.quote, command)),
-        runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
-        metadata={"vitsweep.spec": spec.name},
-    )
+    job_id = _submit_when_ready(client, entrypoint=" ".join(map(shlex.quote, command)),
+                                runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
+                                metadata={"vitsweep.spec": spec.name})
     print(job_id, flush=True)
     if not follow:
         Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)

@@ -25,6 +25,7 @@ from services import paper  # noqa: E402
 from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference  # noqa: E402
 from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
+from services.redact import redact  # noqa: E402
 from vit_core.spatial import SpatialDataConfig, set_matrix  # noqa: E402
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
@@ -407,7 +408,7 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     where = f"tags.`vitsweep.sweep_id` = '{sweep_id}'" if sweep_id else "tags.`vitsweep.sweep_id` LIKE '%'"
     parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
     if not parents:
-        raise LookupError(f"no sweep {sweep_id or ''} in {tracking_uri}".replace("  ", " "))
+        raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
     parent = parents[0]
     spec = spec_from_dict(yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "resolved_spec.yaml")).read_text()))
     by_label = {cell.label: cell for cell in spec.cells}

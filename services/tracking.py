@@ -5,6 +5,7 @@ run): each call to a tracking server costs tens of milliseconds, so per-model or
 would dominate a sweep. The embedded default is a SQLite store under the sweep home.
 """
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from services import report  # sets matplotlib's Agg backend
+from services.redact import redact
+
+# MLflow prints "View run ... at: <tracking URI>" per run: credentials and all, and noise; vitsweep says where results are itself
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 from services.spec import SweepSpec
 from services.sweep import CellResult, SweepResult
 
@@ -79,8 +84,10 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     params |= {f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()}
     _log(client, pid, params=params, metrics=metrics,
          tags={"vitsweep.code_version": code_version(), "vitsweep.ray_storage": result.storage})
-    client.log_text(pid, spec_text, "spec.yaml")
-    client.log_text(pid, yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
+    secret = spec.tracking.tracking_uri
+    resolved = spec.model_copy(update={"tracking": spec.tracking.model_copy(update={"tracking_uri": redact(secret)})})
+    client.log_text(pid, spec_text.replace(secret, redact(secret)) if secret else spec_text, "spec.yaml")
+    client.log_text(pid, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
     for cell in result.cells:
         _record_cell(client, experiment, pid, spec, cell)
     exponents = [Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0) for group, fit in summary["exponent"].items() if fit["value"] is not None]

@@ -192,3 +192,23 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
     status = {c.info.run_name: c.info.status for c in children}
     assert {k for k, v in status.items() if v == "FAILED"} == {k for k in rows if k.startswith("cnn")}
     assert {k for k, v in status.items() if v == "FINISHED"} == {k for k in rows if k.startswith("vit")}
+
+
+def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, mlflow_server, tmp_path):
+    from services.redact import redact
+
+    assert redact("postgresql+psycopg2://u:s3cret@db:5432/mlflow") == "postgresql+psycopg2://***@db:5432/mlflow"
+    assert redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    with_secret = mlflow_server.replace("http://", "http://alice:s3cret@")
+    spec = tmp_path / "smoke.yaml"
+    spec.write_text(SMOKE.read_text() + f"tracking: {{tracking_uri: '{with_secret}'}}\n")
+    result = runner.invoke(app, ["run", str(spec), "--home", str(tmp_path / "home"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "s3cret" not in result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    client = MlflowClient(mlflow_server)
+    for artifact in ("spec.yaml", "resolved_spec.yaml"):
+        text = Path(client.download_artifacts(summary["mlflow_parent_run_id"], artifact)).read_text()
+        assert "s3cret" not in text and "***@127.0.0.1" in text
+    params = client.get_run(summary["mlflow_parent_run_id"]).data
+    assert "s3cret" not in json.dumps({**params.params, **params.tags})
