@@ -45,3 +45,26 @@ def test_submit_runs_the_sweep_as_a_ray_job(ray_head, tmp_path):
 def test_submit_refuses_a_sweep_whose_results_would_die_with_the_job():
     result = runner.invoke(app, ["submit", "sweeps/smoke.yaml", "--address", "http://127.0.0.1:1"])
     assert result.exit_code == 2 and "--tracking-uri" in result.stderr
+
+
+def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
+    from services import cli
+
+    class Head:
+        def __init__(self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"):
+            self.busy, self.error, self.calls = busy, error, 0
+
+        def submit_job(self, **job):
+            self.calls += 1
+            if self.calls <= self.busy:
+                raise RuntimeError(self.error)
+            return "raysubmit_1"
+
+    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    head = Head(busy=2)
+    assert cli._submit_when_ready(head, entrypoint="x") == "raysubmit_1" and head.calls == 3
+    with pytest.raises(RuntimeError, match="denied"):
+        cli._submit_when_ready(Head(busy=1, error="403: denied"), entrypoint="x")  # other errors at once
+    monkeypatch.setattr(cli, "AGENT_WAIT_S", -1)
+    with pytest.raises(RuntimeError, match="No available agent"):
+        cli._submit_when_ready(Head(busy=5), entrypoint="x")  # and not forever
