@@ -174,13 +174,19 @@ def run(
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow."""
     spec = _load_or_exit(path)
     from services import report
-    from services.sweep import new_sweep_id, run_sweep, start_ray, trial_count
+    from services.sweep import mark_sweep, new_sweep_id, run_sweep, start_ray, trial_count, unfinished_sweep
     from services.redact import redact
     from services.tracking import record_sweep, resolve_tracking_uri
 
     home.mkdir(parents=True, exist_ok=True)
     uri = resolve_tracking_uri(spec, tracking_uri, home)
-    sweep_id = new_sweep_id(spec)
+    resumed = unfinished_sweep(spec, home)
+    sweep_id = resumed or new_sweep_id(spec)
+    if resumed:
+        print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",
+              file=sys.stderr)
+    else:
+        mark_sweep(spec, sweep_id, home)
     n_trials = trial_count(spec)
     start_ray(ray_address)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
@@ -190,14 +196,15 @@ def run(
         def advance(done: int, failed: int, models: int) -> None:
             bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
 
-        result = run_sweep(spec, sweep_id, home, on_trial_done=advance)
+        result = run_sweep(spec, sweep_id, home, on_trial_done=advance, resume=bool(resumed))
     if result.unfinished:
         print(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in "
-              f"Ray Tune's state at {result.storage}; nothing was logged to MLflow. vitsweep cannot resume a sweep "
-              f"yet: running the same command again starts it over.", file=sys.stderr)
+              f"Ray Tune's state at {result.storage}; nothing was logged to MLflow yet. Run the same command again "
+              f"to resume.", file=sys.stderr)
         raise typer.Exit(130)
     summary = report.summarize(spec, sweep_id, result.cells)
     parent_id = record_sweep(spec, result, uri, home, Path(path).read_text(), summary)
+    mark_sweep(spec, sweep_id, home, recorded=parent_id)
     _print_summary(summary)
     _print_sweep(spec, result, redact(uri), parent_id, home)
     failed = [f for c in result.cells for f in c.failures]

@@ -6,6 +6,7 @@ does the scheduling, resource accounting, retries (FailureConfig) and trial stat
 only says what a trial is and reads the results back.
 """
 
+import hashlib
 import json
 import logging
 import os
@@ -172,6 +173,31 @@ def new_sweep_id(spec: SweepSpec) -> str:
     return f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
 
 
+def spec_key(spec: SweepSpec) -> str:
+    """What identifies a sweep's work: a hash of its resolved spec."""
+    return hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def unfinished_sweep(spec: SweepSpec, home: Path) -> str | None:
+    """The id of the latest sweep of this very spec under ``home`` that started and was never
+    recorded in MLflow (its driver was killed or interrupted): the one to resume."""
+    for marker in sorted((home / "ray").glob("*/vitsweep.json"), reverse=True):
+        state = json.loads(marker.read_text())
+        if state["spec_key"] == spec_key(spec) and state["recorded"] is None:
+            return marker.parent.name
+    return None
+
+
+def mark_sweep(spec: SweepSpec, sweep_id: str, home: Path, recorded: str | None = None) -> None:
+    """Write the sweep's marker beside Ray Tune's state (atomically): its spec key and, once
+    logged, its MLflow parent run."""
+    folder = home / "ray" / sweep_id
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / "vitsweep.json.partial"
+    partial.write_text(json.dumps({"spec_key": spec_key(spec), "recorded": recorded}))
+    os.replace(partial, folder / "vitsweep.json")
+
+
 def start_ray(address: str | None) -> None:
     """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray whose node
     address is 127.0.0.1 (Ray 2.60 still listens on all interfaces: see the README)."""
@@ -185,12 +211,14 @@ def start_ray(address: str | None) -> None:
         ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
 
 
-def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial) -> SweepResult:
+def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial,
+              resume: bool = False) -> SweepResult:
     """Run every pack of the spec through Ray Tune; Ray must already be started.
 
     ``on_trial_done(trials_done, trials_failed, models_trained)`` follows progress. A trial that
     raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
-    the other trials go on.
+    the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
+    finished trials keep their results, unfinished ones run again.
     """
     start = time.perf_counter()
     storage = str((home / "ray").resolve())
@@ -210,23 +238,11 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
 
         del param_space["pack"]  # the searcher suggests every pack
         search = {"search_alg": NStarSearcher(spec), "num_samples": -1}
-    tuner = tune.Tuner(
-        trainable,
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            reuse_actors=True,
-            trial_name_creator=_trial_name,
-            trial_dirname_creator=_trial_name,
-            **search,
-        ),
-        run_config=tune.RunConfig(
-            name=sweep_id,
-            storage_path=storage,
-            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
-            verbose=0,
-            callbacks=callbacks,
-        ),
-    )
+    path = Path(storage) / sweep_id
+    if resume and tune.Tuner.can_restore(str(path)):
+        tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = _new_tuner(trainable, param_space, search, sweep_id, storage, spec, callbacks)
     grid = tuner.fit()
     cells: dict[str, CellResult] = {}  # by label: a grid cell, or one optuna trial's sampled cell
     trainings = unfinished = 0
@@ -250,6 +266,21 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
         best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
     ordered = sorted(cells.values(), key=lambda c: spec.cells.index(c.cell) if c.cell in spec.cells else len(spec.cells))
     return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished)
+
+
+def _new_tuner(trainable, param_space: dict, search: dict, sweep_id: str, storage: str, spec: SweepSpec, callbacks: list) -> tune.Tuner:
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name, **search),
+        run_config=tune.RunConfig(
+            name=sweep_id,
+            storage_path=storage,
+            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
+            verbose=0,
+            callbacks=callbacks,
+        ),
+    )
 
 
 def sweep_status(home: Path) -> list[dict]:

@@ -68,6 +68,7 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     figures and the summary table) and return the parent run's id."""
     client = MlflowClient(tracking_uri)
     experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
+    _drop_partial_record(client, experiment, result.sweep_id)
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
@@ -99,6 +100,15 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     client.log_dict(pid, summary, "summary.json")
     client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")
     return pid
+
+
+def _drop_partial_record(client: MlflowClient, experiment: str, sweep_id: str) -> None:
+    """Delete what an earlier, killed recording of this sweep left (a parent and some children),
+    so that a resumed sweep ends with exactly one parent run and one child per cell."""
+    for parent in client.search_runs([experiment], f"tags.`vitsweep.sweep_id` = '{sweep_id}'"):
+        for child in client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"):
+            client.delete_run(child.info.run_id)
+        client.delete_run(parent.info.run_id)
 
 
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
