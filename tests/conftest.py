@@ -4,6 +4,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,21 @@ def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, st
         own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
         subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common],
                        env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True, timeout=180)
+    _wait_for_nodes(f"127.0.0.1:{port}", 1 + workers, env)
     return f"http://127.0.0.1:{dashboard}", f"127.0.0.1:{port}", temp
+
+
+def _wait_for_nodes(address: str, count: int, env: dict, seconds: float = 90) -> None:
+    """Until `ray status` lists ``count`` active nodes: a node that has not registered yet gets no trials."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        status = subprocess.run([str(BIN / "ray"), "status", f"--address={address}"], env={**env, "RAY_AUTH_MODE": "token"},
+                                capture_output=True, text=True, timeout=60).stdout
+        active = status.split("Active:")[-1].split("Pending:")[0] if "Active:" in status else ""
+        if active.count("node_") >= count:
+            return
+        time.sleep(1)
+    raise TimeoutError(f"{count} Ray nodes did not become active within {seconds} s")
 
 
 def stop_ray_nodes(temp: str) -> None:

@@ -1,6 +1,6 @@
 """The workstation stack of docker/, without a Docker engine: static checks of its files, and the
 same services started on loopback with the commands the compose file runs: PostgreSQL, an
-MLflow server on it with served artifacts, a Ray head and a second Ray node; the smoke sweep goes
+MLflow server on it with served artifacts, a Ray head and a second Ray node; a small sweep goes
 in through the Jobs API, and the MLflow UI is read back in headless Chromium."""
 
 import json
@@ -157,22 +157,22 @@ def _page(url: str) -> str:
 def test_the_stack_on_loopback_runs_a_submitted_sweep_on_two_nodes(mlflow_on_postgres, two_nodes, tmp_path):
     home = tmp_path / "home"  # one path both nodes see, as the compose file's shared volume
     result = subprocess.run(
-        [str(BIN / "vitsweep"), "submit", "sweeps/smoke.yaml", "--address", two_nodes, "--tracking-uri", mlflow_on_postgres,
+        [str(BIN / "vitsweep"), "submit", "sweeps/attention.yaml", "--address", two_nodes, "--tracking-uri", mlflow_on_postgres,
          "--home", str(home), "--follow"],
         capture_output=True, text=True, timeout=500, cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["failed_trials"] == [] and summary["trainings"] == 32
+    assert summary["failed_trials"] == [] and summary["trainings"] == 64  # 4 trials of 16 models, ~9 s each
     nodes = {json.loads(line)["node_id"] for f in (home / "ray" / summary["sweep_id"]).glob("*/result.json")
              for line in f.read_text().splitlines() if line.strip()}
     assert len(nodes) == 2  # the trials ran on both nodes
     client = MlflowClient(mlflow_on_postgres)
     parent = client.get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags["vitsweep.sweep_id"] == summary["sweep_id"]
-    assert "success_rate_vs_n.png" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert "attention_mass.png" in {a.path for a in client.list_artifacts(parent.info.run_id)}
     if CHROMIUM is None:
         pytest.skip("the sweep ran; the UI check needs Debian's chromium (make test installs it as root)")
     run_page = f"{mlflow_on_postgres}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
     assert summary["sweep_id"] in _page(run_page)
-    assert "success_rate_vs_n.png" in _page(f"{run_page}/artifacts")
+    assert "attention_mass.png" in _page(f"{run_page}/artifacts")
