@@ -203,19 +203,17 @@ class JelassiSweep(SweepSpec):
     model: PositionalSpec = Field(default_factory=PositionalSpec)
     axes: SpatialAxes = Field(default_factory=SpatialAxes)
 
+    def check_cell(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
+        check_positional_fits(model, data)
 
-class ImageSweep(SweepSpec):
+
+class ImageSweep(JelassiSweep):
     """Paper B's models on real images cut into patches (digits offline, or a local CIFAR-10)."""
 
     SECTIONS: ClassVar[dict[str, type]] = IMAGE_SECTIONS
     family: Literal["jelassi2022_images"] = Field(description="jelassi2022_images: Paper B's models on real images")
-    models: list[Literal["positional", "vanilla"]] = Field(min_length=1, description="which models every cell trains")
     data: ImageDataSpec = Field(default_factory=ImageDataSpec)
-    model: PositionalSpec = Field(default_factory=PositionalSpec)
     axes: ImageAxes = Field(default_factory=ImageAxes)
-
-    def check_cell(self, data: ImageDataConfig, model: PositionalConfig) -> None:
-        check_positional_fits(model, data)
 
 
 FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep, "jelassi2022_images": ImageSweep}
