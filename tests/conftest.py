@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import socket
@@ -38,6 +39,20 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield
     ray.shutdown()
+
+
+def run_spec(text: str, tmp_path: Path) -> tuple[dict, str]:
+    """`vitsweep run --json` of the spec ``text`` with its home at tmp_path/home: the last line's
+    JSON summary and the whole output. Fails the test on a non-zero exit."""
+    from typer.testing import CliRunner
+
+    from services.cli import app
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.output
 
 
 def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, str, str]:

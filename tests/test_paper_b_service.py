@@ -7,6 +7,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from conftest import run_spec
 from services.cli import app
 
 runner = CliRunner()
@@ -22,11 +23,7 @@ resources: {models_per_pack: 3}
 
 
 def test_a_paper_b_sweep_reports_patch_association_and_the_learned_scores(local_ray, tmp_path):
-    path = tmp_path / "tiny_b.yaml"
-    path.write_text(TINY)
-    ran = runner.invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json"])
-    assert ran.exit_code == 0, ran.output
-    summary = json.loads(ran.stdout.strip().splitlines()[-1])
+    summary, _ = run_spec(TINY, tmp_path)
     assert set(summary["patch_association"]) == {"positional", "vanilla"}
     assert all(0 <= v <= 1 for v in summary["patch_association"].values())
     assert summary["patch_association"]["positional"] == 1.0  # 600 steps suffice for 3 pairs

@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 from typer.testing import CliRunner
 
+from conftest import run_spec
 from services.analysis import full_grid_size
 from services.cli import app
 from services.spec import parse_spec
@@ -83,12 +84,8 @@ resources: {models_per_pack: 16}
 
 
 def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(TINY)
+    summary, _ = run_spec(TINY, tmp_path)
     home = tmp_path / "home"
-    ran = runner.invoke(app, ["run", str(path), "--home", str(home), "--json"])
-    assert ran.exit_code == 0, ran.output
-    summary = json.loads(ran.stdout.strip().splitlines()[-1])
     assert set(summary["exponent"]) == {"vit", "cnn"} and summary["adaptive"]["trainings"] == summary["trainings"]
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}

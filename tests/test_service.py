@@ -14,6 +14,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from conftest import run_spec
 from services.cli import app
 from services.spec import load_spec
 from vit_core import train_pack
@@ -134,11 +135,7 @@ resources: {models_per_pack: 3}
 
 
 def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
-    path = tmp_path / "tune.yaml"
-    path.write_text(TUNE)
-    result = runner.invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json"])
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary, _ = run_spec(TUNE, tmp_path)
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
@@ -200,12 +197,8 @@ def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, 
     assert redact("postgresql+psycopg2://u:s3cret@db:5432/mlflow") == "postgresql+psycopg2://***@db:5432/mlflow"
     assert redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
     with_secret = mlflow_server.replace("http://", "http://alice:s3cret@")
-    spec = tmp_path / "smoke.yaml"
-    spec.write_text(SMOKE.read_text() + f"tracking: {{tracking_uri: '{with_secret}'}}\n")
-    result = runner.invoke(app, ["run", str(spec), "--home", str(tmp_path / "home"), "--json"])
-    assert result.exit_code == 0, result.output
-    assert "s3cret" not in result.output
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary, output = run_spec(SMOKE.read_text() + f"tracking: {{tracking_uri: '{with_secret}'}}\n", tmp_path)
+    assert "s3cret" not in output
     client = MlflowClient(mlflow_server)
     for artifact in ("spec.yaml", "resolved_spec.yaml"):
         text = Path(client.download_artifacts(summary["mlflow_parent_run_id"], artifact)).read_text()
