@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
+from services.redact import redact
 from vit_core.models import check_fits_data
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -163,59 +164,146 @@ def _load_or_exit(path: str):
         raise typer.Exit(2) from None
 
 
+RECORDING_PENDING = 3  # exit code of run: the sweep finished but MLflow was unreachable; `vitsweep sync` logs it later
+
+
 @app.command()
 def run(
     path: str = typer.Argument(..., help="a sweep spec (YAML)"),
     ray_address: str = typer.Option(None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on this machine)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state and the embedded MLflow store"),
+    home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state, the result cache and the embedded MLflow store"),
+    cache: Path = typer.Option(None, "--cache", help="result cache folder (default: HOME/cache; on a cluster, a folder every node mounts)"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="train every model; read and write no result cache"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
 ) -> None:
-    """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow."""
+    """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
+
+    Run the same command again after an interruption: finished trainings are kept. Exit code 3:
+    the sweep finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
+    """
     spec = _load_or_exit(path)
-    from services import report
-    from services.sweep import mark_sweep, new_sweep_id, run_sweep, start_ray, trial_count, unfinished_sweep
-    from services.redact import redact
-    from services.tracking import record_sweep, resolve_tracking_uri
+    from services import state
+    from services.tracking import resolve_tracking_uri
 
     home.mkdir(parents=True, exist_ok=True)
-    uri = resolve_tracking_uri(spec, tracking_uri, home)
-    resumed = unfinished_sweep(spec, home)
-    sweep_id = resumed or new_sweep_id(spec)
-    if resumed:
-        print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",
-              file=sys.stderr)
+    uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
+    _warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back")
+    sweep_id = state.unlogged_sweep(spec, home)
+    result = state.load_result(home, sweep_id) if sweep_id else None
+    if result is not None:
+        print(f"{sweep_id}: this spec's sweep finished earlier and was never logged to MLflow; logging it now", file=sys.stderr)
     else:
-        mark_sweep(spec, sweep_id, home)
-    n_trials = trial_count(spec)
-    start_ray(ray_address)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(f"{sweep_id}: trials", total=n_trials)
-
-        def advance(done: int, failed: int, models: int) -> None:
-            bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
-
-        result = run_sweep(spec, sweep_id, home, on_trial_done=advance, resume=bool(resumed))
-    if result.unfinished:
-        print(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in "
-              f"Ray Tune's state at {result.storage}; nothing was logged to MLflow yet. Run the same command again "
-              f"to resume.", file=sys.stderr)
-        raise typer.Exit(130)
-    summary = report.summarize(spec, sweep_id, result.cells)
-    parent_id = record_sweep(spec, result, uri, home, Path(path).read_text(), summary)
-    mark_sweep(spec, sweep_id, home, recorded=parent_id)
+        resumed = sweep_id is not None
+        if resumed:
+            print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",
+                  file=sys.stderr)
+        else:
+            sweep_id = state.new_sweep_id(spec)
+            state.mark_sweep(spec, sweep_id, home, text, uri_given=tracking_uri is not None)
+        result = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
+        state.save_result(result, home)
+    parent_id, summary = _record(spec, result, uri, home, text)
     _print_summary(summary)
     _print_sweep(spec, result, redact(uri), parent_id, home)
     failed = [f for c in result.cells for f in c.failures]
     if as_json:
         print(json.dumps({
-            "sweep_id": sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
+            "sweep_id": result.sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
             "exponent": _exponents(summary), "adaptive": summary["adaptive"],
             "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
-            "trainings": result.trainings, "wall_s": round(result.wall_s, 3), "failed_trials": failed, "best": result.best,
+            "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3), "failed_trials": failed,
+            "best": result.best,
         }))
+    if parent_id is None:
+        raise typer.Exit(RECORDING_PENDING)
     if failed:
+        raise typer.Exit(1)
+
+
+def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool):
+    """run_sweep with a progress bar; exit 130 when it was interrupted (finished trials are kept)."""
+    from services.sweep import run_sweep, start_ray, trial_count
+
+    start_ray(ray_address)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"{sweep_id}: trials", total=trial_count(spec))
+
+        def advance(done: int, failed: int, models: int) -> None:
+            bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
+
+        result = run_sweep(spec, sweep_id, home, on_trial_done=advance, resume=resume, cache=cache)
+    if result.unfinished:
+        print(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in "
+              f"Ray Tune's state at {result.storage} and in the result cache; nothing was logged to MLflow yet. "
+              f"Run the same command again to resume.", file=sys.stderr)
+        raise typer.Exit(130)
+    return result
+
+
+def _warn_if_unreachable(uri: str, consequence: str) -> bool:
+    """Print a warning when the tracking server cannot be reached; True when it can."""
+    from services.tracking import unreachable
+
+    why = unreachable(uri)
+    if why:
+        print(f"warning: MLflow at {redact(uri)} is unreachable ({why}): {consequence}", file=sys.stderr)
+    return why is None
+
+
+def _record(spec, result, uri: str, home: Path, text: str) -> tuple[str | None, dict]:
+    """Log a finished sweep to MLflow and mark it logged: (parent run id, or None when the server
+    is unreachable and the results wait under ``home``, and the report's summary)."""
+    from services import report, state
+    from services.tracking import record_sweep
+
+    summary = report.summarize(spec, result.sweep_id, result.cells)
+    later = f"its results are kept under {home}; log them with: vitsweep sync --home {home}"
+    if not _warn_if_unreachable(uri, later):
+        return None, summary
+    try:
+        parent_id = record_sweep(spec, result, uri, home, text, summary)
+    except Exception:
+        if _warn_if_unreachable(uri, later):
+            raise  # the server is up: a real error, not an outage
+        return None, summary
+    state.set_recorded(home, result.sweep_id, parent_id)
+    return parent_id, summary
+
+
+@app.command()
+def sync(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: each spec's, else SQLite under --home"),
+) -> None:
+    """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
+    from services import state
+    from services.tracking import resolve_tracking_uri
+
+    pending = [(sweep_id, m) for sweep_id, m in state.markers(home) if m["recorded"] is None]
+    left = 0
+    for sweep_id, marker in pending:
+        result = state.load_result(home, sweep_id)
+        if result is None:
+            print(f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
+                  f"(spec: {state.folder(home, sweep_id) / state.SPEC})", file=sys.stderr)
+            left += 1
+            continue
+        if marker.get("uri_given") and not tracking_uri:
+            print(f"{sweep_id}: it ran with --tracking-uri; give it again", file=sys.stderr)
+            left += 1
+            continue
+        spec, text = state.load_spec_of(home, sweep_id)
+        uri = resolve_tracking_uri(spec, tracking_uri, home)
+        parent_id, _ = _record(spec, result, uri, home, text)
+        if parent_id is None:
+            left += 1
+        else:
+            print(f"{sweep_id}: logged to {redact(uri)} (parent run {parent_id})")
+    if not pending:
+        print(f"nothing to log: every sweep under {home} is in MLflow")
+    if left:
         raise typer.Exit(1)
 
 
@@ -248,7 +336,7 @@ def _print_summary(summary: dict) -> None:
         console.print(f"- {line}", markup=False)
 
 
-def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
+def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> None:
     """Success rates per N, failed trials, the best Optuna trial and where the results are."""
     console = Console()
     table = Table(title="success rate per N")
@@ -261,8 +349,11 @@ def _print_sweep(spec, result, uri: str, parent_id: str, home: Path) -> None:
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
         console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
-    console.print(f"{result.trainings} trainings in {result.wall_s:.1f} s. MLflow: {uri} (parent run {parent_id})", markup=False)
-    if uri.startswith("sqlite:"):
+    console.print(f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s.", markup=False)
+    if parent_id is None:
+        return
+    console.print(f"MLflow: {uri} (parent run {parent_id})", markup=False)
+    if (home / "mlflow.db").exists():
         console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
 
 
@@ -300,17 +391,18 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
 ) -> None:
     """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
-    from services.sweep import sweep_status
+    from services.state import sweep_status
 
     rows = sweep_status(home)
     if as_json:
         print(json.dumps(rows))
         return
     table = Table(title=f"sweeps under {home}")
-    for column in ("sweep", "trials", "by status", "models trained"):
+    for column in ("sweep", "trials", "by status", "models done", "MLflow parent run"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["sweep_id"], str(r["trials"]), " ".join(f"{k}:{v}" for k, v in r["by_status"].items()), str(r["models_trained"]))
+        table.add_row(r["sweep_id"], str(r["trials"]), " ".join(f"{k}:{v}" for k, v in r["by_status"].items()), str(r["models_done"]),
+                      r["mlflow_parent_run_id"] or "not logged")
     Console().print(table)
 
 

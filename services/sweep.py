@@ -6,13 +6,11 @@ does the scheduling, resource accounting, retries (FailureConfig) and trial stat
 only says what a trial is and reads the results back.
 """
 
-import hashlib
 import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +21,12 @@ import torch  # noqa: E402
 from ray import tune  # noqa: E402
 
 from services.analysis import Outcomes  # noqa: E402
+from services.cache import CURVES_KEPT, ResultCache, curve_sums, model_entries, model_keys  # noqa: E402
 from services.spec import Cell, SweepSpec, spec_from_dict  # noqa: E402
 from vit_core import train_pack  # noqa: E402
 from vit_core.train import summarize_by_n  # noqa: E402
 
 
-CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # mean curves per cell and N
 
 
 def packs(spec: SweepSpec) -> list[dict]:
@@ -49,41 +47,38 @@ def trial_count(spec: SweepSpec) -> int | None:
 
 
 def train_pack_trial(config: dict) -> None:
-    """Ray Tune function trainable: train one pack and report its per-model records."""
+    """Ray Tune function trainable: train one pack and report its per-model records.
+
+    Models already in the result cache (``config["cache"]``, a folder; None: off) are read from
+    it; the rest train as one pack and go into it as soon as they are done."""
     spec = spec_from_dict(config["spec"])
     pack = config["pack"]
     data, model, training = spec.configs(trial_cell(spec, config))
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
-    result = train_pack(data, model, training, pack["n_train"], pack["seeds"], device=device)
-    steps_to_zero = np.where(result.iterations_to_zero >= 0, result.iterations_to_zero, training.max_steps)
+    cache = ResultCache(config.get("cache"))
+    keys = model_keys(data, model, training, pack["n_train"], pack["seeds"], device)
+    entries = [cache.get(key) for key in keys]
+    todo = [k for k, entry in enumerate(entries) if entry is None]
+    wall_s = 0.0
+    if todo:
+        result = train_pack(data, model, training, [pack["n_train"][k] for k in todo], [pack["seeds"][k] for k in todo], device=device)
+        for k, entry in zip(todo, model_entries(result)):
+            cache.put(keys[k], entry)
+            entries[k] = entry
+        wall_s = result.wall_s
+    records = [entry["record"] for entry in entries]
     tune.report({
-        "trainings": len(pack["seeds"]),
+        "trainings": len(todo),  # trained now
+        "cache_hits": len(keys) - len(todo),
         "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
-        "success_rate": float(result.success.mean()),
-        "mean_test_error": float(np.nanmean(np.where(result.diverged, 1.0, result.final["test_error"]))),
-        "median_iterations_to_zero": float(np.median(steps_to_zero)),
-        "pack_wall_s": result.wall_s,
-        "records": json.dumps(result.records()),
-        "curves": json.dumps(_curve_sums(result)),
+        "success_rate": float(np.mean([r["success"] for r in records])),
+        "mean_test_error": float(np.nanmean([1.0 if r["diverged"] else r["test_error"] for r in records])),
+        "median_iterations_to_zero": float(np.median([r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else training.max_steps for r in records])),
+        "pack_wall_s": wall_s,
+        "records": json.dumps(records),
+        "curves": json.dumps(curve_sums(entries)),
     })
-
-
-def _curve_sums(result) -> dict:
-    """Per curve of CURVES_KEPT and N: the eval steps and, per step, the sum and count of the
-    models' finite values (what a cell's mean curve needs from every pack)."""
-    out: dict = {}
-    for name in CURVES_KEPT:
-        for n in np.unique(result.n_train) if name in result.curves else []:
-            values = result.curves[name][:, result.n_train == n]
-            finite = np.isfinite(values)
-            if finite.any():
-                out.setdefault(name, {})[str(n)] = {"steps": result.eval_steps.tolist(), "sum": np.where(finite, values, 0).sum(1).tolist(),
-                                                    "count": finite.sum(1).tolist()}
-    if "scores" in result.snapshots:  # Paper B: the learned positional scores, summed per N
-        out["scores"] = {str(n): {"sum": result.snapshots["scores"][result.n_train == n].sum(0).tolist(), "count": int((result.n_train == n).sum())}
-                         for n in np.unique(result.n_train)}
-    return out
 
 
 def trial_cell(spec: SweepSpec, config: dict) -> Cell:
@@ -167,35 +162,7 @@ class SweepResult:
     storage: str
     best: dict | None = None  # optuna: the best trial's sampled values and objective
     unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
-
-
-def new_sweep_id(spec: SweepSpec) -> str:
-    return f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
-
-
-def spec_key(spec: SweepSpec) -> str:
-    """What identifies a sweep's work: a hash of its resolved spec."""
-    return hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def unfinished_sweep(spec: SweepSpec, home: Path) -> str | None:
-    """The id of the latest sweep of this very spec under ``home`` that started and was never
-    recorded in MLflow (its driver was killed or interrupted): the one to resume."""
-    for marker in sorted((home / "ray").glob("*/vitsweep.json"), reverse=True):
-        state = json.loads(marker.read_text())
-        if state["spec_key"] == spec_key(spec) and state["recorded"] is None:
-            return marker.parent.name
-    return None
-
-
-def mark_sweep(spec: SweepSpec, sweep_id: str, home: Path, recorded: str | None = None) -> None:
-    """Write the sweep's marker beside Ray Tune's state (atomically): its spec key and, once
-    logged, its MLflow parent run."""
-    folder = home / "ray" / sweep_id
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / "vitsweep.json.partial"
-    partial.write_text(json.dumps({"spec_key": spec_key(spec), "recorded": recorded}))
-    os.replace(partial, folder / "vitsweep.json")
+    cache_hits: int = 0  # models read from the result cache instead of trained
 
 
 def start_ray(address: str | None) -> None:
@@ -212,20 +179,21 @@ def start_ray(address: str | None) -> None:
 
 
 def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial,
-              resume: bool = False) -> SweepResult:
+              resume: bool = False, cache: Path | None = None) -> SweepResult:
     """Run every pack of the spec through Ray Tune; Ray must already be started.
 
     ``on_trial_done(trials_done, trials_failed, models_trained)`` follows progress. A trial that
     raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
     the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
-    finished trials keep their results, unfinished ones run again.
+    finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
+    folder (services.cache), None for none.
     """
     start = time.perf_counter()
     storage = str((home / "ray").resolve())
     trainable = tune.with_resources(trainable, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
     callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
     trials = packs(spec)
-    param_space = {"spec": spec.model_dump(mode="json"), "pack": tune.grid_search(trials)}
+    param_space = {"spec": spec.model_dump(mode="json"), "cache": str(cache.resolve()) if cache else None, "pack": tune.grid_search(trials)}
     search = {}
     if spec.search.mode == "optuna":
         from ray.tune.search.optuna import OptunaSearch
@@ -245,7 +213,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
         tuner = _new_tuner(trainable, param_space, search, sweep_id, storage, spec, callbacks)
     grid = tuner.fit()
     cells: dict[str, CellResult] = {}  # by label: a grid cell, or one optuna trial's sampled cell
-    trainings = unfinished = 0
+    trainings = cache_hits = unfinished = 0
     for result in grid:
         if result.error is None and "records" not in (result.metrics or {}):
             unfinished += 1  # stopped before it reported (Ctrl-C)
@@ -256,16 +224,16 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
             cause = str(result.error).strip().splitlines()[-1]
             target.failures.append(f"{cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {cause} (trial log: {result.path})")
             continue
-        records = json.loads(result.metrics["records"])
-        target.records.extend(records)
-        target.curve_parts.append(json.loads(result.metrics["curves"]))
-        trainings += len(records)
+        target.records.extend(json.loads(result.metrics["records"]))
+        target.curve_parts.extend(json.loads(result.metrics["curves"]))
+        trainings += result.metrics["trainings"]
+        cache_hits += result.metrics.get("cache_hits", 0)
     best = None
     if spec.search.mode == "optuna" and any(r.error is None for r in grid):
         top = grid.get_best_result()
         best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
     ordered = sorted(cells.values(), key=lambda c: spec.cells.index(c.cell) if c.cell in spec.cells else len(spec.cells))
-    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished)
+    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished, cache_hits)
 
 
 def _new_tuner(trainable, param_space: dict, search: dict, sweep_id: str, storage: str, spec: SweepSpec, callbacks: list) -> tune.Tuner:
@@ -283,22 +251,6 @@ def _new_tuner(trainable, param_space: dict, search: dict, sweep_id: str, storag
     )
 
 
-def sweep_status(home: Path) -> list[dict]:
-    """Every sweep whose Ray Tune state lies under ``home``: trials by status and models trained."""
-    rows = []
-    for path in sorted((home / "ray").glob("*/")):
-        if not any(path.glob("experiment_state-*.json")):  # stopped before Tune saved any state
-            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_trained": 0})
-            continue
-        trials = tune.ExperimentAnalysis(str(path.resolve())).trials
-        counts: dict[str, int] = {}
-        for trial in trials:
-            counts[trial.status] = counts.get(trial.status, 0) + 1
-        models = sum((t.last_result or {}).get("trainings", 0) for t in trials if t.status == "TERMINATED")
-        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_trained": models})
-    return rows
-
-
 def _trial_name(trial) -> str:
     pack = trial.config["pack"]
     return f"cell{pack['cell']}-n{pack['n_train'][0]}-{pack['n_train'][-1]}-s{pack['seeds'][0]}_{trial.trial_id}"
@@ -314,7 +266,7 @@ class _TrialDone(tune.Callback):
         return {"fn": None, "done": self.done, "errored": self.errored, "models": self.models}  # Tune pickles its run config
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.models += (trial.last_result or {}).get("trainings", 0)
+        self.models += sum((trial.last_result or {}).get(key, 0) for key in ("trainings", "cache_hits"))
         self._count(errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):

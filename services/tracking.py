@@ -7,6 +7,9 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 
 import os
 import subprocess
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -29,6 +32,22 @@ PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settle
 def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
     """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
     return override or spec.tracking.tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+
+
+def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """Why the tracking server at ``uri`` cannot be reached now (its /health endpoint), or None
+    when it can, or when ``uri`` is a local store (SQLite, files) with no server to be down."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    parts = urlsplit(uri)
+    health = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""), path=parts.path.rstrip("/") + "/health"))
+    try:
+        urllib.request.urlopen(health, timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered (an auth proxy may guard /health)
+    except OSError as error:  # refused, timed out, no such host
+        return redact(str(getattr(error, "reason", error)))
+    return None
 
 
 def code_version() -> str:

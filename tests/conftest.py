@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import shutil
@@ -6,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,27 @@ def _wait_for_nodes(address: str, count: int, env: dict, seconds: float = 90) ->
 def stop_ray_nodes(temp: str) -> None:
     subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
     shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def mlflow_server_at(port: int, folder: Path):
+    """`mlflow server` on 127.0.0.1:port with its store and artifacts in ``folder``; yields its URL."""
+    proc = subprocess.Popen(
+        [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{folder / 'server.db'}", "--artifacts-destination", str(folder / "artifacts")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not start within 60 s")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

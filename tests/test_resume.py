@@ -1,7 +1,8 @@
 """kill -9 of a running `vitsweep run`, then the same command again: the sweep resumes from Ray
-Tune's saved state and MLflow ends with exactly one parent run and one child run per cell, with
-the results an uninterrupted run gives. (Trials that finished after Tune's last experiment
-snapshot run again on resume; their results are the same.)"""
+Tune's saved state, no model trained before the kill trains again (trials that finished after
+Tune's last experiment snapshot run again but read their models from the result cache), and
+MLflow ends with exactly one parent run and one child run per cell, with the results an
+uninterrupted run gives."""
 
 import json
 import os
@@ -25,6 +26,11 @@ def _finished_trials(folder: Path) -> dict[str, str]:
     return {f.parent.name: f.read_text() for f in folder.glob("*/*/result.json") if f.read_text().strip()}
 
 
+def _cache_entries(home: Path) -> dict[Path, int]:
+    """Result-cache entry -> when it was written: one per model trained."""
+    return {path: path.stat().st_mtime_ns for path in (home / "cache").glob("*/*.json")}
+
+
 def _records(result_text: str) -> list:
     """The per-model records of a trial's last reported result."""
     return json.loads(json.loads(result_text.strip().splitlines()[-1])["records"])
@@ -41,10 +47,11 @@ def test_a_killed_sweep_resumes_without_redoing_finished_work(tmp_path):
         deadline = time.time() + 240
         while len(_finished_trials(home / "ray")) < 3 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.1)
-        before = _finished_trials(home / "ray")
-        assert 3 <= len(before) < 32, "the sweep should be killed part-way"
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and what it started, at once
         proc.wait(timeout=60)
+        before = _finished_trials(home / "ray")
+        assert 3 <= len(before) < 32, "the sweep should be killed part-way"
+        cached = _cache_entries(home)
         resumed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     finally:
         subprocess.run([str(VITSWEEP.parent / "ray"), "stop", "--force"], capture_output=True, timeout=120)
@@ -55,6 +62,10 @@ def test_a_killed_sweep_resumes_without_redoing_finished_work(tmp_path):
     assert len(after) == 32
     for name, text in before.items():  # a trial that finished before the kill has the same result after it
         assert _records(after[name]) == _records(text), name
+    assert len(cached) >= len(before) and len(_cache_entries(home)) == 32
+    for path, written in cached.items():  # no model trained before the kill was trained again (its entry would be rewritten)
+        assert path.stat().st_mtime_ns == written, path
+    assert summary["trainings"] + summary["cache_hits"] == 32
 
     spec = load_spec(spec_path)
     client = MlflowClient(summary["tracking_uri"])

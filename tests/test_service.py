@@ -2,10 +2,6 @@
 against the trainer's own numbers."""
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +10,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from conftest import run_spec
+from conftest import mlflow_server_at, run_spec
 from services.cli import app
 from services.spec import load_spec
 from vit_core import train_pack
@@ -86,32 +82,13 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     _check(summary, expected)
     listed = runner.invoke(app, ["status", "--home", str(tmp_path), "--json"])
     assert json.loads(listed.stdout) == [{"sweep_id": summary["sweep_id"], "trials": 4, "by_status": {"TERMINATED": 4},
-                                          "models_trained": expected[0].trainings}]
+                                          "models_done": expected[0].trainings, "mlflow_parent_run_id": summary["mlflow_parent_run_id"]}]
 
 
 @pytest.fixture
 def mlflow_server(tmp_path, free_port):
-    port = free_port()
-    mlflow = Path(sys.executable).parent / "mlflow"
-    proc = subprocess.Popen(
-        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not start within 60 s")
+    with mlflow_server_at(free_port(), tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_smoke_sweep_against_a_real_mlflow_server(local_ray, expected, mlflow_server, tmp_path):

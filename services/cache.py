@@ -1,0 +1,110 @@
+"""Every trained model's results, stored by content, so that no sweep trains the same model twice.
+
+A model's results depend only on its data, model and training configs, its N and seed, the code
+of ``vit_core``, torch's version and the device type (a pack trains each model as it would alone),
+so a hash of those is its key. Entries are JSON files written atomically (a temporary file, then
+``os.replace``): a crash at any moment leaves either no entry or a whole one, and several trials,
+or several nodes sharing a folder, may write at once. The default folder is ``HOME/cache``; on a
+multi-node cluster give a folder every node mounts at the same path.
+"""
+
+import dataclasses
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import vit_core
+from services.files import write_atomic
+from vit_core import PackResult
+
+CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # what a cell's mean curves need
+
+
+@cache
+def code_version() -> str:
+    """A hash of vit_core's source: any change to the science invalidates every entry."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(vit_core.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _config(cfg) -> dict:
+    return {"type": type(cfg).__qualname__, **dataclasses.asdict(cfg)}
+
+
+def model_keys(data, model, training, n_train: list[int], seeds: list[int], device: str) -> list[str]:
+    """The cache key of each (N, seed) model trained with these configs."""
+    base = {"data": _config(data), "model": _config(model), "training": _config(training), "vit_core": code_version(),
+            "torch": torch.__version__, "device": torch.device(device).type}
+    return [hashlib.sha256(json.dumps(base | {"n": n, "seed": s}, sort_keys=True, default=str).encode()).hexdigest()
+            for n, s in zip(n_train, seeds)]
+
+
+def model_entries(result: PackResult) -> list[dict]:
+    """One cache entry per model of a pack: its record, its kept curves at the pack's evaluation
+    steps, and its snapshots."""
+    records = result.records()
+    steps = result.eval_steps.tolist()
+    return [{
+        "record": records[k],
+        "eval_steps": steps,
+        "curves": {name: values[:, k].tolist() for name, values in result.curves.items() if name in CURVES_KEPT},
+        "snapshots": {name: values[k].tolist() for name, values in result.snapshots.items()},
+    } for k in range(len(records))]
+
+
+class ResultCache:
+    """A folder of model entries by key; ``ResultCache(None)`` stores nothing (cache off)."""
+
+    def __init__(self, folder: str | Path | None):
+        self.folder = Path(folder) if folder else None
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        if self.folder is None:
+            return None
+        try:
+            return json.loads(self._path(key).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def put(self, key: str, entry: dict) -> None:
+        if self.folder is None:
+            return
+        write_atomic(self._path(key), json.dumps(entry))
+
+    def __len__(self) -> int:
+        return 0 if self.folder is None else sum(1 for _ in self.folder.glob("*/*.json"))
+
+
+def curve_sums(entries: list[dict]) -> list[dict]:
+    """What a cell's mean curves need from a trial's models: per group of models evaluated at the
+    same steps, per curve and N, the sum and count of the finite values at every step (and the sum
+    of the snapshots' ``scores``, Paper B's learned attention, per N)."""
+    groups: dict[tuple, list[dict]] = {}
+    for entry in entries:
+        groups.setdefault(tuple(entry["eval_steps"]), []).append(entry)
+    parts = []
+    for steps, group in groups.items():
+        part: dict = {}
+        for n in sorted({e["record"]["n_train"] for e in group}):
+            mine = [e for e in group if e["record"]["n_train"] == n]
+            for name in CURVES_KEPT:
+                if name not in mine[0]["curves"]:
+                    continue
+                values = np.array([e["curves"][name] for e in mine], dtype=float).T  # (steps, models)
+                finite = np.isfinite(values)
+                if finite.any():
+                    part.setdefault(name, {})[str(n)] = {"steps": list(steps), "sum": np.where(finite, values, 0).sum(1).tolist(),
+                                                         "count": finite.sum(1).tolist()}
+            if "scores" in mine[0]["snapshots"]:
+                part.setdefault("scores", {})[str(n)] = {"sum": np.sum([e["snapshots"]["scores"] for e in mine], axis=0).tolist(), "count": len(mine)}
+        parts.append(part)
+    return parts

@@ -1,0 +1,106 @@
+"""What a sweep keeps under its home beside Ray Tune's own state, so that nothing computed is lost.
+
+``ray/SWEEP_ID/vitsweep.json`` (the marker) holds the spec's key and, once the sweep is logged,
+its MLflow parent run; ``spec.yaml`` is the spec as the user wrote it. Once every trial is done,
+``result.json`` holds the collected results until MLflow has them: a driver killed after training,
+or a tracking server that was down, costs a logging step, never a training. Every file is written
+atomically (a temporary file, then ``os.replace``).
+"""
+
+import hashlib
+import json
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ray import tune
+
+from services.files import write_atomic
+from services.spec import Cell, SweepSpec, parse_spec
+from services.sweep import CellResult, SweepResult
+
+MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
+
+
+def new_sweep_id(spec: SweepSpec) -> str:
+    return f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def spec_key(spec: SweepSpec) -> str:
+    """What identifies a sweep's work: a hash of its resolved spec."""
+    return hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def folder(home: Path, sweep_id: str) -> Path:
+    return home / "ray" / sweep_id
+
+
+def markers(home: Path) -> list[tuple[str, dict]]:
+    """(sweep id, marker) of every sweep under ``home``, newest first."""
+    return [(path.parent.name, json.loads(path.read_text())) for path in sorted((home / "ray").glob(f"*/{MARKER}"), reverse=True)]
+
+
+def unlogged_sweep(spec: SweepSpec, home: Path) -> str | None:
+    """The latest sweep of this very spec under ``home`` not logged to MLflow yet (its driver was
+    killed, or the tracking server was down): the one to resume, or just to log."""
+    key = spec_key(spec)
+    return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key and marker["recorded"] is None), None)
+
+
+def mark_sweep(spec: SweepSpec, sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
+    """Write the sweep's marker and spec: its key, whether the tracking URI came from the command
+    line (never the URI itself: it may hold credentials); set_recorded adds its MLflow parent run."""
+    write_atomic(folder(home, sweep_id) / SPEC, spec_text)
+    write_atomic(folder(home, sweep_id) / MARKER, json.dumps({"spec_key": spec_key(spec), "recorded": None, "uri_given": uri_given}))
+
+
+def marker(home: Path, sweep_id: str) -> dict:
+    return json.loads((folder(home, sweep_id) / MARKER).read_text())
+
+
+def set_recorded(home: Path, sweep_id: str, parent_run_id: str) -> None:
+    write_atomic(folder(home, sweep_id) / MARKER, json.dumps(marker(home, sweep_id) | {"recorded": parent_run_id}))
+
+
+def load_spec_of(home: Path, sweep_id: str) -> tuple[SweepSpec, str]:
+    """The spec a sweep ran, and its text."""
+    text = (folder(home, sweep_id) / SPEC).read_text()
+    return parse_spec(text, str(folder(home, sweep_id) / SPEC)), text
+
+
+def save_result(result: SweepResult, home: Path) -> None:
+    """Keep a finished sweep's results until they are logged."""
+    cells = [{"model": c.cell.model, "values": c.cell.values, "records": c.records, "failures": c.failures, "curve_parts": c.curve_parts}
+             for c in result.cells]
+    write_atomic(folder(home, result.sweep_id) / RESULT, json.dumps(asdict(result) | {"cells": cells}))
+
+
+def load_result(home: Path, sweep_id: str) -> SweepResult | None:
+    """A finished sweep's results, or None when it did not finish."""
+    path = folder(home, sweep_id) / RESULT
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    cells = [CellResult(Cell(c["model"], c["values"]), c["records"], c["failures"], c["curve_parts"]) for c in saved.pop("cells")]
+    return SweepResult(cells=cells, **saved)
+
+
+def sweep_status(home: Path) -> list[dict]:
+    """Every sweep whose Ray Tune state lies under ``home``: trials by status, models done (trained
+    or read from the cache) and its MLflow parent run once logged."""
+    rows = []
+    for path in sorted((home / "ray").glob("*/")):
+        if not any(path.glob("experiment_state-*.json")):  # stopped before Tune saved any state
+            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_done": 0, "mlflow_parent_run_id": _logged(path)})
+            continue
+        trials = tune.ExperimentAnalysis(str(path.resolve())).trials
+        counts: dict[str, int] = {}
+        for trial in trials:
+            counts[trial.status] = counts.get(trial.status, 0) + 1
+        models = sum((t.last_result or {}).get(key, 0) for t in trials if t.status == "TERMINATED" for key in ("trainings", "cache_hits"))
+        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_done": models, "mlflow_parent_run_id": _logged(path)})
+    return rows
+
+
+def _logged(path: Path) -> str | None:
+    return json.loads((path / MARKER).read_text())["recorded"] if (path / MARKER).exists() else None

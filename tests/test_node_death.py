@@ -1,0 +1,64 @@
+"""A worker node killed mid-sweep costs only its in-flight trials: Ray Tune retries them on the
+nodes left (FailureConfig) and the sweep ends with the results an undisturbed run gives."""
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from ray import tune
+from ray.cluster_utils import Cluster
+
+from services.spec import parse_spec
+from services.sweep import packs, run_sweep
+from vit_core import train_pack
+
+SPEC = """name: node-death
+models: [vit]
+data: {n_tokens: 30, dim: 12, n_patterns: 12, alpha_star: 0.2}
+model: {width: 16}
+training: {n_test: 300, max_steps: 3000, eval_every: 1}
+n_train: [5, 20]
+seeds: 4
+resources: {models_per_pack: 1, max_failures: 3}
+"""
+
+
+@pytest.fixture
+def cluster():
+    """A head that runs no trials and two worker nodes of one CPU each, on 127.0.0.1."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster, workers
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _finished(folder: Path) -> int:
+    return sum(1 for f in folder.glob("*/result.json") if f.read_text().strip())
+
+
+def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
+    cluster, (_, doomed) = cluster
+    spec = parse_spec(SPEC, "spec")
+    out: dict = {}
+    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path)))
+    run.start()
+    deadline = time.time() + 300
+    while _finished(tmp_path / "ray" / "death") < 2 and time.time() < deadline and run.is_alive():
+        time.sleep(0.1)
+    assert run.is_alive(), "the sweep should still be running when the node dies"
+    cluster.remove_node(doomed)  # SIGKILL of its raylet and workers: its trial in flight dies with it
+    run.join(timeout=600)
+    result = out["result"]
+    assert not any(c.failures for c in result.cells) and result.unfinished == 0
+    trials = tune.ExperimentAnalysis(str(tmp_path / "ray" / "death")).trials
+    assert sum(t.num_failures for t in trials) >= 1, "a trial should have been lost with the node and retried"
+    assert all(t.status == "TERMINATED" for t in trials) and len(trials) == len(packs(spec))
+    (cell,) = result.cells
+    got = sorted(cell.records, key=lambda r: (r["n_train"], r["seeds"]))
+    expected = [train_pack(*spec.configs(cell.cell), [p["n_train"][0]], p["seeds"]).records()[0] for p in packs(spec)]
+    assert got == sorted(expected, key=lambda r: (r["n_train"], r["seeds"]))
