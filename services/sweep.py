@@ -136,7 +136,8 @@ class CellResult:
                 for p in parts:
                     i = min(np.searchsorted(p["steps"], step), len(p["steps"]) - 1)
                     total, count = total + p["sum"][i], count + p["count"][i]
-                means.append((step, total / count))
+                if count:  # else every model had diverged by this step
+                    means.append((step, total / count))
             curves[n] = means
         return curves
 

@@ -135,3 +135,17 @@ def test_sync_says_what_it_cannot_log(tmp_path):
     assert out.exit_code == 1
     assert "cached-1: not finished" in out.stderr and "cached-2: it ran with --tracking-uri" in out.stderr
     assert [m["recorded"] for _, m in state.markers(tmp_path)] == [None, None]
+
+
+def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_ray, tmp_path):
+    text = SPEC.replace("models: [vit, cnn]", "models: [vit]").replace("resources:", "axes: {lr: [0.5, 1.0e+35]}\nresources:")
+    summary, _ = _run(text, tmp_path)
+    assert summary["failed_trials"] == [] and summary["n_star"]["vit"]["1e+35"] is None
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    children = {c.data.params["lr"]: c for c in client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    diverged = {m.step: m.value for m in client.get_metric_history(children["1e+35"].info.run_id, "diverged")}
+    assert diverged == {4: 3, 16: 3}  # every seed at every N
+    assert {m.value for m in client.get_metric_history(children["0.5"].info.run_id, "diverged")} == {0}
+    again, _ = _run(text, tmp_path)  # diverged models are cached like any other
+    assert again["cache_hits"] == 12 and again["n_star"] == summary["n_star"]
