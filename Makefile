@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test system-tools bench-packing clean
+.PHONY: run test system-tools bench bench-full bench-packing clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -42,6 +42,15 @@ system-tools:
 		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
 		echo "could not install $$missing: tests that need them will skip"; \
 	elif [ -n "$$missing" ]; then echo "not installed: $$missing (tests that need them will skip)"; fi
+
+# Issue 8's benchmark: a subset of W1 (Li et al.'s Fig 1 grid) three ways: vitsweep, one model per
+# Ray Tune trial, a plain loop; ratios and the FLOP fraction, last stdout line JSON (bench/results/).
+bench: $(VENV)/.installed
+	$(BIN)/python bench/fig1.py
+
+# All of W1 (4,000 trainings) through vitsweep only, timed.
+bench-full: $(VENV)/.installed
+	$(BIN)/python bench/fig1.py --full --out bench/results/fig1_full.json
 
 bench-packing: $(VENV)/.installed
 	$(BIN)/python bench/packing.py

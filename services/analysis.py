@@ -16,8 +16,9 @@ CI = (2.5, 97.5)
 
 def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
     """The smallest N from which every larger evaluated N reaches success rate ``p`` (so a dip
-    above the first success does not count), or None when the largest N does not reach it."""
-    below = np.nonzero(rates < p)[0]
+    above the first success does not count), or None when the largest N does not reach it. A
+    NaN rate (no model of that N converged) counts as not reaching p."""
+    below = np.nonzero(~(rates >= p))[0]  # an N with no counted model (NaN rate) does not reach p
     if len(below) == 0:
         return int(ns[0])
     last = below[-1]
@@ -30,7 +31,7 @@ class Outcomes:
 
     ns: np.ndarray  # ascending training-set sizes
     seeds: np.ndarray
-    success: np.ndarray  # (N, seed): 1.0, 0.0 or NaN where not trained
+    success: np.ndarray  # (N, seed): 1.0 succeeded, 0.0 failed_converged, NaN not counted (not trained, not converged, diverged)
     steps_to_zero: np.ndarray  # (N, seed): first evaluated step with zero test error; NaN if never
     test_loss: np.ndarray  # (N, seed): final test hinge loss
 
@@ -42,15 +43,17 @@ class Outcomes:
         row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
         for r in records:
             i, j = row[r["n_train"]], col[r["seeds"]]
-            tables["success"][i, j] = float(r["success"])
+            tables["success"][i, j] = {"succeeded": 1.0, "failed_converged": 0.0}.get(r["outcome"], np.nan)
             tables["steps_to_zero"][i, j] = r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else np.nan
             tables["test_loss"][i, j] = r["test_loss"]
         return cls(ns, seeds, **tables)
 
     def rates(self, columns: np.ndarray | None = None) -> np.ndarray:
-        """Success rate per N over the given seed columns (all by default), ignoring missing pairs."""
+        """Success rate per N over the given seed columns (all by default), over the models that
+        count (succeeded or failed_converged); NaN where none does."""
         table = self.success if columns is None else self.success[:, columns]
-        return np.nanmean(table, axis=1)
+        counted = np.isfinite(table).sum(1)
+        return np.where(counted > 0, np.nansum(table, 1) / np.maximum(counted, 1), np.nan)
 
     def n_star(self, p: float, columns: np.ndarray | None = None) -> int | None:
         return stable_n_star(self.ns, self.rates(columns), p)

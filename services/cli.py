@@ -212,7 +212,7 @@ def run(
             "sweep_id": result.sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
             "exponent": _exponents(summary), "adaptive": summary["adaptive"],
             "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
-            "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3), "failed_trials": failed,
+            "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3), "train_s": round(result.train_s, 3), "failed_trials": failed,
             "best": result.best,
         }))
     if parent_id is None:
@@ -223,12 +223,12 @@ def run(
 
 def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool):
     """run_sweep with a progress bar; exit 130 when it was interrupted (finished trials are kept)."""
-    from services.sweep import run_sweep, start_ray, trial_count
+    from services.sweep import run_sweep, start_ray, trial_count, trial_slots
 
     start_ray(ray_address)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(f"{sweep_id}: trials", total=trial_count(spec))
+        task = bar.add_task(f"{sweep_id}: trials", total=trial_count(spec, trial_slots(spec)))
 
         def advance(done: int, failed: int, models: int) -> None:
             bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
@@ -336,6 +336,13 @@ def _print_summary(summary: dict) -> None:
         console.print(f"- {line}", markup=False)
 
 
+def _rate(row: dict) -> str:
+    """A success rate, with the models left out of it (not converged, diverged) when there are any."""
+    rate = "-" if row["success_rate"] is None else f"{row['success_rate']:.2f}"
+    left_out = row["not_converged"] + row["diverged"]
+    return f"{rate}({left_out} left out)" if left_out else rate
+
+
 def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> None:
     """Success rates per N, failed trials, the best Optuna trial and where the results are."""
     console = Console()
@@ -343,7 +350,7 @@ def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> N
     table.add_column("cell")
     table.add_column("success rate per N", justify="left")
     for cell in result.cells:
-        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{r['success_rate']:.2f}" for r in cell.by_n()))
+        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in cell.by_n()))
     console.print(table)
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)

@@ -29,13 +29,16 @@ class Bracket:
     precision: float
     factor: float
     n_max: int
-    outcomes: dict[int, list[bool]] = field(default_factory=dict)
+    outcomes: dict[int, list[float | None]] = field(default_factory=dict)  # per seed: 1 succeeded, 0 failed_converged, None not counted
     failed: bool = False
     rounds: int = 0
+    retries: list[list[int]] = field(default_factory=list)  # [N, seed, max_steps] of models to train again with a larger budget
 
     def rates(self) -> tuple[np.ndarray, np.ndarray]:
+        """The trained N and their success rates over the counted models (NaN where none counts)."""
         ns = np.array(sorted(self.outcomes))
-        return ns, np.array([np.mean(self.outcomes[n]) for n in ns])
+        counted = [[v for v in self.outcomes[n] if v is not None] for n in ns]
+        return ns, np.array([np.mean(c) if c else np.nan for c in counted])
 
     def next_round(self) -> list[int]:
         """The N values to train next; [] when N* is known to the precision, or cannot be."""
@@ -65,8 +68,8 @@ class Bracket:
         mid = round(math.sqrt(lo * hi))
         return mid if lo < mid < hi else None
 
-    def record(self, n: int, seed: int, success: bool, n_seeds: int) -> None:
-        self.outcomes.setdefault(n, [False] * n_seeds)[seed] = success
+    def record(self, n: int, seed: int, value: float | None, n_seeds: int) -> None:
+        self.outcomes.setdefault(n, [None] * n_seeds)[seed] = value
 
 
 class NStarSearcher(Searcher):
@@ -80,6 +83,8 @@ class NStarSearcher(Searcher):
         super().__init__(metric="success_rate", mode="max")
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
+        self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
+        self.max_steps_cap = search.max_steps_cap
         self.cells = [Bracket(list(spec.n_train), spec.success_rate, search.precision, search.factor, spec.n_max) for _ in spec.cells]
         self.queue: list[dict] = []
         self.in_flight: dict[str, dict] = {}  # trial id -> pack
@@ -99,11 +104,19 @@ class NStarSearcher(Searcher):
         for index, cell in enumerate(self.cells):
             if index in busy:
                 continue
+            if cell.retries:  # models that did not converge, again with a larger budget, before the next N
+                for budget in sorted({b for _, _, b in cell.retries}):
+                    self._queue(index, [(n, s) for n, s, b in cell.retries if b == budget], {"max_steps": budget})
+                cell.retries = []
+                continue
             pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
             cell.rounds += bool(pairs)
-            for start in range(0, len(pairs), self.pack_size):
-                chunk = pairs[start : start + self.pack_size]
-                self.queue.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
+            self._queue(index, pairs, {})
+
+    def _queue(self, cell: int, pairs: list[tuple[int, int]], extra: dict) -> None:
+        for start in range(0, len(pairs), self.pack_size):
+            chunk = pairs[start : start + self.pack_size]
+            self.queue.append({"cell": cell, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk], **extra})
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pack = self.in_flight.pop(trial_id, None)
@@ -114,8 +127,12 @@ class NStarSearcher(Searcher):
             cell.failed = True  # Ray already retried it max_failures times
             self.queue = [p for p in self.queue if p["cell"] != pack["cell"]]
             return
+        budget = pack.get("max_steps", self.budgets[pack["cell"]])
         for r in json.loads(result["records"]):
-            cell.record(r["n_train"], r["seeds"], bool(r["success"]), self.seeds)
+            more = min(2 * budget, self.max_steps_cap or 0)
+            if r["outcome"] == "not_converged" and more > budget:
+                cell.retries.append([r["n_train"], r["seeds"], more])
+            cell.record(r["n_train"], r["seeds"], {"succeeded": 1.0, "failed_converged": 0.0}.get(r["outcome"]), self.seeds)
 
     def get_state(self) -> dict:
         return {"cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],

@@ -27,6 +27,7 @@ from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
 from services.redact import redact  # noqa: E402
 from vit_core.spatial import SpatialDataConfig, set_matrix  # noqa: E402
+from vit_core.train import OUTCOMES  # noqa: E402
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
@@ -42,9 +43,12 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     row = {"label": cell.cell.label, "model": cell.cell.model, "values": cell.cell.values,
            "alpha_effective": getattr(data, "effective_alpha_star", None), "lr": training.lr, "trainings": len(cell.records),
            "failed": bool(cell.failures), "n_star": None, "n_star_known": False, "bracket_lo": None, "n_star_ci95": None,
-           "monotone": None, "steps_to_zero": None, "rates": {}}
+           "monotone": None, "steps_to_zero": None, "rates": {}, "outcomes": {}, "not_converged_share": None, "flagged": False}
     if not cell.records:
         return row
+    share = _left_out_share(cell)
+    row |= {"outcomes": {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in cell.by_n()}, "not_converged_share": share,
+            "flagged": share > spec.max_not_converged}
     o, p = cell.outcomes(), spec.success_rate
     lo, star = o.bracket(p)
     row |= {"n_star": None if cell.failures else star, "bracket_lo": lo, "n_star_known": o.n_star_known(p) is not None, "n_star_ci95": list(n_star_ci(o, p)),
@@ -56,11 +60,17 @@ def _fits(spec: SweepSpec, cells: list[CellResult], axis: str, x_of, statistic) 
     """Per group of cells differing only in ``axis``: the log-log slope of statistic against x."""
     groups: dict[str, list[CellResult]] = {}
     for c in cells:
-        if c.records and not c.failures:
+        if c.records and not c.failures and _left_out_share(c) <= spec.max_not_converged:
             groups.setdefault(_group(c, (axis,)), []).append(c)
     return {name: fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic).as_dict()
             | {"cells": [c.cell.label for c in members]}
             for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
+
+
+def _left_out_share(cell: CellResult) -> float:
+    """The largest share, over N, of the cell's models that did not converge or diverged: above
+    spec.max_not_converged the cell is flagged and its N* says little."""
+    return max((r["not_converged"] + r["diverged"]) / r["models"] for r in cell.by_n())
 
 
 def _attention(cells: list[CellResult]) -> dict:
@@ -125,7 +135,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
     """Everything the report shows, JSON-ready."""
     p = spec.success_rate
     alpha = lambda c: 1 / spec.configs(c.cell)[0].effective_alpha_star  # noqa: E731
-    summary = {"sweep_id": sweep_id, "name": spec.name, "models": spec.models, "success_rate": p, "cells": [_cell_row(spec, c) for c in cells],
+    summary = {"sweep_id": sweep_id, "name": spec.name, "models": spec.models, "success_rate": p, "max_not_converged": spec.max_not_converged, "cells": [_cell_row(spec, c) for c in cells],
                "exponent": {}, "iterations_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
                "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models if m in paper.SUCCESS},
                **_structure(cells),
@@ -157,12 +167,15 @@ def table_rows(summary: dict) -> list[list[str]]:
             star, bracket = "-", f"> {r['bracket_lo']}"
         else:  # "<= N": the smallest N tried already reached p
             star, bracket = ("" if r["n_star_known"] else "<= ") + str(r["n_star"]), f"({r['bracket_lo'] or 0}, {r['n_star']}]"
-        rows.append([r["label"], _fmt(r["alpha_effective"], ".4f"), star, bracket, _fmt(r["n_star_ci95"]),
-                     "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), str(r["trainings"])])
+        totals = [sum(counts[name] for counts in r["outcomes"].values()) for name in OUTCOMES]
+        rows.append([r["label"] + (" (FLAGGED)" if r["flagged"] else ""), _fmt(r["alpha_effective"], ".4f"), star, bracket, _fmt(r["n_star_ci95"]),
+                     "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), str(r["trainings"]),
+                     "/".join(map(str, totals))])
     return rows
 
 
-TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "trainings"]
+TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "trainings",
+                "succeeded/failed-converged/not-converged/diverged"]
 
 
 def _fit_lines(summary: dict) -> list[str]:
@@ -187,6 +200,10 @@ def notes(summary: dict) -> list[str]:
     """One line per finding below the table: fits against theory and the paper, the adaptive
     search's savings, attention concentration, sparsification effects."""
     lines = _fit_lines(summary)
+    flagged = [r["label"] for r in summary["cells"] if r["flagged"]]
+    if flagged:
+        lines.append(f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left out of the fits; "
+                     f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}")
     if summary["adaptive"]:
         a = summary["adaptive"]
         lines.append(f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "
@@ -250,7 +267,7 @@ def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
 
 def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured."""
-    figs = {"success_rate_vs_n.png": _success_figure(spec, summary)}
+    figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
     if any(fit["value"] is not None for fit in summary["exponent"].values()):
         groups = summary["exponent"]
         fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
@@ -332,17 +349,40 @@ def _success_figure(spec: SweepSpec, summary: dict):
     """Success rate against N, one line per cell, one panel per model."""
     fig, axes = plt.subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
     for ax, model in zip(axes[0], spec.models):
-        rows = [r for r in summary["cells"] if r["model"] == model and r["rates"]]
+        rows = [r for r in summary["cells"] if r["model"] == model and any(v == v for v in r["rates"].values())]
         for r in rows:
             label = " ".join(f"{k}={v}" for k, v in r["values"].items()) or model
-            ax.plot([int(n) for n in r["rates"]], list(r["rates"].values()), marker="o", label=label)
+            points = [(int(n), v) for n, v in r["rates"].items() if v == v]  # NaN: no model of that N converged
+            ax.plot(*zip(*points), marker="o", label=label)
         ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
         if rows:
             ax.set_xscale("log")
             ax.legend(fontsize=7)
         else:
-            ax.text(0.5, 0.5, "no results: every trial failed", ha="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    return fig
+
+
+def _outcomes_figure(summary: dict):
+    """Per cell, the share of each outcome class at every N (stacked bars)."""
+    rows = [r for r in summary["cells"] if r["outcomes"]] or summary["cells"][:1]
+    cols = min(4, len(rows))
+    fig, axes = plt.subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
+    colours = {"succeeded": "tab:green", "failed_converged": "tab:red", "not_converged": "tab:orange", "diverged": "black"}
+    for ax, r in zip(axes.flat, rows):
+        ns = list(r["outcomes"])
+        bottom = np.zeros(len(ns))
+        for name, colour in colours.items():
+            share = np.array([r["outcomes"][n][name] / max(1, sum(r["outcomes"][n].values())) for n in ns])
+            ax.bar(range(len(ns)), share, bottom=bottom, color=colour, label=name.replace("_", "-"))
+            bottom += share
+        ax.set_xticks(range(len(ns)), ns, fontsize=7)
+        ax.set(xlabel="N", ylabel="share of models", title=r["label"] + (" (flagged)" if r["flagged"] else ""), ylim=(0, 1))
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -419,7 +459,7 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
         cell = CellResult(by_label[child.info.run_name])
         if "models.json" in artifacts:
             table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
-            cell.records = [dict(zip(table["columns"], row)) for row in table["data"]]
+            cell.records = [{k: float("nan") if v is None else v for k, v in zip(table["columns"], row)} for row in table["data"]]  # JSON null was NaN
         if "curves.json" in artifacts:
             cell.curve_parts = json.loads(Path(client.download_artifacts(child.info.run_id, "curves.json")).read_text())
         cell.failures = [f for f in child.data.tags.get("vitsweep.failures", "").split("\n") if f]

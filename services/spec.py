@@ -95,6 +95,8 @@ class Search(BaseModel):
     precision: float = Field(0.1, gt=0, le=1, description="sample_complexity: stop once N* is bracketed within this relative width")
     factor: float = Field(2.0, gt=1, description="sample_complexity: grid step when N* lies beyond an end of n_train")
     n_max: int | None = Field(None, ge=1, description="sample_complexity: never train above this N (default: 16x the largest n_train)")
+    max_steps_cap: int | None = Field(None, ge=1, description="sample_complexity: a model whose training error is not 0 when its step "
+                                      "budget runs out trains again with twice the budget, up to this many steps (None: never)")
     metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
         "success_rate", description="optuna objective, over all models of a trial (median_iterations_to_zero counts max_steps for a model that never reaches zero)")
     direction: Literal["max", "min"] = "max"
@@ -122,6 +124,8 @@ class SweepSpec(BaseModel):
     n_train: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="training-set sizes N of every cell")
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
+    max_not_converged: float = Field(0.1, ge=0, le=1, description="flag a cell where more than this share of an N's models did not "
+                                     "converge (training error above 0 at the step budget); flagged cells are left out of the fits")
     search: Search = Field(default_factory=Search)
     max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
     resources: Resources = Field(default_factory=Resources)

@@ -6,7 +6,9 @@ does the scheduling, resource accounting, retries (FailureConfig) and trial stat
 only says what a trial is and reads the results back.
 """
 
+import dataclasses
 import json
+import math
 import logging
 import os
 import time
@@ -29,21 +31,35 @@ from vit_core.train import summarize_by_n  # noqa: E402
 
 
 
-def packs(spec: SweepSpec) -> list[dict]:
-    """The trials of a sweep: for each cell, its (N, seed) pairs cut into packs."""
-    size = spec.resources.models_per_pack
+def packs(spec: SweepSpec, slots: int | None = None) -> list[dict]:
+    """The trials of a sweep: for each cell, its (N, seed) pairs cut into packs of at most
+    ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
+    once), small enough that there are at least two packs per slot, so that no CPU idles through
+    a long tail; a cell's packs are of equal size."""
     pairs = [(n, seed) for n in spec.n_train for seed in range(spec.seeds)]
-    chunks = [pairs[start : start + size] for start in range(0, len(pairs), size)]
+    size = spec.resources.models_per_pack
+    if slots:
+        size = min(size, max(1, math.ceil(len(pairs) * len(spec.cells) / (2 * slots))))
+    count = math.ceil(len(pairs) / size)
+    chunks = [pairs[len(pairs) * i // count : len(pairs) * (i + 1) // count] for i in range(count)]
     return [
         {"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]}
         for index in range(len(spec.cells)) for chunk in chunks
     ]
 
 
-def trial_count(spec: SweepSpec) -> int | None:
+def trial_slots(spec: SweepSpec) -> int:
+    """How many trials the Ray cluster (already started) can run at once."""
+    total = ray.cluster_resources()
+    if spec.resources.gpus_per_trial:
+        return max(1, int(total.get("GPU", 0) / spec.resources.gpus_per_trial))
+    return max(1, int(total.get("CPU", 1) / spec.resources.cpus_per_trial))
+
+
+def trial_count(spec: SweepSpec, slots: int | None = None) -> int | None:
     """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample; None
     for the sample_complexity search, whose rounds depend on the results."""
-    return {"grid": len(packs(spec)), "optuna": spec.search.num_samples}.get(spec.search.mode)
+    return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)
 
 
 def train_pack_trial(config: dict) -> None:
@@ -54,6 +70,7 @@ def train_pack_trial(config: dict) -> None:
     spec = spec_from_dict(config["spec"])
     pack = config["pack"]
     data, model, training = spec.configs(trial_cell(spec, config))
+    training = dataclasses.replace(training, max_steps=pack.get("max_steps", training.max_steps))  # a retry's larger budget
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
     cache = ResultCache(config.get("cache"))
@@ -67,7 +84,7 @@ def train_pack_trial(config: dict) -> None:
             cache.put(keys[k], entry)
             entries[k] = entry
         wall_s = result.wall_s
-    records = [entry["record"] for entry in entries]
+    records = [entry["record"] | {"max_steps": training.max_steps} for entry in entries]
     tune.report({
         "trainings": len(todo),  # trained now
         "cache_hits": len(keys) - len(todo),
@@ -79,6 +96,17 @@ def train_pack_trial(config: dict) -> None:
         "records": json.dumps(records),
         "curves": json.dumps(curve_sums(entries)),
     })
+
+
+def latest_budget(records: list[dict]) -> list[dict]:
+    """One record per (N, seed): where a model was trained again with a larger step budget, the
+    retry's."""
+    best: dict[tuple, dict] = {}
+    for r in records:
+        key = (r["n_train"], r["seeds"])
+        if key not in best or r.get("max_steps", 0) > best[key].get("max_steps", 0):
+            best[key] = r
+    return list(best.values())
 
 
 def trial_cell(spec: SweepSpec, config: dict) -> Cell:
@@ -164,6 +192,7 @@ class SweepResult:
     best: dict | None = None  # optuna: the best trial's sampled values and objective
     unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
     cache_hits: int = 0  # models read from the result cache instead of trained
+    train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
 
 
 def start_ray(address: str | None) -> None:
@@ -193,7 +222,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
     storage = str((home / "ray").resolve())
     trainable = tune.with_resources(trainable, {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
     callbacks = [_TrialDone(on_trial_done)] if on_trial_done else []
-    trials = packs(spec)
+    trials = packs(spec, trial_slots(spec) if spec.search.mode == "grid" else None)
     param_space = {"spec": spec.model_dump(mode="json"), "cache": str(cache.resolve()) if cache else None, "pack": tune.grid_search(trials)}
     search = {}
     if spec.search.mode == "optuna":
@@ -215,6 +244,7 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
     grid = tuner.fit()
     cells: dict[str, CellResult] = {}  # by label: a grid cell, or one optuna trial's sampled cell
     trainings = cache_hits = unfinished = 0
+    train_s = 0.0
     for result in grid:
         if result.error is None and "records" not in (result.metrics or {}):
             unfinished += 1  # stopped before it reported (Ctrl-C)
@@ -226,15 +256,19 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
             target.failures.append(f"{cell.label} n_train={pack['n_train']} seeds={pack['seeds']}: {cause} (trial log: {result.path})")
             continue
         target.records.extend(json.loads(result.metrics["records"]))
-        target.curve_parts.extend(json.loads(result.metrics["curves"]))
+        if "max_steps" not in pack:  # a retry's curves would count its models twice
+            target.curve_parts.extend(json.loads(result.metrics["curves"]))
         trainings += result.metrics["trainings"]
         cache_hits += result.metrics.get("cache_hits", 0)
+        train_s += result.metrics.get("pack_wall_s", 0.0)
+    for cell in cells.values():
+        cell.records = latest_budget(cell.records)
     best = None
     if spec.search.mode == "optuna" and any(r.error is None for r in grid):
         top = grid.get_best_result()
         best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
     ordered = sorted(cells.values(), key=lambda c: spec.cells.index(c.cell) if c.cell in spec.cells else len(spec.cells))
-    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished, cache_hits)
+    return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished, cache_hits, train_s)
 
 
 def _new_tuner(trainable, param_space: dict, search: dict, sweep_id: str, storage: str, spec: SweepSpec, callbacks: list) -> tune.Tuner:

@@ -24,9 +24,10 @@ from services.redact import redact
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 from services.spec import SweepSpec
 from services.sweep import CellResult, SweepResult
+from vit_core.train import OUTCOMES
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
-PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "diverged", "mean_attention_mass")
+PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
 
 
 def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:

@@ -56,7 +56,7 @@ def test_stable_n_star_ignores_an_early_success_below_a_dip():
 
 
 def test_outcomes_from_records_bracket_and_monotonicity():
-    records = [{"n_train": n, "seeds": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1}
+    records = [_converged({"n_train": n, "seeds": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1})
                for n in (5, 10, 20, 40) for s in range(4)]
     o = Outcomes.from_records(records)
     assert o.n_star(0.5) == 20 and o.bracket(0.5) == (10, 20)
@@ -86,8 +86,13 @@ def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
         assert paper.exponent(model, 0.5) > 0
 
 
+def _converged(record: dict) -> dict:
+    """A record of a model that converged: succeeded or failed_converged by its success."""
+    return record | {"outcome": "succeeded" if record["success"] else "failed_converged"}
+
+
 def _records(ns, success, steps=40):
-    return [{"n_train": n, "seeds": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0} for n in ns for s in range(4)]
+    return [_converged({"n_train": n, "seeds": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0}) for n in ns for s in range(4)]
 
 
 def test_an_n_star_at_the_smallest_n_tried_is_known_only_at_n_1():
@@ -102,3 +107,17 @@ def test_cells_with_zero_steps_to_zero_error_leave_the_log_fit():
     fit = fit_exponent([1.0, 2.0, 4.0, 8.0], cells, lambda o, cols: o.steps(cols))
     assert [p[0] for p in fit.points] == [2.0, 4.0, 8.0]
     assert fit.value == pytest.approx(1.0) and np.allclose(fit.ci95, 1.0)
+
+
+def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_rates():
+    records = _records([8, 16], lambda n: n == 16)
+    for r in records[:3]:  # N = 8: three of four seeds ran out of steps; the fourth failed having converged
+        r |= {"outcome": "not_converged"}
+    o = Outcomes.from_records(records)
+    assert np.isnan(o.success[0, :3]).all() and o.rates().tolist() == [0.0, 1.0]
+    for r in records[3:4]:
+        r |= {"outcome": "diverged"}
+    o = Outcomes.from_records(records)
+    assert np.isnan(o.rates()[0]) and o.rates()[1] == 1.0
+    assert o.n_star(0.5) == 16  # an N with no counted model never reaches p
+    assert stable_n_star(np.array([8, 16]), np.array([np.nan, np.nan]), 0.5) is None

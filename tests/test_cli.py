@@ -23,7 +23,9 @@ def test_train_json_summary_matches_the_table_and_the_flags():
     assert sorted((m["n_train"], m["seeds"]) for m in models) == [(8, 0), (8, 1), (8, 2), (16, 0), (16, 1), (16, 2)]
     for row in summary["per_n"]:
         mine = [m for m in models if m["n_train"] == row["n"]]
-        assert row["success_rate"] == sum(m["success"] for m in mine) / len(mine)
+        counted = [m for m in mine if m["outcome"] in ("succeeded", "failed_converged")]  # 200 steps leave some CNNs unconverged
+        assert row["success_rate"] == (sum(m["success"] for m in counted) / len(counted) if counted else None)
+        assert sum(row[o] for o in ("succeeded", "failed_converged", "not_converged", "diverged")) == row["models"]
 
 
 def test_every_config_field_is_a_documented_flag():

@@ -1,9 +1,9 @@
 """A worker node killed mid-sweep costs only its in-flight trials: Ray Tune retries them on the
 nodes left (FailureConfig) and the sweep ends with the results an undisturbed run gives."""
 
+import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import ray
@@ -11,7 +11,7 @@ from ray import tune
 from ray.cluster_utils import Cluster
 
 from services.spec import parse_spec
-from services.sweep import packs, run_sweep
+from services.sweep import packs, run_sweep, train_pack_trial
 from vit_core import train_pack
 
 SPEC = """name: node-death
@@ -37,19 +37,26 @@ def cluster():
     cluster.shutdown()
 
 
-def _finished(folder: Path) -> int:
-    return sum(1 for f in folder.glob("*/result.json") if f.read_text().strip())
-
-
 def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     cluster, (_, doomed) = cluster
     spec = parse_spec(SPEC, "spec")
+    in_flight = tmp_path / "in_flight"  # one file per trial while it trains, named by its node
+    in_flight.mkdir()
+
+    def announcing_trial(config: dict) -> None:
+        mark = in_flight / f"{ray.get_runtime_context().get_node_id()}-{os.getpid()}"
+        mark.touch()
+        try:
+            train_pack_trial(config)
+        finally:
+            mark.unlink()
+
     out: dict = {}
-    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path)))
+    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path, trainable=announcing_trial)))
     run.start()
     deadline = time.time() + 300
-    while _finished(tmp_path / "ray" / "death") < 2 and time.time() < deadline and run.is_alive():
-        time.sleep(0.1)
+    while not list(in_flight.glob(f"{doomed.node_id}-*")) and time.time() < deadline and run.is_alive():
+        time.sleep(0.02)
     assert run.is_alive(), "the sweep should still be running when the node dies"
     cluster.remove_node(doomed)  # SIGKILL of its raylet and workers: its trial in flight dies with it
     run.join(timeout=600)
@@ -60,5 +67,5 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     assert all(t.status == "TERMINATED" for t in trials) and len(trials) == len(packs(spec))
     (cell,) = result.cells
     got = sorted(cell.records, key=lambda r: (r["n_train"], r["seeds"]))
-    expected = [train_pack(*spec.configs(cell.cell), [p["n_train"][0]], p["seeds"]).records()[0] for p in packs(spec)]
+    expected = [train_pack(*spec.configs(cell.cell), [p["n_train"][0]], p["seeds"]).records()[0] | {"max_steps": 3000} for p in packs(spec)]
     assert got == sorted(expected, key=lambda r: (r["n_train"], r["seeds"]))

@@ -83,7 +83,8 @@ def _searcher(cells: int) -> NStarSearcher:
 
 def _report(searcher: NStarSearcher, trial: str, config: dict, t: np.ndarray) -> None:
     pack = config["pack"]
-    records = [{"n_train": n, "seeds": s, "success": bool(n >= t[pack["cell"]][s])} for n, s in zip(pack["n_train"], pack["seeds"])]
+    records = [{"n_train": n, "seeds": s, "outcome": "succeeded" if n >= t[pack["cell"]][s] else "failed_converged"}
+               for n, s in zip(pack["n_train"], pack["seeds"])]
     searcher.on_trial_complete(trial, {"records": json.dumps(records)})
 
 
@@ -142,3 +143,23 @@ def test_bad_search_settings_name_their_field(text, path):
     with pytest.raises(SpecError) as error:
         parse_spec(f"name: s\nmodels: [vit]\nn_train: [10, 40]\n{text}\n")
     assert [p.path for p in error.value.problems] == [path]
+
+
+def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the_cap():
+    spec = parse_spec("name: s\nmodels: [vit]\nn_train: [10, 20]\nseeds: 2\ntraining: {max_steps: 100}\n"
+                      "search: {mode: sample_complexity, max_steps_cap: 300}\n", "spec")
+    searcher = NStarSearcher(spec)
+    config = searcher.suggest("t0")
+    assert searcher.suggest("t1") is None and "max_steps" not in config["pack"]
+    stuck = lambda n, s, pack: [{"n_train": n, "seeds": s, "outcome": "not_converged" if (n, s) == (10, 1) else "succeeded"}]  # noqa: E731
+    records = [r for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"]) for r in stuck(n, s, config["pack"])]
+    searcher.on_trial_complete("t0", {"records": json.dumps(records)})
+    assert searcher.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
+    retry = searcher.suggest("t2")["pack"]
+    assert (retry["n_train"], retry["seeds"], retry["max_steps"]) == ([10], [1], 200)
+    searcher.on_trial_complete("t2", {"records": json.dumps(stuck(10, 1, retry))})
+    retry = searcher.suggest("t3")["pack"]
+    assert retry["max_steps"] == 300  # capped
+    searcher.on_trial_complete("t3", {"records": json.dumps(stuck(10, 1, retry))})
+    assert searcher.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
+    assert "max_steps" not in searcher.suggest("t4")["pack"]  # no more retries: the search goes on

@@ -40,8 +40,9 @@ def _synthetic_trainable(config: dict) -> None:
 
     cell = trial_cell(spec_from_dict(config["spec"]), config)
     pack, alpha = config["pack"], cell.values["alpha_star"]
-    records = [{"n_train": n, "seeds": s, "success": bool(n >= known_threshold(cell.model, alpha, s)), "iterations_to_zero": 10, "test_error": 0.0,
-                "test_loss": 0.0, "lr": 0.5, "diverged": False, "settled": True, "steps": 10} for n, s in zip(pack["n_train"], pack["seeds"])]
+    records = [{"n_train": n, "seeds": s, "success": (ok := bool(n >= known_threshold(cell.model, alpha, s))), "iterations_to_zero": 10,
+                "outcome": "succeeded" if ok else "failed_converged", "test_error": 0.0, "test_loss": 0.0, "lr": 0.5, "diverged": False,
+                "settled": True, "steps": 10, "attention_mass": float("nan")} for n, s in zip(pack["n_train"], pack["seeds"])]
     tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
                  "records": json.dumps(records), "curves": "{}"})
 
@@ -112,3 +113,27 @@ def test_report_without_a_store_says_what_to_do(tmp_path):
     result = runner.invoke(app, ["report", "--home", str(tmp_path)])
     assert result.exit_code == 2 and "no MLflow store yet" in result.output
     assert not Path(tmp_path / "mlflow.db").exists()
+
+
+def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_of_the_fits():
+    from services.report import figures, summarize, table_rows
+    from services.sweep import CellResult
+
+    spec = parse_spec("name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec")
+    cells = []
+    for cell in spec.cells:
+        stars = {0.1: 32, 0.2: 16, 0.4: 8}[cell.values["alpha_star"]]
+        records = [{"n_train": n, "seeds": s, "success": n >= stars, "outcome": "succeeded" if n >= stars else "failed_converged",
+                    "iterations_to_zero": 10 if n >= stars else -1, "test_error": 0.0, "test_loss": 0.0, "diverged": False, "settled": True,
+                    "attention_mass": 0.5} for n in spec.n_train for s in range(4)]
+        if cell.values["alpha_star"] == 0.1:
+            for r in records[:2]:  # N = 4: two of four models ran out of steps (50% > max_not_converged = 10%)
+                r |= {"outcome": "not_converged", "settled": False}
+        cells.append(CellResult(cell, records))
+    summary = summarize(spec, "f-1", cells)
+    flagged = [r["flagged"] for r in summary["cells"]]
+    assert flagged == [True, False, False] and summary["cells"][0]["not_converged_share"] == 0.5
+    assert summary["cells"][0]["outcomes"]["4"] == {"succeeded": 0, "failed_converged": 2, "not_converged": 2, "diverged": 0}
+    assert summary["exponent"]["vit"]["cells"] == ["vit alpha_star=0.2", "vit alpha_star=0.4"]  # the flagged cell is not fitted
+    assert "(FLAGGED)" in table_rows(summary)[0][0] and table_rows(summary)[0][-1] == "8/10/2/0"
+    assert "outcomes.png" in figures(spec, summary, cells)

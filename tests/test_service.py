@@ -2,6 +2,7 @@
 against the trainer's own numbers."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np

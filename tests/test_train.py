@@ -18,6 +18,20 @@ def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
     genuine_failures = cnn.settled & ~cnn.success  # training loss 0, test error > 0
     assert genuine_failures.sum() >= 2
     assert (cnn.final["train_error"][cnn.settled] == 0).all()
+    assert vit.outcomes() == ["succeeded"] * 6
+    assert [o for o, g in zip(cnn.outcomes(), genuine_failures) if g] == ["failed_converged"] * genuine_failures.sum()
+
+
+def test_outcome_classes_separate_generalisation_failures_from_unfinished_and_diverged_models():
+    from vit_core.train import outcome, summarize_by_n
+
+    assert [outcome(True, 0.0, False), outcome(False, 0.0, True), outcome(False, 0.0, False), outcome(False, 0.1, False)] == \
+        ["diverged", "succeeded", "failed_converged", "not_converged"]
+    short = train_pack(SMALL, ModelConfig(), TrainConfig(max_steps=2, eval_every=1, n_test=100), [40, 40], [0, 1], lr=[0.01, 1e35])
+    assert short.outcomes() == ["not_converged", "diverged"]  # two steps at a tiny step size cannot fit 40 samples
+    (row,) = summarize_by_n(short.records())
+    assert row["success_rate"] is None and (row["not_converged"], row["diverged"], row["succeeded"]) == (1, 1, 0)
+    assert [r["outcome"] for r in short.records()] == short.outcomes()
 
 
 def test_a_model_trains_the_same_alone_and_in_a_pack():

@@ -70,31 +70,54 @@ class PackResult:
         """Per training-set size N: see summarize_by_n."""
         return summarize_by_n(self.records())
 
+    def outcomes(self) -> list[str]:
+        """Each model's outcome class (see OUTCOMES)."""
+        return [outcome(bool(d), float(train_error), bool(s)) for d, train_error, s in zip(self.diverged, self.final["train_error"], self.success)]
+
     def records(self) -> list[dict]:
-        """One plain dict per model: its setting and outcome (JSON-ready)."""
+        """One plain dict per model: its setting, outcome class and final values (JSON-ready)."""
         keys = ("n_train", "seeds", "lr", "success", "diverged", "settled", "steps", "iterations_to_zero")
         return [
-            {k: getattr(self, k)[i].item() for k in keys} | {k: float(v[i]) for k, v in self.final.items()}
-            for i in range(len(self.seeds))
+            {k: getattr(self, k)[i].item() for k in keys} | {"outcome": o} | {k: float(v[i]) for k, v in self.final.items()}
+            for i, o in enumerate(self.outcomes())
         ]
 
 
+OUTCOMES = ("succeeded", "failed_converged", "not_converged", "diverged")
+
+
+def outcome(diverged: bool, train_error: float, success: bool) -> str:
+    """A model's outcome class: succeeded (zero test error); failed_converged (zero training
+    error, test error above zero: it fits its data and does not generalise); not_converged
+    (training error above zero when its step budget ran out: says nothing about N); diverged
+    (its loss or parameters stopped being finite). Only the first two measure sample complexity."""
+    if diverged:
+        return "diverged"
+    if success:
+        return "succeeded"
+    return "failed_converged" if train_error == 0 else "not_converged"
+
+
 def summarize_by_n(records: list[dict]) -> list[dict]:
-    """Per training-set size N, ascending: models, success rate, mean test error, median
-    iterations to zero test error (over the models that reached it), settled and diverged
-    counts, and mean final attention mass. ``records`` as PackResult.records() makes them."""
+    """Per training-set size N, ascending: models; the success rate among the models that
+    converged (succeeded / (succeeded + failed_converged); None when none did); the count of each
+    outcome class; mean test error; median iterations to zero test error (over the models that
+    reached it); settled and diverged counts; mean final attention mass. ``records`` as
+    PackResult.records() makes them."""
     rows = []
     for n in sorted({r["n_train"] for r in records}):
         mine = [r for r in records if r["n_train"] == n]
         reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
+        counts = {name: sum(r["outcome"] == name for r in mine) for name in OUTCOMES}
+        counted = counts["succeeded"] + counts["failed_converged"]
         rows.append({
             "n": n,
             "models": len(mine),
-            "success_rate": float(np.mean([r["success"] for r in mine])),
+            "success_rate": counts["succeeded"] / counted if counted else None,
+            **counts,
             "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
             "median_iterations_to_zero": float(np.median(reached)) if reached else None,
             "settled": int(sum(r["settled"] for r in mine)),
-            "diverged": int(sum(r["diverged"] for r in mine)),
             "mean_attention_mass": _mean_or_none(np.array([r["attention_mass"] for r in mine])),
         })
     return rows

@@ -1,0 +1,193 @@
+"""W1, the Fig 1 workload of Li et al., three ways in one run: trainings per second and ratios.
+
+W1 is the paper's Fig 1 grid with the bundled defaults: the ViT at 11 alpha* x 10 N and the CNN
+at 9 x 10, 20 seeds each (4,000 trainings). By default a subset of it (every --alpha-every-th
+alpha*, every --n-every-th N, --seeds seeds) runs three ways, in this order:
+  (c) vitsweep: `vitsweep run --no-cache` of one spec per model (Ray Tune, packed trials, MLflow
+      into a fresh SQLite store), timed end to end as a user runs it: start-up, Ray's start and
+      the MLflow record included;
+  (b) loop: one model at a time in this process (vit_core.train_pack with K = 1, torch's default
+      threads);
+  (a) ray_per_trial: one model per Ray Tune trial, with Tune's defaults as a new user leaves them
+      (Tuner(trainable, param_space=grid_search(...)), one CPU per trial), Ray's start included.
+      It trains every --a-every-th training of the subset (seeds vary fastest, so every alpha*
+      and N is in it): its rate per trial is steady and the whole subset would take ~4x longer.
+The ratios compare trainings per second. It also measures the machine's matmul throughput (the
+best of ten 2048^2 float32 matmuls, on every core and on one) and the FLOPs of a training
+(torch's FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
+evaluations, matmul FLOPs only), so that
+  flop_fraction = (c)'s FLOPs / (c)'s time in the sweeps (Ray Tune's fit) / the all-core matmul rate;
+  flop_fraction_in_packs = the same FLOPs / the seconds trials spent in train_pack / the one-core rate.
+--full runs all of W1 through (c) only and prints its wall time (target: under 15 minutes).
+
+    make bench                         # or: .venv/bin/python bench/fig1.py [--full] [--out FILE]
+
+The last line of stdout is one JSON object (also written to --out).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from services.paper import success_table  # noqa: E402  (the paper's Fig 1 grid)
+from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
+
+SEEDS = 20
+VITSWEEP = Path(sys.executable).parent / "vitsweep"
+
+
+def w1(alpha_every: int = 1, n_every: int = 1) -> dict[str, tuple[list[float], list[int]]]:
+    """Model -> (alpha* values, N values) of Fig 1, every k-th of each."""
+    grid = {}
+    for model in ("vit", "cnn"):
+        alphas, ns, _ = success_table(model)
+        grid[model] = ([round(float(a), 4) for a in alphas[::alpha_every]], [int(n) for n in ns[::n_every]])
+    return grid
+
+
+def trainings(grid: dict, seeds: int) -> list[dict]:
+    """Every (model, alpha*, N, seed) of the grid."""
+    return [{"model": m, "alpha_star": a, "n": n, "seed": s} for m, (alphas, ns) in grid.items() for a in alphas for n in ns for s in range(seeds)]
+
+
+def train_one(t: dict):
+    """One training with the bundled defaults: what (a) and (b) run per model."""
+    return train_pack(TokenDataConfig(alpha_star=t["alpha_star"]), ModelConfig(kind=t["model"]), TrainConfig(), [t["n"]], [t["seed"]])
+
+
+def loop(work: list[dict]) -> float:
+    """(b): seconds to train every model one at a time in this process."""
+    start = time.perf_counter()
+    for t in work:
+        train_one(t)
+    return time.perf_counter() - start
+
+
+def ray_per_trial(work: list[dict], storage: Path) -> float:
+    """(a): seconds for Ray Tune to run one trial per model, Ray's start included."""
+    import ray
+    from ray import tune
+
+    def trainable(config: dict) -> None:
+        result = train_one(config)
+        tune.report({"success": float(result.success[0]), "steps": int(result.steps[0])})
+
+    start = time.perf_counter()
+    ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    tuner = tune.Tuner(trainable, param_space=tune.grid_search(work), run_config=tune.RunConfig(storage_path=str(storage), verbose=0))
+    grid = tuner.fit()
+    seconds = time.perf_counter() - start
+    ray.shutdown()
+    if grid.num_errors:
+        raise RuntimeError(f"{grid.num_errors} trials of the per-trial baseline failed")
+    return seconds
+
+
+def spec_text(model: str, alphas: list[float], ns: list[int], seeds: int) -> str:
+    """The vitsweep spec of one model's part of the grid, bundled defaults otherwise."""
+    return (f"name: w1-{model}\nmodels: [{model}]\naxes: {{alpha_star: {alphas}}}\nn_train: {ns}\nseeds: {seeds}\n"
+            f"max_trainings: 1000000\nresources: {{cpus_per_trial: 1}}\n")
+
+
+def vitsweep(grid: dict, seeds: int, folder: Path) -> tuple[float, float, float, int]:
+    """(c): (end-to-end seconds, seconds inside the sweeps (Ray Tune's fit), seconds in train_pack
+    summed over trials, trainings) of `vitsweep run --no-cache` of every model's spec in turn."""
+    total = inside = packed = trained = 0
+    for model, (alphas, ns) in grid.items():
+        path = folder / f"w1-{model}.yaml"
+        path.write_text(spec_text(model, alphas, ns, seeds))
+        start = time.perf_counter()
+        out = subprocess.run([str(VITSWEEP), "run", str(path), "--home", str(folder / "home"), "--no-cache", "--json"],
+                             capture_output=True, text=True, cwd=ROOT)
+        total += time.perf_counter() - start
+        if out.returncode != 0:
+            raise RuntimeError(f"vitsweep run failed:\n{out.stderr[-3000:]}")
+        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        inside += summary["wall_s"]
+        packed += summary["train_s"]
+        trained += summary["trainings"]
+    return total, inside, packed, trained
+
+
+def matmul_flops(threads: int, size: int = 2048, repeats: int = 10) -> float:
+    """FLOP/s of the best of ``repeats`` float32 size^2 matmuls on ``threads`` threads."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def flops_per_training(work: list[dict], every: int) -> dict[str, float]:
+    """Model -> mean FLOPs of one training (FlopCounterMode over every ``every``-th training)."""
+    counts: dict[str, list[int]] = {}
+    for t in work[::every]:
+        with FlopCounterMode(display=False) as counter:
+            train_one(t)
+        counts.setdefault(t["model"], []).append(counter.get_total_flops())
+    return {model: float(np.mean(c)) for model, c in counts.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--alpha-every", type=int, default=2, help="subset: every k-th alpha* of Fig 1")
+    parser.add_argument("--n-every", type=int, default=3, help="subset: every k-th N of Fig 1")
+    parser.add_argument("--seeds", type=int, default=8, help="subset: seeds per (alpha*, N)")
+    parser.add_argument("--a-every", type=int, default=4, help="(a) trains every k-th training of the subset")
+    parser.add_argument("--flop-every", type=int, default=8, help="count the FLOPs of every k-th training of the subset")
+    parser.add_argument("--full", action="store_true", help="all of W1 (4,000 trainings) through vitsweep only")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
+    args = parser.parse_args()
+    grid, seeds = (w1(), SEEDS) if args.full else (w1(args.alpha_every, args.n_every), args.seeds)
+    work = trainings(grid, seeds)
+    result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
+                    "cpus": os.cpu_count(), "torch": torch.__version__}
+    with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
+        c_total, c_inside, c_packed, trained = vitsweep(grid, seeds, Path(tmp))
+        assert trained == len(work), (trained, len(work))
+        c_rate = len(work) / c_total
+        result |= {"c_wall_s": round(c_total, 2), "c_sweep_wall_s": round(c_inside, 2), "c_train_s": round(c_packed, 2),
+                   "c_trainings_per_s": round(c_rate, 3)}
+        print(f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweeps)", flush=True)
+        if not args.full:
+            torch.set_num_threads(os.cpu_count())
+            b = loop(work)
+            print(f"(b) loop: {len(work)} trainings in {b:.1f} s", flush=True)
+            sample = work[:: args.a_every]
+            a = ray_per_trial(sample, Path(tmp) / "per-trial")
+            print(f"(a) one model per Ray Tune trial: {len(sample)} trainings in {a:.1f} s", flush=True)
+            a_rate, b_rate = len(sample) / a, len(work) / b
+            result |= {"a_trainings": len(sample), "a_wall_s": round(a, 2), "b_wall_s": round(b, 2), "a_trainings_per_s": round(a_rate, 3),
+                       "b_trainings_per_s": round(b_rate, 3), "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2),
+                       "ratio_vs_loop": round(c_rate / b_rate, 2)}
+    if not args.full:
+        peak, core = matmul_flops(os.cpu_count()), matmul_flops(1)
+        per = flops_per_training(work, args.flop_every)
+        flops = sum(per[t["model"]] for t in work)
+        result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
+                   "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
+                   "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
