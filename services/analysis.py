@@ -147,6 +147,23 @@ def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) ->
     return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
 
 
+def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+    """T(slow) / T(fast): the ratio of two cells' median steps to zero test error at their largest
+    N, with a bootstrap 95% CI resampling each cell's seeds on its own (the cells' models are
+    different networks)."""
+    a, b = slow.steps(), fast.steps()
+    if not a or not b:
+        return {"value": None, "ci95": None}
+    rng = np.random.default_rng(seed)
+    ratios = [r for _ in range(boot)
+              if (r := _ratio(slow.steps(resample(len(slow.seeds), rng)), fast.steps(resample(len(fast.seeds), rng)))) is not None]
+    return {"value": a / b, "ci95": [float(v) for v in np.percentile(ratios, CI)] if ratios else None}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
 def paired_difference(after: np.ndarray, before: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
     """Mean of (after - before) over seeds present in both, with a bootstrap 95% CI."""
     both = np.isfinite(after) & np.isfinite(before)

@@ -22,7 +22,7 @@ import yaml  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from services import paper  # noqa: E402
-from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference  # noqa: E402
+from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio  # noqa: E402
 from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
 from services.redact import redact  # noqa: E402
@@ -103,6 +103,17 @@ def _structure(cells: list[CellResult]) -> dict:
     return out
 
 
+def _iteration_gap(spec: SweepSpec, cells: list[CellResult]) -> dict:
+    """Per axis values where both models ran: the CNN's T over the ViT's (steps to zero test
+    error at the largest N), with a 95% CI."""
+    by_values: dict[str, dict[str, CellResult]] = {}
+    for c in cells:
+        if c.records and not c.failures:
+            by_values.setdefault(" ".join(f"{k}={v}" for k, v in c.cell.values.items()) or "all", {})[c.cell.model] = c
+    return {values: steps_ratio(pair["cnn"].outcomes(), pair["vit"].outcomes())
+            for values, pair in by_values.items() if {"vit", "cnn"} <= set(pair)}
+
+
 def _sparsification(spec: SweepSpec, cells: list[CellResult]) -> dict:
     """Per strategy and k: the change in final test loss against k = 0 (same seeds, largest N)."""
     if "sparsify_k" not in spec.swept:
@@ -139,7 +150,8 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
                "exponent": {}, "iterations_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
                "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models if m in paper.SUCCESS},
                **_structure(cells),
-               "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells)}
+               "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells),
+               "iteration_gap": _iteration_gap(spec, cells)}
     if "alpha_star" in spec.swept:
         summary["exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
         summary["iterations_exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.steps(cols))
@@ -204,6 +216,9 @@ def notes(summary: dict) -> list[str]:
     if flagged:
         lines.append(f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left out of the fits; "
                      f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}")
+    for values, gap in summary.get("iteration_gap", {}).items():
+        if gap["value"] is not None:
+            lines.append(f"iteration gap, {values}: the CNN needs {gap['value']:.2f}x the ViT's steps to zero test error, 95% CI {_fmt(gap['ci95'], '.2f')}")
     if summary["adaptive"]:
         a = summary["adaptive"]
         lines.append(f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "

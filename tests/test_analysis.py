@@ -121,3 +121,14 @@ def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_r
     assert np.isnan(o.rates()[0]) and o.rates()[1] == 1.0
     assert o.n_star(0.5) == 16  # an N with no counted model never reaches p
     assert stable_n_star(np.array([8, 16]), np.array([np.nan, np.nan]), 0.5) is None
+
+
+def test_steps_ratio_of_two_cells_with_a_ci():
+    from services.analysis import steps_ratio
+
+    slow = Outcomes.from_records(_records([16], lambda n: True, steps=400))
+    fast = Outcomes.from_records(_records([16], lambda n: True, steps=50))
+    gap = steps_ratio(slow, fast)
+    assert gap["value"] == 8.0 and gap["ci95"] == [8.0, 8.0]
+    never = Outcomes.from_records(_records([16], lambda n: False, steps=-1))
+    assert steps_ratio(never, fast) == {"value": None, "ci95": None}

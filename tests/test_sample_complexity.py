@@ -97,6 +97,8 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     assert reported.exit_code == 0, reported.output
     rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
     assert rebuilt["sweep_id"] == summary["sweep_id"]
+    assert set(rebuilt["iteration_gap"]) == {"alpha_star=0.1", "alpha_star=0.3"}  # one CNN/ViT ratio of steps per alpha*
+    assert all(gap["value"] > 0 for gap in rebuilt["iteration_gap"].values())
     assert {k: {"value": v["value"], "ci95": v["ci95"]} for k, v in rebuilt["exponent"].items()} == summary["exponent"]
     assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
         f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]}
