@@ -25,6 +25,12 @@ def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
     return None if last == len(ns) - 1 else int(ns[last + 1])
 
 
+def counted_success(outcome: str) -> float | None:
+    """What a model adds to its N's success rate: 1 succeeded, 0 failed_converged, None (not
+    counted) for not_converged and diverged models, whose outcome says nothing about N."""
+    return {"succeeded": 1.0, "failed_converged": 0.0}.get(outcome)
+
+
 @dataclass
 class Outcomes:
     """One cell's per-model outcomes on a common (N x seed) table. Missing pairs are NaN."""
@@ -43,7 +49,7 @@ class Outcomes:
         row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
         for r in records:
             i, j = row[r["n_train"]], col[r["seeds"]]
-            tables["success"][i, j] = {"succeeded": 1.0, "failed_converged": 0.0}.get(r["outcome"], np.nan)
+            tables["success"][i, j] = np.nan if (value := counted_success(r["outcome"])) is None else value
             tables["steps_to_zero"][i, j] = r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else np.nan
             tables["test_loss"][i, j] = r["test_loss"]
         return cls(ns, seeds, **tables)

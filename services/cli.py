@@ -188,12 +188,12 @@ def run(
 
     home.mkdir(parents=True, exist_ok=True)
     uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
-    _warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back")
     sweep_id = state.unlogged_sweep(spec, home)
     result = state.load_result(home, sweep_id) if sweep_id else None
-    if result is not None:
+    if result is not None:  # _record checks the server
         print(f"{sweep_id}: this spec's sweep finished earlier and was never logged to MLflow; logging it now", file=sys.stderr)
     else:
+        _warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back")
         resumed = sweep_id is not None
         if resumed:
             print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",

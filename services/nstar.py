@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ray.tune.search import Searcher
 
-from services.analysis import stable_n_star
+from services.analysis import counted_success, stable_n_star
 from services.spec import SweepSpec
 
 
@@ -132,7 +132,7 @@ class NStarSearcher(Searcher):
             more = min(2 * budget, self.max_steps_cap or 0)
             if r["outcome"] == "not_converged" and more > budget:
                 cell.retries.append([r["n_train"], r["seeds"], more])
-            cell.record(r["n_train"], r["seeds"], {"succeeded": 1.0, "failed_converged": 0.0}.get(r["outcome"]), self.seeds)
+            cell.record(r["n_train"], r["seeds"], counted_success(r["outcome"]), self.seeds)
 
     def get_state(self) -> dict:
         return {"cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],

@@ -46,8 +46,9 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
            "monotone": None, "steps_to_zero": None, "rates": {}, "outcomes": {}, "not_converged_share": None, "flagged": False}
     if not cell.records:
         return row
-    share = _left_out_share(cell)
-    row |= {"outcomes": {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in cell.by_n()}, "not_converged_share": share,
+    by_n = cell.by_n()
+    share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)  # above max_not_converged, N* says little
+    row |= {"outcomes": {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}, "not_converged_share": share,
             "flagged": share > spec.max_not_converged}
     o, p = cell.outcomes(), spec.success_rate
     lo, star = o.bracket(p)
@@ -56,21 +57,16 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     return row
 
 
-def _fits(spec: SweepSpec, cells: list[CellResult], axis: str, x_of, statistic) -> dict:
-    """Per group of cells differing only in ``axis``: the log-log slope of statistic against x."""
+def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
+    """Per group of cells differing only in ``axis``: the log-log slope of statistic against x
+    (cells that failed or are ``flagged``, by label, left out)."""
     groups: dict[str, list[CellResult]] = {}
     for c in cells:
-        if c.records and not c.failures and _left_out_share(c) <= spec.max_not_converged:
+        if c.records and not c.failures and c.cell.label not in flagged:
             groups.setdefault(_group(c, (axis,)), []).append(c)
     return {name: fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic).as_dict()
             | {"cells": [c.cell.label for c in members]}
             for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
-
-
-def _left_out_share(cell: CellResult) -> float:
-    """The largest share, over N, of the cell's models that did not converge or diverged: above
-    spec.max_not_converged the cell is flagged and its N* says little."""
-    return max((r["not_converged"] + r["diverged"]) / r["models"] for r in cell.by_n())
 
 
 def _attention(cells: list[CellResult]) -> dict:
@@ -152,11 +148,12 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
                **_structure(cells),
                "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells),
                "iteration_gap": _iteration_gap(spec, cells)}
+    flagged = {r["label"] for r in summary["cells"] if r["flagged"]}
     if "alpha_star" in spec.swept:
-        summary["exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
-        summary["iterations_exponent"] = _fits(spec, cells, "alpha_star", alpha, lambda o, cols: o.steps(cols))
+        summary["exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
+        summary["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
     if "lr" in spec.swept:
-        summary["lr_exponent"] = _fits(spec, cells, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols))
+        summary["lr_exponent"] = _fits(cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols))
     summary["n_star"] = {row["label"]: row["n_star"] for row in summary["cells"]}
     return summary
 

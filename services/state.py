@@ -88,19 +88,16 @@ def load_result(home: Path, sweep_id: str) -> SweepResult | None:
 def sweep_status(home: Path) -> list[dict]:
     """Every sweep whose Ray Tune state lies under ``home``: trials by status, models done (trained
     or read from the cache) and its MLflow parent run once logged."""
+    logged = {sweep_id: m["recorded"] for sweep_id, m in markers(home)}
     rows = []
     for path in sorted((home / "ray").glob("*/")):
         if not any(path.glob("experiment_state-*.json")):  # stopped before Tune saved any state
-            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_done": 0, "mlflow_parent_run_id": _logged(path)})
+            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_done": 0, "mlflow_parent_run_id": logged.get(path.name)})
             continue
         trials = tune.ExperimentAnalysis(str(path.resolve())).trials
         counts: dict[str, int] = {}
         for trial in trials:
             counts[trial.status] = counts.get(trial.status, 0) + 1
         models = sum((t.last_result or {}).get(key, 0) for t in trials if t.status == "TERMINATED" for key in ("trainings", "cache_hits"))
-        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_done": models, "mlflow_parent_run_id": _logged(path)})
+        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_done": models, "mlflow_parent_run_id": logged.get(path.name)})
     return rows
-
-
-def _logged(path: Path) -> str | None:
-    return json.loads((path / MARKER).read_text())["recorded"] if (path / MARKER).exists() else None
