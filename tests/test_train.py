@@ -69,6 +69,27 @@ def test_settled_models_stop_with_zero_training_loss_and_outcomes_are_consistent
         assert r.success[k] == (r.final["test_error"][k] == 0)
 
 
+def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monkeypatch):
+    """Re-scoring the samples that failed when last seen only drops models that the whole-set
+    check would find unsettled: the same outcomes and steps, with fewer samples scored."""
+    from vit_core import train as T
+
+    def run():
+        scored = []
+        real = T.outputs
+        monkeypatch.setattr(T, "outputs", lambda model, tokens, *a: scored.append(model.K * tokens.shape[1]) or real(model, tokens, *a))
+        r = train_pack(TokenDataConfig(n_tokens=40, alpha_star=0.2), ModelConfig(kind="cnn"), TrainConfig(max_steps=4000, n_test=200),
+                       [40, 80, 160], [0, 1, 2])
+        return r, sum(scored)
+
+    filtered, scored = run()
+    monkeypatch.setattr(T._Pack, "_clear_of_failures", lambda self, idx, chunk: idx)
+    unfiltered, scored_all = run()
+    assert filtered.settled.all() and filtered.steps.tolist() == unfiltered.steps.tolist()
+    np.testing.assert_equal(filtered.records(), unfiltered.records())  # NaN attention mass (CNN) counts as equal
+    assert scored < scored_all / 2
+
+
 def test_unsettled_models_run_to_max_steps():
     hard = TokenDataConfig(n_tokens=40, alpha_star=0.1)
     r = train_pack(hard, ModelConfig(kind="cnn"), TrainConfig(max_steps=40, eval_every=20, n_test=100), [50, 50], [0, 1])

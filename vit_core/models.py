@@ -142,7 +142,7 @@ class PackedModel(nn.Module):
         H = _per_token(Z.flatten(-3, -2), self.W_V)
         if self.cfg.output_matrix:
             H = _per_token(H, self.W_O)
-        out = (torch.relu(H) @ self.a.unsqueeze(-1)).view(K, B, L)
+        out = (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
         if keep is None:
             return out.mean(-1), attn
         keep = keep.to(out.dtype).expand(K, B, L)

@@ -149,6 +149,8 @@ class TrainSets:
         self._n_list = list(n_train)
         self._batch_size = batch_size
         self._buffer = np.empty((0, len(seeds), batch_size), dtype=np.int64)
+        self._last: tuple[Tensor, Tensor] | None = None  # (rows, index) of the latest batch
+        self.failing = torch.zeros(self.labels.shape, dtype=torch.bool, device=device)  # loss > 0 when last drawn
 
     def batch(self) -> tuple[Tensor, Tensor, Tensor | None]:
         """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
@@ -158,12 +160,18 @@ class TrainSets:
         index = torch.from_numpy(self._buffer[0]).to(self.tokens.device)
         self._buffer = self._buffer[1:]
         rows = torch.arange(len(index), device=index.device).unsqueeze(1)
+        self._last = rows, index
         keep = None if self.keep is None else self.keep[rows, index]
         return self.tokens[rows, index], self.labels[rows, index], keep
+
+    def note_losses(self, per_sample: Tensor) -> None:
+        """Mark which samples of the latest batch had a positive loss (``per_sample``: K x B)."""
+        self.failing[self._last] = per_sample > 0
 
     def select(self, index: Tensor) -> None:
         """Keep only the models at ``index`` (positions in the current pack)."""
         self.tokens, self.labels, self.n = self.tokens[index], self.labels[index], self.n[index]
+        self.failing = self.failing[index]
         self.keep = None if self.keep is None else self.keep[index]
         positions = index.tolist()
         self._rngs = [self._rngs[i] for i in positions]
@@ -223,13 +231,13 @@ def errors(F: Tensor, y: Tensor) -> Tensor:
 @torch.no_grad()
 def evaluate(
     model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
-    n_valid: Tensor | None = None, kinds: Tensor | None = None, loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
+    kinds: Tensor | None = None, loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
 ) -> dict[str, Tensor]:
     """Per-model error rate, hinge loss and (given ``kinds``, ViT only) attention mass.
 
-    ``tokens`` is (n, L, d) shared by all models, or (K, n, L, d) with each model's first
-    ``n_valid[k]`` samples counted. The attention mass is Prop. 2's quantity: the attention a
-    label-relevant query puts on label-relevant keys, summed over keys, averaged over queries.
+    ``tokens`` is (n, L, d) shared by all models, or (K, n, L, d), model k's own. The attention
+    mass is Prop. 2's quantity: the attention a label-relevant query puts on label-relevant keys,
+    summed over keys, averaged over queries.
     """
     K, n = model.K, tokens.shape[-3]
     totals = {name: torch.zeros(K, device=tokens.device) for name in ("error", "loss", "attention_mass")}
@@ -238,19 +246,17 @@ def evaluate(
         X, y = tokens[..., part, :, :], labels[..., part]
         kp = None if keep is None else keep[..., part, :]
         F, attn = model(X, kp)
-        valid = 1.0 if n_valid is None else (torch.arange(part.start, part.stop, device=F.device) < n_valid[:, None]).float()
-        totals["error"] += (errors(F, y) * valid).sum(-1)
-        totals["loss"] += (loss(F, y) * valid).sum(-1)
+        totals["error"] += errors(F, y).sum(-1)
+        totals["loss"] += loss(F, y).sum(-1)
         if kinds is not None and attn is not None:
             rel = (kinds[part] == TokenKind.RELEVANT).to(attn.dtype)
             if kp is not None:
                 rel = rel * kp
             on_rel = (attn @ rel.unsqueeze(-1)).squeeze(-1)  # (K, chunk, L): mass each query puts on relevant keys
             totals["attention_mass"] += ((on_rel * rel).sum(-1) / rel.sum(-1)).sum(-1)
-    count = n if n_valid is None else n_valid.to(tokens.dtype)
     if kinds is None or model.cfg.kind != "vit":
         totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
-    return {name: total / count for name, total in totals.items()}
+    return {name: total / n for name, total in totals.items()}
 
 
 def _evaluate_test(
@@ -285,7 +291,7 @@ def _finite_params(model: "Packed") -> Tensor:
 class _Pack:
     """The models still training: their networks, data, step sizes and original ids, the sums of
     their mini-batch losses and errors since the last evaluation, and how many of their latest
-    mini-batches in a row had zero loss."""
+    mini-batches in a row had zero loss (which samples last had a positive loss: TrainSets)."""
 
     SETTLE_STREAK = 3  # zero-loss mini-batches in a row before the whole training set is checked
 
@@ -305,7 +311,8 @@ class _Pack:
         """One SGD step of every model on its own mini-batch."""
         X, y, keep = self.sets.batch()
         F, _ = self.model(X, keep)
-        loss = self.loss(F, y).mean(-1)  # (K,): each model's own mean over its own batch
+        per_sample = self.loss(F, y)
+        loss = per_sample.mean(-1)  # (K,): each model's own mean over its own batch
         self.model.zero_grad(set_to_none=True)
         loss.sum().backward()  # models share nothing, so each gets the gradient of its own loss
         scales = getattr(self.model, "lr_scales", {})
@@ -316,27 +323,57 @@ class _Pack:
                 p.sub_(scales.get(name, 1.0) * self.step_size.view(-1, *[1] * (p.dim() - 1)) * p.grad)
             self.window += torch.stack([loss, errors(F, y).mean(-1)])
             self.zero_streak = (self.zero_streak + 1) * (loss == 0)
+            self.sets.note_losses(per_sample)
         self.window_steps += 1
 
     def train_metrics(self, exact_for_all: bool, chunk: int) -> tuple[dict[str, Tensor], Tensor]:
         """Training loss and error per model, and which of them are exact.
 
         Between evaluations they are the running means over the window's mini-batches (taken
-        before each update). A settled model has zero loss on every mini-batch, so only models
-        whose latest SETTLE_STREAK mini-batches had zero loss (or all, when ``exact_for_all``) are
-        scored on their whole training set; settling is always decided on the whole set.
+        before each update). A settled model has zero loss on every sample, so only models whose
+        latest SETTLE_STREAK mini-batches had zero loss and whose samples that failed when last
+        seen all pass now (or all models, when ``exact_for_all``) are scored on their whole
+        training set; settling is always decided on the whole set.
         """
         loss, error = self.window / max(self.window_steps, 1)
-        exact = torch.full_like(loss, exact_for_all, dtype=torch.bool) | (self.zero_streak >= self.SETTLE_STREAK)
-        idx = torch.nonzero(exact).squeeze(1)
-        if len(idx):
-            s = self.sets
-            full = evaluate(self.model.select(idx), s.tokens[idx], s.labels[idx], None if s.keep is None else s.keep[idx], chunk,
-                            n_valid=s.n[idx], loss=self.loss)
-            loss[idx], error[idx] = full["loss"], full["error"]
+        s = self.sets
+        if exact_for_all:
+            idx = torch.arange(self.model.K, device=loss.device)
+        else:
+            idx = self._clear_of_failures(torch.nonzero(self.zero_streak >= self.SETTLE_STREAK).squeeze(1), chunk)
+        for n in s.n[idx].unique().tolist():  # models of one N at a time: no padding is scored
+            group = idx[s.n[idx] == n]
+            F = outputs(self.model.select(group), s.tokens[group, :n], None if s.keep is None else s.keep[group, :n], chunk)
+            y = s.labels[group, :n]
+            per_sample = self.loss(F, y)
+            s.failing[group, :n] = per_sample > 0
+            loss[group], error[group] = per_sample.mean(1), errors(F, y).mean(1)
         self.window.zero_()
         self.window_steps = 0
+        exact = torch.zeros_like(loss, dtype=torch.bool)
+        exact[idx] = True
         return {"loss": loss, "error": error}, exact
+
+    def _clear_of_failures(self, idx: Tensor, chunk: int) -> Tensor:
+        """The models at ``idx`` whose samples that had a positive loss when last seen all have
+        zero loss now (those samples re-scored): a cheap filter before a whole-set check."""
+        s = self.sets
+        flagged = s.failing[idx]
+        width = int(flagged.sum(1).max()) if len(idx) else 0
+        if width == 0:
+            return idx
+        rows, pos = idx.unsqueeze(1), torch.topk(flagged.float(), width, dim=1).indices  # flagged samples first
+        F = outputs(self.model.select(idx), s.tokens[rows, pos], None if s.keep is None else s.keep[rows, pos], chunk)
+        still = (self.loss(F, s.labels[rows, pos]) > 0) & flagged.gather(1, pos)
+        s.failing[rows, pos] = still
+        return idx[~still.any(1)]
+
+
+@torch.no_grad()
+def outputs(model: "Packed", tokens: Tensor, keep: Tensor | None, chunk: int) -> Tensor:
+    """Each model's outputs F (K, n) on its own samples ``tokens`` (K, n, L, d), ``chunk`` at a time."""
+    n = tokens.shape[1]
+    return torch.cat([model(tokens[:, i:i + chunk], None if keep is None else keep[:, i:i + chunk])[0] for i in range(0, n, chunk)], 1)
 
 
 def train_pack(
