@@ -3,9 +3,9 @@
 W1 is the paper's Fig 1 grid with the bundled defaults: the ViT at 11 alpha* x 10 N and the CNN
 at 9 x 10, 20 seeds each (4,000 trainings). By default a subset of it (every --alpha-every-th
 alpha*, every --n-every-th N, --seeds seeds) runs three ways, in this order:
-  (c) vitsweep: `vitsweep run --no-cache` of one spec per model (Ray Tune, packed trials, MLflow
-      into a fresh SQLite store), timed end to end as a user runs it: start-up, Ray's start and
-      the MLflow record included;
+  (c) vitsweep: one `vitsweep run --no-cache` of a spec with each model on its own grid
+      (per_model; Ray Tune, packed trials, MLflow into a fresh SQLite store), timed end to end as
+      a user runs it: start-up, Ray's start and the MLflow record included;
   (b) loop: one model at a time in this process (vit_core.train_pack with K = 1, torch's default
       threads);
   (a) ray_per_trial: one model per Ray Tune trial, with Tune's defaults as a new user leaves them
@@ -16,9 +16,10 @@ The ratios compare trainings per second. It also measures the machine's matmul t
 best of ten 2048^2 float32 matmuls, on every core and on one) and the FLOPs of a training
 (torch's FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
 evaluations, matmul FLOPs only), so that
-  flop_fraction = (c)'s FLOPs / (c)'s time in the sweeps (Ray Tune's fit) / the all-core matmul rate;
+  flop_fraction = (c)'s FLOPs / (c)'s time in the sweep (Ray Tune's fit) / the all-core matmul rate;
   flop_fraction_in_packs = the same FLOPs / the seconds trials spent in train_pack / the one-core rate.
---full runs all of W1 through (c) only and prints its wall time (target: under 15 minutes).
+--full runs all of W1 through (c) only (sweeps/fig1.yaml) and prints its wall time (target: under
+15 minutes). vitsweep's own output (its table of every cell) is kept beside the JSON (.run.txt).
 
     make bench                         # or: .venv/bin/python bench/fig1.py [--full] [--out FILE]
 
@@ -45,6 +46,7 @@ from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # no
 
 SEEDS = 20
 VITSWEEP = Path(sys.executable).parent / "vitsweep"
+FIG1 = ROOT / "sweeps" / "fig1.yaml"  # all of W1, as users run it
 
 
 def w1(alpha_every: int = 1, n_every: int = 1) -> dict[str, tuple[list[float], list[int]]]:
@@ -94,30 +96,27 @@ def ray_per_trial(work: list[dict], storage: Path) -> float:
     return seconds
 
 
-def spec_text(model: str, alphas: list[float], ns: list[int], seeds: int) -> str:
-    """The vitsweep spec of one model's part of the grid, bundled defaults otherwise."""
-    return (f"name: w1-{model}\nmodels: [{model}]\naxes: {{alpha_star: {alphas}}}\nn_train: {ns}\nseeds: {seeds}\n"
-            f"max_trainings: 1000000\nresources: {{cpus_per_trial: 1}}\n")
+def spec_text(grid: dict, seeds: int) -> str:
+    """The vitsweep spec of the grid: each model on its own alpha* and N values (per_model),
+    bundled defaults otherwise."""
+    per_model = "".join(f"  {m}: {{n_train: {ns}, axes: {{alpha_star: {alphas}}}}}\n" for m, (alphas, ns) in grid.items())
+    return (f"name: w1\nmodels: {list(grid)}\nn_train: {grid['vit'][1]}\nseeds: {seeds}\nper_model:\n{per_model}"
+            f"max_trainings: 1000000\nresources: {{cpus_per_trial: 1}}\n").replace("'", "")
 
 
-def vitsweep(grid: dict, seeds: int, folder: Path) -> tuple[float, float, float, int]:
-    """(c): (end-to-end seconds, seconds inside the sweeps (Ray Tune's fit), seconds in train_pack
-    summed over trials, trainings) of `vitsweep run --no-cache` of every model's spec in turn."""
-    total = inside = packed = trained = 0
-    for model, (alphas, ns) in grid.items():
-        path = folder / f"w1-{model}.yaml"
-        path.write_text(spec_text(model, alphas, ns, seeds))
-        start = time.perf_counter()
-        out = subprocess.run([str(VITSWEEP), "run", str(path), "--home", str(folder / "home"), "--no-cache", "--json"],
-                             capture_output=True, text=True, cwd=ROOT)
-        total += time.perf_counter() - start
-        if out.returncode != 0:
-            raise RuntimeError(f"vitsweep run failed:\n{out.stderr[-3000:]}")
-        summary = json.loads(out.stdout.strip().splitlines()[-1])
-        inside += summary["wall_s"]
-        packed += summary["train_s"]
-        trained += summary["trainings"]
-    return total, inside, packed, trained
+def vitsweep(path: Path, folder: Path, log: Path) -> tuple[float, float, float, int]:
+    """(c): (end-to-end seconds, seconds inside the sweep (Ray Tune's fit), seconds in train_pack
+    summed over trials, trainings) of one `vitsweep run --no-cache` of the spec at ``path``; its
+    output (the table of every cell) goes to ``log``."""
+    start = time.perf_counter()
+    out = subprocess.run([str(VITSWEEP), "run", str(path), "--home", str(folder / "home"), "--no-cache", "--json"],
+                         capture_output=True, text=True, cwd=ROOT)
+    total = time.perf_counter() - start
+    log.write_text(out.stdout)
+    if out.returncode != 0:
+        raise RuntimeError(f"vitsweep run failed:\n{out.stderr[-3000:]}")
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    return total, summary["wall_s"], summary["train_s"], summary["trainings"]
 
 
 def matmul_flops(threads: int, size: int = 2048, repeats: int = 10) -> float:
@@ -155,17 +154,21 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="all of W1 (4,000 trainings) through vitsweep only")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
     args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     grid, seeds = (w1(), SEEDS) if args.full else (w1(args.alpha_every, args.n_every), args.seeds)
     work = trainings(grid, seeds)
     result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
                     "cpus": os.cpu_count(), "torch": torch.__version__}
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
-        c_total, c_inside, c_packed, trained = vitsweep(grid, seeds, Path(tmp))
+        spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
+        if not args.full:
+            spec.write_text(spec_text(grid, seeds))
+        c_total, c_inside, c_packed, trained = vitsweep(spec, Path(tmp), args.out.with_suffix(".run.txt"))
         assert trained == len(work), (trained, len(work))
         c_rate = len(work) / c_total
         result |= {"c_wall_s": round(c_total, 2), "c_sweep_wall_s": round(c_inside, 2), "c_train_s": round(c_packed, 2),
                    "c_trainings_per_s": round(c_rate, 3)}
-        print(f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweeps)", flush=True)
+        print(f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweep)", flush=True)
         if not args.full:
             torch.set_num_threads(os.cpu_count())
             b = loop(work)
@@ -184,7 +187,6 @@ def main() -> None:
         result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
                    "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
                    "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 

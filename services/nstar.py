@@ -85,7 +85,7 @@ class NStarSearcher(Searcher):
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
-        self.cells = [Bracket(list(spec.n_train), spec.success_rate, search.precision, search.factor, spec.n_max) for _ in spec.cells]
+        self.cells = [Bracket(list(spec.n_train_of(c.model)), spec.success_rate, search.precision, search.factor, spec.n_max) for c in spec.cells]
         self.queue: list[dict] = []
         self.in_flight: dict[str, dict] = {}  # trial id -> pack
 

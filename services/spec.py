@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
 
 from services.analysis import full_grid_size
 from vit_core import ConfigError, ImageDataConfig, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
@@ -43,6 +43,22 @@ def _axes(name: str, sections: dict[str, type]) -> type[BaseModel]:
     return create_model(name, __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields)
 
 
+def _distinct(values: list) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError("each value at most once")
+    return values
+
+
+def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
+    """One model kind's own grid: N values and axis values that replace the sweep's for it."""
+    n_train = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1), AfterValidator(_distinct)]
+    return create_model(
+        name, __config__=FORBID, __doc__="A model's own n_train and axes (each axis replaces the sweep's axis of that name).",
+        n_train=(n_train | None, Field(None, description="this model's training-set sizes N (default: the sweep's n_train)")),
+        axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
+    )
+
+
 LI_SECTIONS = {"data": TokenDataConfig, "model": ModelConfig, "training": TrainConfig}
 JELASSI_SECTIONS = {"data": SpatialDataConfig, "model": PositionalConfig, "training": TrainConfig}
 DataSpec = _section("DataSpec", TokenDataConfig)
@@ -55,6 +71,8 @@ SpatialAxes = _axes("SpatialAxes", JELASSI_SECTIONS)
 IMAGE_SECTIONS = {"data": ImageDataConfig, "model": PositionalConfig, "training": TrainConfig}
 ImageDataSpec = _section("ImageDataSpec", ImageDataConfig)
 ImageAxes = _axes("ImageAxes", IMAGE_SECTIONS)
+LiModelGrid, SpatialModelGrid, ImageModelGrid = (_model_grid(f"{n}ModelGrid", a) for n, a in (("Li", Axes), ("Spatial", SpatialAxes), ("Image", ImageAxes)))
+PER_MODEL = "a model's own n_train and axis values, replacing the sweep's for that model (Fig 1: the ViT and the CNN on different grids)"
 
 
 class Resources(BaseModel):
@@ -134,25 +152,43 @@ class SweepSpec(BaseModel):
     @field_validator("models", "n_train", check_fields=False)
     @classmethod
     def _distinct(cls, values: list) -> list:
-        if len(set(values)) != len(values):
-            raise ValueError("each value at most once")
-        return values
+        return _distinct(values)
+
+    def axes_of(self, model: str) -> dict[str, list]:
+        """A model's axes, in spec order: the sweep's, with its own (per_model) replacing or added."""
+        own = self.per_model.get(model)
+        return self.axes.model_dump(exclude_none=True) | (own.axes.model_dump(exclude_none=True) if own and own.axes else {})
+
+    def n_train_of(self, model: str) -> list[int]:
+        """A model's training-set sizes: its own (per_model), else the sweep's."""
+        own = self.per_model.get(model)
+        return own.n_train if own and own.n_train else self.n_train
 
     @property
     def swept(self) -> dict[str, list]:
-        """The axes that are set, in spec order."""
-        return {k: v for k, v in self.axes.model_dump(exclude_none=True).items()}
+        """Every axis that some model sweeps, in spec order, with its first model's values."""
+        swept: dict[str, list] = {}
+        for model in self.models:
+            for axis, values in self.axes_of(model).items():
+                swept.setdefault(axis, values)
+        return swept
 
     @property
     def trainings(self) -> int:
         """Models the sweep trains (sample_complexity: its first round; later rounds add more)."""
-        trials = self.search.num_samples if self.search.mode == "optuna" else len(self.cells)
-        return trials * len(self.n_train) * self.seeds
+        if self.search.mode == "optuna":
+            return self.search.num_samples * len(self.n_train_of(self.models[0])) * self.seeds
+        return sum(len(self.n_train_of(c.model)) for c in self.cells) * self.seeds
+
+    @property
+    def largest_n(self) -> int:
+        """The largest N of any model's n_train."""
+        return max(max(self.n_train_of(m)) for m in self.models)
 
     @property
     def n_max(self) -> int:
         """The largest N the sweep may train."""
-        return self.search.n_max or (16 * max(self.n_train) if self.search.mode == "sample_complexity" else max(self.n_train))
+        return self.search.n_max or (16 * self.largest_n if self.search.mode == "sample_complexity" else self.largest_n)
 
     @property
     def max_trainings_bound(self) -> int:
@@ -160,14 +196,14 @@ class SweepSpec(BaseModel):
         geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
         if self.search.mode != "sample_complexity":
             return self.trainings
-        grid = full_grid_size(1, self.n_max, self.search.precision) + len(self.n_train)
-        return len(self.cells) * grid * self.seeds
+        grid = full_grid_size(1, self.n_max, self.search.precision)
+        return sum(grid + len(self.n_train_of(c.model)) for c in self.cells) * self.seeds
 
     @cached_property
     def cells(self) -> list["Cell"]:
-        """Every (model, axis values) combination, in a stable order."""
-        combos = [dict(zip(self.swept, values)) for values in itertools.product(*self.swept.values())]
-        return [Cell(model, values) for model in self.models for values in combos]
+        """Every (model, axis values) combination of each model's axes, in a stable order."""
+        return [Cell(model, dict(zip(axes, values)))
+                for model in self.models for axes in [self.axes_of(model)] for values in itertools.product(*axes.values())]
 
     def configs(self, cell: "Cell") -> tuple[Any, Any, TrainConfig]:
         """vit_core's configs of one cell: the sections, the cell's axis values and its model."""
@@ -192,6 +228,7 @@ class LiSweep(SweepSpec):
     data: DataSpec = Field(default_factory=DataSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
     axes: Axes = Field(default_factory=Axes)
+    per_model: dict[Literal["vit", "cnn"], LiModelGrid] = Field(default_factory=dict, description=PER_MODEL)
 
     def check_cell(self, data: TokenDataConfig, model: ModelConfig) -> None:
         check_fits_data(model, data.dim, data.n_patterns)
@@ -206,6 +243,7 @@ class JelassiSweep(SweepSpec):
     data: SpatialDataSpec = Field(default_factory=SpatialDataSpec)
     model: PositionalSpec = Field(default_factory=PositionalSpec)
     axes: SpatialAxes = Field(default_factory=SpatialAxes)
+    per_model: dict[Literal["positional", "vanilla"], SpatialModelGrid] = Field(default_factory=dict, description=PER_MODEL)
 
     def check_cell(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
         check_positional_fits(model, data)
@@ -218,6 +256,7 @@ class ImageSweep(JelassiSweep):
     family: Literal["jelassi2022_images"] = Field(description="jelassi2022_images: Paper B's models on real images")
     data: ImageDataSpec = Field(default_factory=ImageDataSpec)
     axes: ImageAxes = Field(default_factory=ImageAxes)
+    per_model: dict[Literal["positional", "vanilla"], ImageModelGrid] = Field(default_factory=dict, description=PER_MODEL)
 
 
 FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep, "jelassi2022_images": ImageSweep}
@@ -282,6 +321,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
         Problem(f"axes.{axis}", values, f"also set in {_section_of(spec, axis)}.{axis}: keep one")
         for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
     ]
+    problems += [Problem(f"per_model.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})") for m in spec.per_model if m not in spec.models]
     problems += _search_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
         problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes"))
@@ -293,14 +333,14 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
     search, problems = spec.search, []
     if search.mode != "optuna":
         problems += [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
-        if search.mode == "sample_complexity" and search.n_max is not None and search.n_max < max(spec.n_train):
-            problems.append(Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({max(spec.n_train)})"))
+        if search.mode == "sample_complexity" and search.n_max is not None and search.n_max < spec.largest_n:
+            problems.append(Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({spec.largest_n})"))
         return problems
     if not search.space:
         problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
     if len(spec.cells) != 1:
         problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-    per_trial = len(spec.n_train) * spec.seeds
+    per_trial = len(spec.n_train_of(spec.models[0])) * spec.seeds
     if per_trial > spec.resources.models_per_pack:
         problems.append(Problem("resources.models_per_pack", spec.resources.models_per_pack, f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack"))
     for name, bounds in search.space.items():
@@ -326,7 +366,9 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
             spec.configs(cell)
         except ConfigError as error:
             if error.field in cell.values:
-                path = f"axes.{error.field}[{spec.swept[error.field].index(error.value)}]"
+                own = spec.per_model.get(cell.model)
+                where = f"per_model.{cell.model}.axes" if own and own.axes and error.field in own.axes.model_fields_set else "axes"
+                path = f"{where}.{error.field}[{spec.axes_of(cell.model)[error.field].index(error.value)}]"
             else:
                 section = _section_of(spec, error.field)
                 path = f"{section}.{error.field}" + (f" (with model {cell.model})" if section == "model" else "")

@@ -36,16 +36,17 @@ def packs(spec: SweepSpec, slots: int | None = None) -> list[dict]:
     ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
     once), small enough that there are at least two packs per slot, so that no CPU idles through
     a long tail; a cell's packs are of equal size."""
-    pairs = [(n, seed) for n in spec.n_train for seed in range(spec.seeds)]
+    pairs = {m: [(n, seed) for n in spec.n_train_of(m) for seed in range(spec.seeds)] for m in spec.models}
     size = spec.resources.models_per_pack
     if slots:
-        size = min(size, max(1, math.ceil(len(pairs) * len(spec.cells) / (2 * slots))))
-    count = math.ceil(len(pairs) / size)
-    chunks = [pairs[len(pairs) * i // count : len(pairs) * (i + 1) // count] for i in range(count)]
-    return [
-        {"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]}
-        for index in range(len(spec.cells)) for chunk in chunks
-    ]
+        size = min(size, max(1, math.ceil(sum(len(pairs[c.model]) for c in spec.cells) / (2 * slots))))
+    out = []
+    for index, cell in enumerate(spec.cells):
+        mine = pairs[cell.model]
+        count = math.ceil(len(mine) / size)
+        for chunk in (mine[len(mine) * i // count : len(mine) * (i + 1) // count] for i in range(count)):
+            out.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
+    return out
 
 
 def trial_slots(spec: SweepSpec) -> int:

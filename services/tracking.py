@@ -93,7 +93,10 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
     params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train)),
-              "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.swept.items()}}
+              "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()}}
+    for model, own in spec.per_model.items():
+        params |= {f"per_model.{model}.{k}": v for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()}
+        params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
     for section, cfg in zip(("data", "model", "training"), base):
         params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept and k != "model.kind"}
     metrics = [Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),

@@ -27,7 +27,8 @@ EXPECTED_PATH = {
     "space_unknown_field": "search.space.speed", "space_low_not_below_high": "search.space.lr",
     "space_invalid_low": "search.space.lr.low", "jelassi_paper_a_model": "models[1]", "jelassi_paper_a_field": "data.alpha_star",
     "jelassi_set_size": "data.set_size", "sample_complexity_n_max": "search.n_max",
-    "images_transfer": "model.transfer (with model positional)",
+    "images_transfer": "model.transfer (with model positional)", "per_model_not_in_models": "per_model.cnn",
+    "per_model_axis_value": "per_model.cnn.axes.alpha_star[1]",
 }
 
 
@@ -75,6 +76,30 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
     assert len(spec.cells) == 12 and spec.trainings == 12 * 2 * 3
     data, model, training = spec.configs(spec.cells[-1])
     assert (model.kind, data.alpha_star, training.lr, data.n_tokens) == ("cnn", 0.2, 1.0, 40)
+
+
+def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
+    from services.sweep import packs
+
+    spec = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
+                      "per_model: {cnn: {n_train: [20, 40, 80], axes: {alpha_star: [0.25]}}}")
+    assert [c.label for c in spec.cells] == ["vit alpha_star=0.3 tau=0.1", "vit alpha_star=0.3 tau=0.3", "vit alpha_star=0.4 tau=0.1",
+                                             "vit alpha_star=0.4 tau=0.3", "cnn alpha_star=0.25 tau=0.1", "cnn alpha_star=0.25 tau=0.3"]
+    assert spec.trainings == (4 * 2 + 2 * 3) * 2 and spec.largest_n == 80
+    trained = {(p["cell"], n, s) for p in packs(spec, slots=2) for n, s in zip(p["n_train"], p["seeds"])}
+    assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
+    assert spec.configs(spec.cells[-1])[0].alpha_star == 0.25
+
+
+def test_fig1_spec_is_the_papers_grid():
+    from services.paper import success_table
+
+    spec = load_spec(HERE.parent / "sweeps" / "fig1.yaml")
+    for model in ("vit", "cnn"):
+        alphas, ns, _ = success_table(model)
+        assert spec.axes_of(model) == {"alpha_star": [round(float(a), 4) for a in alphas]}
+        assert spec.n_train_of(model) == [int(n) for n in ns]
+    assert spec.trainings == 4000
 
 
 def test_schema_is_json_schema_with_every_section():
