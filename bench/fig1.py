@@ -159,6 +159,8 @@ def main() -> None:
     work = trainings(grid, seeds)
     result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
                     "cpus": os.cpu_count(), "torch": torch.__version__}
+    if not args.full:  # first, while nothing else runs (Ray's processes take a while to go after (a))
+        peak, core = matmul_flops(os.cpu_count()), matmul_flops(1)
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
         spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
         if not args.full:
@@ -181,7 +183,6 @@ def main() -> None:
                        "b_trainings_per_s": round(b_rate, 3), "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2),
                        "ratio_vs_loop": round(c_rate / b_rate, 2)}
     if not args.full:
-        peak, core = matmul_flops(os.cpu_count()), matmul_flops(1)
         per = flops_per_training(work, args.flop_every)
         flops = sum(per[t["model"]] for t in work)
         result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},

@@ -89,6 +89,12 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
     trained = {(p["cell"], n, s) for p in packs(spec, slots=2) for n, s in zip(p["n_train"], p["seeds"])}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
     assert spec.configs(spec.cells[-1])[0].alpha_star == 0.25
+    from services.nstar import NStarSearcher
+
+    adaptive = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
+                          "per_model: {cnn: {n_train: [20, 40]}}")
+    assert [c.next_round() for c in NStarSearcher(adaptive).cells] == [[5, 10], [20, 40]]
+    assert adaptive.n_max == 16 * 40
 
 
 def test_fig1_spec_is_the_papers_grid():
