@@ -13,8 +13,9 @@ alpha*, every --n-every-th N, --seeds seeds) runs three ways, in this order:
       It trains every --a-every-th training of the subset (seeds vary fastest, so every alpha*
       and N is in it): its rate per trial is steady and the whole subset would take ~4x longer.
 The ratios compare trainings per second. It also measures the machine's matmul throughput (the
-best of ten 2048^2 float32 matmuls, on every core and on one) and the FLOPs of a training
-(torch's FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
+best of ten 2048^2 float32 matmuls on one core, and on every core, taken as at least cores x one
+core's rate, since the all-core rate varies from run to run) and the FLOPs of a training (torch's
+FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
 evaluations, matmul FLOPs only), so that
   flop_fraction = (c)'s FLOPs / (c)'s time in the sweep (Ray Tune's fit) / the all-core matmul rate;
   flop_fraction_in_packs = the same FLOPs / the seconds trials spent in train_pack / the one-core rate.
@@ -160,7 +161,8 @@ def main() -> None:
     result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
                     "cpus": os.cpu_count(), "torch": torch.__version__}
     if not args.full:  # first, while nothing else runs (Ray's processes take a while to go after (a))
-        peak, core = matmul_flops(os.cpu_count()), matmul_flops(1)
+        core = matmul_flops(1)
+        peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
         spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
         if not args.full:
