@@ -18,6 +18,7 @@ from ray.tune.search import Searcher
 
 from services.analysis import counted_success, stable_n_star
 from services.spec import SweepSpec
+from services.sweep import cut
 
 
 @dataclass
@@ -106,17 +107,12 @@ class NStarSearcher(Searcher):
                 continue
             if cell.retries:  # models that did not converge, again with a larger budget, before the next N
                 for budget in sorted({b for _, _, b in cell.retries}):
-                    self._queue(index, [(n, s) for n, s, b in cell.retries if b == budget], {"max_steps": budget})
+                    self.queue += cut(index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget)
                 cell.retries = []
                 continue
             pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
             cell.rounds += bool(pairs)
-            self._queue(index, pairs, {})
-
-    def _queue(self, cell: int, pairs: list[tuple[int, int]], extra: dict) -> None:
-        for start in range(0, len(pairs), self.pack_size):
-            chunk = pairs[start : start + self.pack_size]
-            self.queue.append({"cell": cell, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk], **extra})
+            self.queue += cut(index, pairs, self.pack_size)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pack = self.in_flight.pop(trial_id, None)

@@ -40,13 +40,15 @@ def packs(spec: SweepSpec, slots: int | None = None) -> list[dict]:
     size = spec.resources.models_per_pack
     if slots:
         size = min(size, max(1, math.ceil(sum(len(pairs[c.model]) for c in spec.cells) / (2 * slots))))
-    out = []
-    for index, cell in enumerate(spec.cells):
-        mine = pairs[cell.model]
-        count = math.ceil(len(mine) / size)
-        for chunk in (mine[len(mine) * i // count : len(mine) * (i + 1) // count] for i in range(count)):
-            out.append({"cell": index, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk]})
-    return out
+    return [pack for index, cell in enumerate(spec.cells) for pack in cut(index, pairs[cell.model], size)]
+
+
+def cut(cell: int, pairs: list[tuple[int, int]], size: int, **extra) -> list[dict]:
+    """A cell's (N, seed) pairs as the configs of packs of at most ``size`` models, of equal size
+    (``extra``: more keys of each pack, e.g. a retry's max_steps)."""
+    count = math.ceil(len(pairs) / size)
+    chunks = (pairs[len(pairs) * i // count : len(pairs) * (i + 1) // count] for i in range(count))
+    return [{"cell": cell, "n_train": [n for n, _ in chunk], "seeds": [s for _, s in chunk], **extra} for chunk in chunks]
 
 
 def trial_slots(spec: SweepSpec) -> int:
