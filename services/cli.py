@@ -11,6 +11,7 @@ import os
 import shlex
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from services.redact import redact
+from services.uris import redact
 from vit_core.models import check_fits_data
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -184,7 +185,7 @@ def run(
     """
     spec = _load_or_exit(path)
     from services import state
-    from services.tracking import resolve_tracking_uri
+    from services.uris import resolve_tracking_uri
 
     home.mkdir(parents=True, exist_ok=True)
     uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
@@ -201,6 +202,7 @@ def run(
         else:
             sweep_id = state.new_sweep_id(spec)
             state.mark_sweep(spec, sweep_id, home, text, uri_given=tracking_uri is not None)
+        _open_store_in_background(uri)
         result = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
         state.save_result(result, home)
     parent_id, summary = _record(spec, result, uri, home, text)
@@ -242,9 +244,29 @@ def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path
     return result
 
 
+def _open_store_in_background(uri: str) -> threading.Thread:
+    """Load MLflow and open a SQLite store in a thread while Ray starts and the sweep runs, so that
+    recording starts at once: loading takes ~2 s, creating a new store's tables ~2 s more (MLflow
+    keeps the store it opened for this URI). Not a daemon thread: an interrupted sweep waits for it,
+    so a store is never left half-created. Returns the thread."""
+
+    def open_store() -> None:
+        try:
+            from mlflow.tracking import MlflowClient
+
+            if uri.startswith("sqlite:"):
+                MlflowClient(uri).search_experiments(max_results=1)
+        except Exception:  # recording the sweep meets the same error and reports it
+            pass
+
+    thread = threading.Thread(target=open_store, name="open-mlflow-store")
+    thread.start()
+    return thread
+
+
 def _warn_if_unreachable(uri: str, consequence: str) -> bool:
     """Print a warning when the tracking server cannot be reached; True when it can."""
-    from services.tracking import unreachable
+    from services.uris import unreachable
 
     why = unreachable(uri)
     if why:
@@ -279,7 +301,7 @@ def sync(
 ) -> None:
     """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
     from services import state
-    from services.tracking import resolve_tracking_uri
+    from services.uris import resolve_tracking_uri
 
     pending = [(sweep_id, m) for sweep_id, m in state.markers(home) if m["recorded"] is None]
     left = 0

@@ -25,7 +25,7 @@ from services import paper  # noqa: E402
 from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio  # noqa: E402
 from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
-from services.redact import redact  # noqa: E402
+from services.uris import redact  # noqa: E402
 from vit_core.spatial import SpatialDataConfig, set_matrix  # noqa: E402
 from vit_core.train import OUTCOMES  # noqa: E402
 

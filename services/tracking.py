@@ -7,9 +7,6 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 
 import os
 import subprocess
-import urllib.error
-import urllib.request
-from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -18,7 +15,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from services import report  # sets matplotlib's Agg backend
-from services.redact import redact
+from services.uris import redact
 
 # MLflow prints "View run ... at: <tracking URI>" per run: credentials and all, and noise; vitsweep says where results are itself
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
@@ -28,27 +25,6 @@ from vit_core.train import OUTCOMES
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
-
-
-def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
-    """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
-    return override or spec.tracking.tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
-
-
-def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
-    """Why the tracking server at ``uri`` cannot be reached now (its /health endpoint), or None
-    when it can, or when ``uri`` is a local store (SQLite, files) with no server to be down."""
-    if not uri.startswith(("http://", "https://")):
-        return None
-    parts = urlsplit(uri)
-    health = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""), path=parts.path.rstrip("/") + "/health"))
-    try:
-        urllib.request.urlopen(health, timeout=timeout_s).close()
-    except urllib.error.HTTPError:
-        return None  # it answered (an auth proxy may guard /health)
-    except OSError as error:  # refused, timed out, no such host
-        return redact(str(getattr(error, "reason", error)))
-    return None
 
 
 def code_version() -> str:

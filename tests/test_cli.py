@@ -88,3 +88,19 @@ def test_ui_serves_the_embedded_store_on_loopback(tmp_path, free_port):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+
+
+def test_the_embedded_store_opens_in_the_background_and_a_bad_one_is_left_to_the_record(tmp_path, capfd):
+    """`vitsweep run` creates a new SQLite store's tables while Ray starts; where the store cannot
+    be opened the thread stays quiet, and recording the sweep reports the error."""
+    import sqlite3
+
+    from services.cli import _open_store_in_background
+
+    _open_store_in_background(f"sqlite:///{tmp_path / 'mlflow.db'}").join(120)
+    tables = {row[0] for row in sqlite3.connect(tmp_path / "mlflow.db").execute("select name from sqlite_master where type = 'table'")}
+    assert {"experiments", "runs", "metrics"} <= tables
+    _open_store_in_background(f"sqlite:///{tmp_path / 'missing' / 'mlflow.db'}").join(120)
+    assert "Traceback" not in capfd.readouterr().err

@@ -1,6 +1,7 @@
 """Ctrl-C during a sweep: it stops, says where the finished work is, and logs nothing partial."""
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,4 +20,5 @@ def test_ctrl_c_stops_cleanly_and_says_where_the_results_are(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     assert "interrupted:" in err and str(tmp_path / "ray") in err
-    assert not (tmp_path / "mlflow.db").exists()
+    store = tmp_path / "mlflow.db"  # opened while Ray started: it may exist, with no run in it
+    assert not store.exists() or sqlite3.connect(store).execute("select count(*) from runs").fetchone() == (0,)

@@ -170,7 +170,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
 
 
 def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, mlflow_server, tmp_path):
-    from services.redact import redact
+    from services.uris import redact
 
     assert redact("postgresql+psycopg2://u:s3cret@db:5432/mlflow") == "postgresql+psycopg2://***@db:5432/mlflow"
     assert redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"

@@ -1,0 +1,46 @@
+"""Tracking URIs: which one a sweep records to, whether its server answers, and how to print one.
+
+Credentials stay out of what vitsweep prints and logs: a tracking URI such as
+postgresql+psycopg2://user:password@host/db is shown as postgresql+psycopg2://***@host/db.
+Nothing here imports MLflow, so ``vitsweep run`` can decide these before MLflow is loaded.
+"""
+
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from services.spec import SweepSpec
+
+
+def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
+    """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
+    return override or spec.tracking.tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+
+
+def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """Why the tracking server at ``uri`` cannot be reached now (its /health endpoint), or None
+    when it can, or when ``uri`` is a local store (SQLite, files) with no server to be down."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    parts = urlsplit(uri)
+    health = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""), path=parts.path.rstrip("/") + "/health"))
+    try:
+        urllib.request.urlopen(health, timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered (an auth proxy may guard /health)
+    except OSError as error:  # refused, timed out, no such host
+        return redact(str(getattr(error, "reason", error)))
+    return None
+
+
+def redact(uri: str | None) -> str | None:
+    """The URI with any user name and password replaced by ***, for printing and logging."""
+    if not uri:
+        return uri
+    parts = urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
