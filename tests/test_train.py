@@ -90,6 +90,40 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
     assert scored < scored_all / 2
 
 
+def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
+    """Where the subset is error-free and the model decisive, the metrics are the whole test
+    set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's."""
+    import dataclasses
+
+    from vit_core.models import PackedModel
+    from vit_core.seeding import Stream
+    from vit_core.train import _evaluate_test, evaluate
+
+    train = TrainConfig(n_test=300, eval_subset=100, eval_batch=64)
+    test = SMALL.sample(train.n_test, train.test_seed, Stream.TEST_DATA)
+    model = ModelConfig().build(SMALL, [0, 1, 2])
+    F, _ = model(test.tokens)
+    labels = torch.where(F[0] > 0, 1.0, -1.0)  # model 0 makes no error ...
+    labels[250] = -labels[250]  # ... but one, outside the subset
+    test = dataclasses.replace(test, labels=labels)
+
+    def on(part: slice) -> dict:
+        return evaluate(model, test.tokens[part], test.labels[part], None, 64, kinds=test.kinds[part])
+
+    whole, subset = on(slice(0, 300)), on(slice(0, 100))
+    assert subset["error"][0] == 0 and (subset["error"][1:] > 0).all()
+    for decisive, expected in (([True] * 3, [whole, subset, subset]), ([False, True, True], [subset] * 3)):
+        got = _evaluate_test(model, test, None, train, torch.tensor(decisive))
+        for k, source in enumerate(expected):
+            for name in ("error", "loss", "attention_mass"):
+                torch.testing.assert_close(got[name][k], source[name][k])
+    scored = []
+    forward = PackedModel.forward
+    monkeypatch.setattr(PackedModel, "forward", lambda self, X, keep=None: scored.append(self.K * X.shape[-3]) or forward(self, X, keep))
+    assert _evaluate_test(model, test, None, train, torch.tensor([True] * 3))["error"][0] == 1 / 300
+    assert sum(scored) == 3 * 100 + 200  # every model on the subset, model 0 on the other 200
+
+
 def test_unsettled_models_run_to_max_steps():
     hard = TokenDataConfig(n_tokens=40, alpha_star=0.1)
     r = train_pack(hard, ModelConfig(kind="cnn"), TrainConfig(max_steps=40, eval_every=20, n_test=100), [50, 50], [0, 1])

@@ -228,7 +228,6 @@ def errors(F: Tensor, y: Tensor) -> Tensor:
     return (~(y * F > 0)).to(F.dtype)
 
 
-@torch.no_grad()
 def evaluate(
     model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
     kinds: Tensor | None = None, loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
@@ -239,6 +238,15 @@ def evaluate(
     mass is Prop. 2's quantity: the attention a label-relevant query puts on label-relevant keys,
     summed over keys, averaged over queries.
     """
+    return {name: total / tokens.shape[-3] for name, total in _sums(model, tokens, labels, keep, chunk, kinds, loss).items()}
+
+
+@torch.no_grad()
+def _sums(
+    model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
+    kinds: Tensor | None, loss: Callable[[Tensor, Tensor], Tensor],
+) -> dict[str, Tensor]:
+    """evaluate's metrics summed over the samples instead of averaged (sums of parts add up)."""
     K, n = model.K, tokens.shape[-3]
     totals = {name: torch.zeros(K, device=tokens.device) for name in ("error", "loss", "attention_mass")}
     for s in range(0, n, chunk):
@@ -256,30 +264,34 @@ def evaluate(
             totals["attention_mass"] += ((on_rel * rel).sum(-1) / rel.sum(-1)).sum(-1)
     if kinds is None or model.cfg.kind != "vit":
         totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
-    return {name: total / n for name, total in totals.items()}
+    return totals
 
 
 def _evaluate_test(
     model: "Packed", test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor
 ) -> dict[str, Tensor]:
-    """Test metrics on the first ``eval_subset`` samples, re-scored on the whole test set where
+    """Test metrics on the first ``eval_subset`` samples, extended to the whole test set where
     the subset is error-free and the model is ``decisive`` (it has not reached zero test error
     before, or this is its last evaluation).
 
     A model with zero error on the whole set has zero error on the subset, so the first step with
     zero test error and the final outcome are always decided on the whole set, while most
-    evaluations cost a fifth of it or less.
+    evaluations cost a fifth of it or less. The whole set's sums are the subset's plus the rest's:
+    the subset is not scored twice.
     """
-    n = min(train.eval_subset, len(test))
-    part = slice(0, n)
-    kp = None if keep is None else keep[part]
+    n, total = min(train.eval_subset, len(test)), len(test)
     loss = LOSSES[train.loss]
-    result = evaluate(model, test.tokens[part], test.labels[part], kp, train.eval_batch, kinds=test.kinds[part], loss=loss)
-    clean = torch.nonzero((result["error"] == 0) & decisive).squeeze(1)
-    if n < len(test) and len(clean):
-        full = evaluate(model.select(clean), test.tokens, test.labels, keep, train.eval_batch, kinds=test.kinds, loss=loss)
-        for name, value in full.items():
-            result[name][clean] = value
+
+    def sums(models: "Packed", part: slice) -> dict[str, Tensor]:
+        kp = None if keep is None else keep[part]
+        return _sums(models, test.tokens[part], test.labels[part], kp, train.eval_batch, test.kinds[part], loss)
+
+    subset = sums(model, slice(0, n))
+    result = {name: value / n for name, value in subset.items()}
+    clean = torch.nonzero((subset["error"] == 0) & decisive).squeeze(1)
+    if n < total and len(clean):
+        for name, value in sums(model.select(clean), slice(n, total)).items():
+            result[name][clean] = (subset[name][clean] + value) / total
     return result
 
 
