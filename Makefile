@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test system-tools bench bench-full bench-packing clean
+.PHONY: run test system-tools bench bench-full bench-packing bench-device clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -54,6 +54,12 @@ bench-full: $(VENV)/.installed
 
 bench-packing: $(VENV)/.installed
 	$(BIN)/python bench/packing.py
+
+# All of W1 through vit_core alone on one device (a GPU when there is one): a pack per cell
+# against one model at a time on the same device. DEVICE=cuda:1 picks another.
+DEVICE ?=
+bench-device: $(VENV)/.installed
+	$(BIN)/python bench/device.py $(if $(DEVICE),--device $(DEVICE))
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

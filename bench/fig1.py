@@ -19,6 +19,9 @@ FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
 evaluations, matmul FLOPs only), so that
   flop_fraction = (c)'s FLOPs / (c)'s time in the sweep (Ray Tune's fit) / the all-core matmul rate;
   flop_fraction_in_packs = the same FLOPs / the seconds trials spent in train_pack / the one-core rate.
+It also times, on one core, the batched (60 x 20)(20 x 60) and (60 x 60)(60 x 20) products a ViT
+step is made of: attention_matmul_fraction, their rate against the large matmul's, bounds what
+flop_fraction can reach with these shapes on this machine.
 --full runs all of W1 through (c) only (sweeps/fig1.yaml) and prints its wall time (target: under
 15 minutes). vitsweep's own output (its table of every cell) is kept beside the JSON (.run.txt).
 
@@ -64,9 +67,10 @@ def trainings(grid: dict, seeds: int) -> list[dict]:
     return [{"model": m, "alpha_star": a, "n": n, "seed": s} for m, (alphas, ns) in grid.items() for a in alphas for n in ns for s in range(seeds)]
 
 
-def train_one(t: dict):
+def train_one(t: dict, device: str = "cpu"):
     """One training with the bundled defaults: what (a) and (b) run per model."""
-    return train_pack(TokenDataConfig(alpha_star=t["alpha_star"]), ModelConfig(kind=t["model"]), TrainConfig(), [t["n"]], [t["seed"]])
+    return train_pack(TokenDataConfig(alpha_star=t["alpha_star"]), ModelConfig(kind=t["model"]), TrainConfig(), [t["n"]], [t["seed"]],
+                      device=device)
 
 
 def loop(work: list[dict]) -> float:
@@ -129,19 +133,31 @@ def matmul_flops(threads: int, size: int = 2048, repeats: int = 10) -> float:
     return 2 * size**3 / best
 
 
+def attention_matmul_flops(models: int = 50, batch: int = 16, tokens: int = 60, dim: int = 20, repeats: int = 10) -> float:
+    """FLOP/s on one core of the batched products a ViT step is made of (scores X_A X^T and
+    softmax(.) X for every sample of a K = 50 pack's mini-batches): the ceiling for the FLOP
+    fraction of this model's training, whatever the code around them."""
+    torch.set_num_threads(1)
+    xa, x, p = (torch.randn(models * batch, tokens, n) for n in (dim, dim, tokens))
+    products = (lambda: xa @ x.transpose(1, 2), lambda: p @ x)
+    best = sum(min(_timed(f) for _ in range(repeats)) for f in products)
+    return 2 * 2 * models * batch * tokens * tokens * dim / best
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def flops_per_training(work: list[dict], every: int) -> dict[str, float]:
-    """Model -> mean FLOPs of one training (FlopCounterMode over every ``every``-th training)."""
+def flops_per_training(work: list[dict], every: int, device: str = "cpu") -> dict[str, float]:
+    """Model -> mean FLOPs of one training (FlopCounterMode over every ``every``-th training of each model)."""
     counts: dict[str, list[int]] = {}
-    for t in work[::every]:
-        with FlopCounterMode(display=False) as counter:
-            train_one(t)
-        counts.setdefault(t["model"], []).append(counter.get_total_flops())
+    for model in dict.fromkeys(t["model"] for t in work):
+        for t in [t for t in work if t["model"] == model][::every]:
+            with FlopCounterMode(display=False) as counter:
+                train_one(t, device)
+            counts.setdefault(model, []).append(counter.get_total_flops())
     return {model: float(np.mean(c)) for model, c in counts.items()}
 
 
@@ -163,6 +179,7 @@ def main() -> None:
     if not args.full:  # first, while nothing else runs (Ray's processes take a while to go after (a))
         core = matmul_flops(1)
         peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
+        attention = attention_matmul_flops()
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
         spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
         if not args.full:
@@ -189,7 +206,8 @@ def main() -> None:
         flops = sum(per[t["model"]] for t in work)
         result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
                    "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
-                   "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4)}
+                   "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
+                   "attention_matmul_flop_per_s": round(attention), "attention_matmul_fraction": round(attention / core, 4)}
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 
