@@ -5,9 +5,10 @@ What a vitsweep trial does on a GPU, without Ray or MLflow around it (issue 8): 
 pack on the device, the cells one after another in this process; then every --loop-every-th of
 the same trainings trains alone (K = 1) on the same device. Both sides run vit_core.train_pack;
 the loop's models must reach the same outcomes as in their packs. It prints trainings per second
-of each, their ratio, and the packs' FLOP rate against the device's float32 matmul rate, and
-ends stdout with one JSON object (also written to --out). On the 2-core CPU all of W1 takes
-about 8 minutes through vitsweep (bench/fig1.py --full); this is for a machine with a GPU.
+of each, their ratio, and the packs' FLOP rate against the device's float32 matmul rate (the
+best of ten 8192^2 products on a GPU, 2048^2 on a CPU), and ends stdout with one JSON object
+(also written to --out). On the 2-core CPU all of W1 takes about 8 minutes through vitsweep
+(bench/fig1.py --full); this is for a machine with a GPU.
 
     make bench-device                  # or: .venv/bin/python bench/device.py [--device cuda:0]
 """
@@ -23,7 +24,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import SEEDS, flops_per_training, train_one, trainings, w1  # noqa: E402
+from bench.fig1 import SEEDS, flops_per_training, matmul_flops, train_one, trainings, w1  # noqa: E402
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
 
 
@@ -54,25 +55,6 @@ def _key(t: dict) -> tuple:
     return t["model"], t["alpha_star"], t["n"], t["seed"]
 
 
-def matmul_flops(device: str, repeats: int = 10) -> float:
-    """FLOP/s of float32 matmuls on the device, 8192^2 on a GPU and 2048^2 on a CPU (the mean of
-    ``repeats`` after a warm-up; TF32 as torch leaves it: off)."""
-    size = 8192 if torch.device(device).type == "cuda" else 2048
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    a @ b
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    _sync(device)
-    return 2 * size**3 * repeats / (time.perf_counter() - start)
-
-
-def _sync(device: str) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -84,7 +66,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "device.json")
     args = parser.parse_args()
     work = trainings(w1(args.alpha_every, args.n_every), args.seeds)
-    name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "cpu"
+    gpu = torch.device(args.device).type == "cuda"
+    name = torch.cuda.get_device_name(args.device) if gpu else "cpu"
     result: dict = {"device": name, "torch": torch.__version__, "trainings": len(work)}
     pack_s, pack_success = packed(work, args.device)
     print(f"packed: {len(work)} trainings in {pack_s:.1f} s on {name}", flush=True)
@@ -93,7 +76,7 @@ def main() -> None:
     print(f"one at a time: {len(sample)} trainings in {loop_s:.1f} s", flush=True)
     pack_rate, loop_rate = len(work) / pack_s, len(sample) / loop_s
     flops = flops_per_training(work, args.flop_every, args.device)
-    peak = matmul_flops(args.device)
+    peak = matmul_flops(None, 8192 if gpu else 2048, device=args.device)
     achieved = sum(flops[t["model"]] for t in work) / pack_s
     result |= {
         "packed_wall_s": round(pack_s, 2), "packed_trainings_per_s": round(pack_rate, 3),

@@ -124,12 +124,14 @@ def vitsweep(path: Path, folder: Path, log: Path) -> tuple[float, float, float, 
     return total, summary["wall_s"], summary["train_s"], summary["trainings"]
 
 
-def matmul_flops(threads: int, size: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of the best of ``repeats`` float32 size^2 matmuls on ``threads`` threads."""
-    torch.set_num_threads(threads)
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+def matmul_flops(threads: int | None, size: int = 2048, repeats: int = 10, device: str = "cpu") -> float:
+    """FLOP/s of the best of ``repeats`` float32 size^2 matmuls on ``device`` (a CPU: on
+    ``threads`` threads; None leaves torch's setting; a GPU: TF32 as torch leaves it, off)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    _timed(lambda: a @ b, device)
+    best = min(_timed(lambda: a @ b, device) for _ in range(repeats))
     return 2 * size**3 / best
 
 
@@ -144,9 +146,12 @@ def attention_matmul_flops(models: int = 50, batch: int = 16, tokens: int = 60, 
     return 2 * 2 * models * batch * tokens * tokens * dim / best
 
 
-def _timed(fn) -> float:
+def _timed(fn, device: str = "cpu") -> float:
+    """Seconds ``fn`` takes, its GPU work included."""
     start = time.perf_counter()
     fn()
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start
 
 
