@@ -5,7 +5,9 @@ model and training flags are made from the fields of vit_core's config dataclass
 defaults and help texts live in one place.
 """
 
+import atexit
 import dataclasses
+import gc
 import inspect
 import os
 import shlex
@@ -13,6 +15,8 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,14 @@ FLAG_NAMES = {"kind": "--model"}  # a friendlier flag than the field's own name
 @app.callback()
 def main() -> None:
     """Sample-complexity experiments for shallow Vision Transformers."""
+
+
+def entry() -> None:
+    """The ``vitsweep`` command: the app, with the garbage collector frozen once the atexit
+    handlers before it (Ray's shutdown among them) are done. Python's finalization otherwise runs
+    full collections over every object torch, Ray and MLflow made: ~2 s after every sweep."""
+    atexit.register(gc.freeze)
+    app()
 
 
 def _flag(field: dataclasses.Field, panel: str) -> inspect.Parameter:
@@ -191,6 +203,7 @@ def run(
     uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
     sweep_id = state.unlogged_sweep(spec, home)
     result = state.load_result(home, sweep_id) if sweep_id else None
+    stop_ray = None
     if result is not None:  # _record checks the server
         print(f"{sweep_id}: this spec's sweep finished earlier and was never logged to MLflow; logging it now", file=sys.stderr)
     else:
@@ -203,9 +216,9 @@ def run(
             sweep_id = state.new_sweep_id(spec)
             state.mark_sweep(spec, sweep_id, home, text, uri_given=tracking_uri is not None)
         _open_store_in_background(uri)
-        result = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
+        result, stop_ray = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
         state.save_result(result, home)
-    parent_id, summary = _record(spec, result, uri, home, text)
+    parent_id, summary = _record_alongside(stop_ray, spec, result, uri, home, text)
     _print_summary(summary)
     _print_sweep(spec, result, redact(uri), parent_id, home)
     failed = [f for c in result.cells for f in c.failures]
@@ -224,10 +237,13 @@ def run(
 
 
 def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool):
-    """run_sweep with a progress bar; exit 130 when it was interrupted (finished trials are kept)."""
+    """run_sweep with a progress bar: (its result, ray.shutdown where this call started Ray, else
+    None); exit 130 when it was interrupted (finished trials are kept)."""
+    import ray
+
     from services.sweep import run_sweep, start_ray, trial_count, trial_slots
 
-    start_ray(ray_address)
+    started = start_ray(ray_address)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"{sweep_id}: trials", total=trial_count(spec, trial_slots(spec)))
@@ -241,7 +257,18 @@ def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path
               f"Ray Tune's state at {result.storage} and in the result cache; nothing was logged to MLflow yet. "
               f"Run the same command again to resume.", file=sys.stderr)
         raise typer.Exit(130)
-    return result
+    return result, ray.shutdown if started else None
+
+
+def _record_alongside(work: Callable[[], None] | None, *args) -> tuple[str | None, dict]:
+    """_record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
+    in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
+    if work is None:
+        return _record(*args)
+    with ThreadPoolExecutor(1, thread_name_prefix="record") as pool:
+        recording = pool.submit(_record, *args)
+        work()
+        return recording.result()
 
 
 def _open_store_in_background(uri: str) -> threading.Thread:

@@ -198,17 +198,19 @@ class SweepResult:
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
 
 
-def start_ray(address: str | None) -> None:
+def start_ray(address: str | None) -> bool:
     """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray whose node
-    address is 127.0.0.1 (Ray 2.60 still listens on all interfaces: see the README)."""
+    address is 127.0.0.1 (Ray 2.60 still listens on all interfaces: see the README). False when
+    Ray was already up (its owner stops it), True when this call started or joined it."""
     if ray.is_initialized():
-        return
+        return False
     address = address or os.environ.get("RAY_ADDRESS")
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
     if address:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
+    return True
 
 
 def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial,

@@ -104,3 +104,21 @@ def test_the_embedded_store_opens_in_the_background_and_a_bad_one_is_left_to_the
     assert {"experiments", "runs", "metrics"} <= tables
     _open_store_in_background(f"sqlite:///{tmp_path / 'missing' / 'mlflow.db'}").join(120)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path):
+    """`vitsweep run` with no Ray up starts one, and stops it (in the main thread, while MLflow
+    records in another) before it returns; the record is whole."""
+    import ray
+    from mlflow.tracking import MlflowClient
+
+    from conftest import run_spec
+
+    assert not ray.is_initialized()
+    summary, _ = run_spec("name: tiny\nmodels: [cnn]\nn_train: [8]\nseeds: 1\naxes: {alpha_star: [0.3]}\n"
+                          "data: {n_tokens: 12, dim: 8, n_patterns: 8}\ntraining: {n_test: 100, max_steps: 200}\n", tmp_path)
+    assert not ray.is_initialized()
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    assert parent.info.status == "FINISHED"
+    assert len(client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")) == 1

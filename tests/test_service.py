@@ -80,6 +80,7 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     assert summary["tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert summary["failed_trials"] == [] and summary["sweep_id"].startswith("smoke-")
     assert (tmp_path / "ray" / summary["sweep_id"]).is_dir()  # Ray Tune's own trial state
+    assert ray.is_initialized()  # a Ray the command found up is left to its owner (here the fixture)
     _check(summary, expected)
     listed = runner.invoke(app, ["status", "--home", str(tmp_path), "--json"])
     assert json.loads(listed.stdout) == [{"sweep_id": summary["sweep_id"], "trials": 4, "by_status": {"TERMINATED": 4},
