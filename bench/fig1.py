@@ -7,7 +7,7 @@ alpha*, every --n-every-th N, --seeds seeds) runs three ways, in this order:
       (per_model; Ray Tune, packed trials, MLflow into a fresh SQLite store), timed end to end as
       a user runs it: start-up, Ray's start and the MLflow record included;
   (b) loop: one model at a time in this process (vit_core.train_pack with K = 1, torch's default
-      threads);
+      threads), every --b-every-th training (default: all of the subset);
   (a) ray_per_trial: one model per Ray Tune trial, with Tune's defaults as a new user leaves them
       (Tuner(trainable, param_space=grid_search(...)), one CPU per trial), Ray's start included.
       It trains every --a-every-th training of the subset (seeds vary fastest, so every alpha*
@@ -15,15 +15,18 @@ alpha*, every --n-every-th N, --seeds seeds) runs three ways, in this order:
 The ratios compare trainings per second. It also measures the machine's matmul throughput (the
 best of ten 2048^2 float32 matmuls on one core, and on every core, taken as at least cores x one
 core's rate, since the all-core rate varies from run to run) and the FLOPs of a training (torch's
-FlopCounterMode over every --flop-every-th training of the subset: SGD steps and
+FlopCounterMode over every --flop-every-th training of the workload: SGD steps and
 evaluations, matmul FLOPs only), so that
   flop_fraction = (c)'s FLOPs / (c)'s time in the sweep (Ray Tune's fit) / the all-core matmul rate;
   flop_fraction_in_packs = the same FLOPs / the seconds trials spent in train_pack / the one-core rate.
 It also times, on one core, the batched (60 x 20)(20 x 60) and (60 x 60)(60 x 20) products a ViT
 step is made of: attention_matmul_fraction, their rate against the large matmul's, bounds what
 flop_fraction can reach with these shapes on this machine.
---full runs all of W1 through (c) only (sweeps/fig1.yaml) and prints its wall time (target: under
-15 minutes). vitsweep's own output (its table of every cell) is kept beside the JSON (.run.txt).
+--full runs all of W1 through (c) (sweeps/fig1.yaml; target: under 15 minutes), then (b) on every
+10th training of it (seeds 0 and 10 of every model, alpha* and N, so that its rate is W1's) and the
+FLOPs on every 20th, for (c)/(b) and the FLOP fraction on the whole workload; (a) is left out, to
+keep the run near 15 minutes. vitsweep's own output (its table of every cell) is kept beside the
+JSON (.run.txt).
 
     make bench                         # or: .venv/bin/python bench/fig1.py [--full] [--out FILE]
 
@@ -172,19 +175,21 @@ def main() -> None:
     parser.add_argument("--n-every", type=int, default=3, help="subset: every k-th N of Fig 1")
     parser.add_argument("--seeds", type=int, default=8, help="subset: seeds per (alpha*, N)")
     parser.add_argument("--a-every", type=int, default=4, help="(a) trains every k-th training of the subset")
-    parser.add_argument("--flop-every", type=int, default=8, help="count the FLOPs of every k-th training of the subset")
-    parser.add_argument("--full", action="store_true", help="all of W1 (4,000 trainings) through vitsweep only")
+    parser.add_argument("--b-every", type=int, help="(b) trains every k-th training (default: all of the subset; with --full 10)")
+    parser.add_argument("--flop-every", type=int, help="count the FLOPs of every k-th training (default 8; with --full 20)")
+    parser.add_argument("--full", action="store_true", help="all of W1 (4,000 trainings): (c), then (b) and the FLOPs on samples of it; no (a)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     grid, seeds = (w1(), SEEDS) if args.full else (w1(args.alpha_every, args.n_every), args.seeds)
+    b_every, flop_every = args.b_every or (10 if args.full else 1), args.flop_every or (20 if args.full else 8)
     work = trainings(grid, seeds)
     result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
                     "cpus": os.cpu_count(), "torch": torch.__version__}
-    if not args.full:  # first, while nothing else runs (Ray's processes take a while to go after (a))
-        core = matmul_flops(1)
-        peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
-        attention = attention_matmul_flops()
+    # first, while nothing else runs (Ray's processes take a while to go after (a))
+    core = matmul_flops(1)
+    peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
+    attention = attention_matmul_flops()
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
         spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
         if not args.full:
@@ -195,24 +200,26 @@ def main() -> None:
         result |= {"c_wall_s": round(c_total, 2), "c_sweep_wall_s": round(c_inside, 2), "c_train_s": round(c_packed, 2),
                    "c_trainings_per_s": round(c_rate, 3)}
         print(f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweep)", flush=True)
+        torch.set_num_threads(os.cpu_count())
+        b_work = work[::b_every]
+        b = loop(b_work)
+        b_rate = len(b_work) / b
+        print(f"(b) loop: {len(b_work)} trainings in {b:.1f} s", flush=True)
+        result |= {"b_trainings": len(b_work), "b_wall_s": round(b, 2), "b_trainings_per_s": round(b_rate, 3),
+                   "ratio_vs_loop": round(c_rate / b_rate, 2)}
         if not args.full:
-            torch.set_num_threads(os.cpu_count())
-            b = loop(work)
-            print(f"(b) loop: {len(work)} trainings in {b:.1f} s", flush=True)
             sample = work[:: args.a_every]
             a = ray_per_trial(sample, Path(tmp) / "per-trial")
             print(f"(a) one model per Ray Tune trial: {len(sample)} trainings in {a:.1f} s", flush=True)
-            a_rate, b_rate = len(sample) / a, len(work) / b
-            result |= {"a_trainings": len(sample), "a_wall_s": round(a, 2), "b_wall_s": round(b, 2), "a_trainings_per_s": round(a_rate, 3),
-                       "b_trainings_per_s": round(b_rate, 3), "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2),
-                       "ratio_vs_loop": round(c_rate / b_rate, 2)}
-    if not args.full:
-        per = flops_per_training(work, args.flop_every)
-        flops = sum(per[t["model"]] for t in work)
-        result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
-                   "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
-                   "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
-                   "attention_matmul_flop_per_s": round(attention), "attention_matmul_fraction": round(attention / core, 4)}
+            a_rate = len(sample) / a
+            result |= {"a_trainings": len(sample), "a_wall_s": round(a, 2), "a_trainings_per_s": round(a_rate, 3),
+                       "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2)}
+    per = flops_per_training(work, flop_every)
+    flops = sum(per[t["model"]] for t in work)
+    result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
+               "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
+               "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
+               "attention_matmul_flop_per_s": round(attention), "attention_matmul_fraction": round(attention / core, 4)}
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 
