@@ -12,16 +12,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_device_bench_on_the_cpu(tmp_path):
-    out = tmp_path / "device.json"
+def _bench(script: str, out: Path, *args: str) -> dict:
+    """Run bench/``script`` with ``args`` on 4 trainings (the ViT and the CNN at 2 alpha* and
+    their smallest N, one seed) and return its last stdout line's JSON, checked against ``out``."""
     run = subprocess.run(
-        [sys.executable, "bench/device.py", "--device", "cpu", "--alpha-every", "6", "--n-every", "10", "--seeds", "1",
-         "--loop-every", "1", "--flop-every", "1", "--out", str(out)],
+        [sys.executable, f"bench/{script}", "--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--flop-every", "1",
+         "--out", str(out), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result == json.loads(out.read_text())
+    return result
+
+
+def test_device_bench_on_the_cpu(tmp_path):
+    result = _bench("device.py", tmp_path / "device.json", "--device", "cpu", "--loop-every", "1")
     assert result["trainings"] == result["loop_trainings"] == 4  # 2 alpha* x the smallest N, for the ViT and the CNN
     assert result["loop_outcomes_equal_packed"] == 1.0
     assert set(result["flops_per_training"]) == {"vit", "cnn"}
@@ -34,14 +40,7 @@ def test_fig1_bench_runs_all_three_ways_on_a_tiny_subset(tmp_path):
     `vitsweep run`, (b) the loop, (a) one Ray Tune trial per model; the JSON carries every field
     the issue asks for and the docs quote."""
     out = tmp_path / "fig1.json"
-    run = subprocess.run(
-        [sys.executable, "bench/fig1.py", "--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--a-every", "2",
-         "--flop-every", "1", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result == json.loads(out.read_text())
+    result = _bench("fig1.py", out, "--a-every", "2")
     assert result["trainings"] == result["b_trainings"] == 4 and result["a_trainings"] == 2
     for rate in ("a_trainings_per_s", "b_trainings_per_s", "c_trainings_per_s"):
         assert result[rate] > 0
