@@ -26,9 +26,10 @@ def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
 
 
 def counted_success(outcome: str) -> float | None:
-    """What a model adds to its N's success rate: 1 succeeded, 0 failed_converged, None (not
-    counted) for not_converged and diverged models, whose outcome says nothing about N."""
-    return {"succeeded": 1.0, "failed_converged": 0.0}.get(outcome)
+    """What a model adds to its N's success rate: 1 succeeded, 0 failed_converged or failed (one
+    pass), None (not counted) for not_converged and diverged models, whose outcome says nothing
+    about N."""
+    return {"succeeded": 1.0, "failed_converged": 0.0, "failed": 0.0}.get(outcome)
 
 
 @dataclass
@@ -37,9 +38,10 @@ class Outcomes:
 
     ns: np.ndarray  # ascending training-set sizes
     seeds: np.ndarray
-    success: np.ndarray  # (N, seed): 1.0 succeeded, 0.0 failed_converged, NaN not counted (not trained, not converged, diverged)
+    success: np.ndarray  # (N, seed): 1.0 succeeded, 0.0 failed (converged, or one pass), NaN not counted (not trained, not converged, diverged)
     steps_to_zero: np.ndarray  # (N, seed): first evaluated step with zero test error; NaN if never
     test_loss: np.ndarray  # (N, seed): final test hinge loss
+    batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "Outcomes":
@@ -52,11 +54,12 @@ class Outcomes:
             tables["success"][i, j] = np.nan if (value := counted_success(r["outcome"])) is None else value
             tables["steps_to_zero"][i, j] = r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else np.nan
             tables["test_loss"][i, j] = r["test_loss"]
-        return cls(ns, seeds, **tables)
+        batch = {r.get("batch_size") for r in records}
+        return cls(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None)
 
     def rates(self, columns: np.ndarray | None = None) -> np.ndarray:
         """Success rate per N over the given seed columns (all by default), over the models that
-        count (succeeded or failed_converged); NaN where none does."""
+        count (succeeded, failed_converged or failed); NaN where none does."""
         table = self.success if columns is None else self.success[:, columns]
         counted = np.isfinite(table).sum(1)
         return np.where(counted > 0, np.nansum(table, 1) / np.maximum(counted, 1), np.nan)
@@ -69,6 +72,11 @@ class Outcomes:
         smallest N (above 1) already reaches it, so that N* could lie anywhere below."""
         star = self.n_star(p, columns)
         return None if star is None or (star == self.ns[0] > 1) else star
+
+    def t_star(self, p: float, columns: np.ndarray | None = None) -> float | None:
+        """One pass: T* = N*/B, the steps the known N* takes (None: multi_pass, or N* not known)."""
+        star = self.n_star_known(p, columns)
+        return star / self.batch_size if star is not None and self.batch_size else None
 
     def bracket(self, p: float) -> tuple[int | None, int | None]:
         """(largest evaluated N below N* that misses p, N*): N* lies in (lo, N*]."""

@@ -46,16 +46,16 @@ def model_keys(data, model, training, n_train: list[int], seeds: list[int], devi
 
 
 def model_entries(result: PackResult) -> list[dict]:
-    """One cache entry per model of a pack: its record, its kept curves at the pack's evaluation
-    steps, and its snapshots."""
-    records = result.records()
+    """One cache entry per model of a pack: its N, its records (one, or one per evaluated N in
+    one_pass), its kept curves at the pack's evaluation steps, and its snapshots."""
     steps = result.eval_steps.tolist()
     return [{
-        "record": records[k],
+        "n_train": int(result.n_train[k]),
+        "records": result.model_records(k),
         "eval_steps": steps,
         "curves": {name: values[:, k].tolist() for name, values in result.curves.items() if name in CURVES_KEPT},
         "snapshots": {name: values[k].tolist() for name, values in result.snapshots.items()},
-    } for k in range(len(records))]
+    } for k in range(len(result.seeds))]
 
 
 class ResultCache:
@@ -94,8 +94,8 @@ def curve_sums(entries: list[dict]) -> list[dict]:
     parts = []
     for steps, group in groups.items():
         part: dict = {}
-        for n in sorted({e["record"]["n_train"] for e in group}):
-            mine = [e for e in group if e["record"]["n_train"] == n]
+        for n in sorted({e["n_train"] for e in group}):
+            mine = [e for e in group if e["n_train"] == n]
             for name in CURVES_KEPT:
                 if name not in mine[0]["curves"]:
                     continue

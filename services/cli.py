@@ -225,7 +225,8 @@ def run(
     if as_json:
         print(json.dumps({
             "sweep_id": result.sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
-            "exponent": _exponents(summary), "adaptive": summary["adaptive"],
+            "exponent": _exponents(summary), "t_star_exponent": _exponents(summary, "t_star_exponent"), "protocol": summary["protocol"],
+            "adaptive": summary["adaptive"],
             "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
             "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3), "train_s": round(result.train_s, 3), "failed_trials": failed,
             "best": result.best,
@@ -365,9 +366,10 @@ def _n_star(spec, result) -> dict:
     return out
 
 
-def _exponents(summary: dict) -> dict:
-    """group (the model, with any other axis values) -> {value, ci95} of N*'s exponent in 1/alpha*."""
-    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in summary["exponent"].items()}
+def _exponents(summary: dict, key: str = "exponent") -> dict:
+    """group (the model, with any other axis values) -> {value, ci95} of an exponent in 1/alpha*
+    (``key``: N*'s, or T*'s)."""
+    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in summary[key].items()}
 
 
 def _print_summary(summary: dict) -> None:
@@ -399,7 +401,10 @@ def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> N
     table.add_column("cell")
     table.add_column("success rate per N", justify="left")
     for cell in result.cells:
-        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in cell.by_n()))
+        rows = cell.by_n()
+        if spec.one_pass(cell.cell):  # every evaluated N: show where the rate changes
+            rows = [r for i, r in enumerate(rows) if i in (0, len(rows) - 1) or _rate(r) != _rate(rows[i - 1])]
+        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in rows))
     console.print(table)
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)

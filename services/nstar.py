@@ -1,5 +1,8 @@
 """Adaptive N* search (search mode ``sample_complexity``) as a Ray Tune searcher.
 
+A one_pass cell needs no search: its one round (each seed trained to its sample budget) gives its
+success at every evaluated N, so its Bracket is not adaptive and plans nothing after it.
+
 Per cell, the first round trains the spec's N grid (geometric, e.g. 5, 10, 20, ...). The search
 then finds the stable N* (analysis.stable_n_star): it extends the grid by ``search.factor`` past
 an end that does not bracket N*, and bisects the bracket (largest failing N, N*] on a log scale
@@ -30,9 +33,10 @@ class Bracket:
     precision: float
     factor: float
     n_max: int
-    outcomes: dict[int, list[float | None]] = field(default_factory=dict)  # per seed: 1 succeeded, 0 failed_converged, None not counted
+    outcomes: dict[int, list[float | None]] = field(default_factory=dict)  # per seed: 1 succeeded, 0 failed, None not counted
     failed: bool = False
     rounds: int = 0
+    adaptive: bool = True  # False for a one_pass cell: its one round gives every N
     retries: list[list[int]] = field(default_factory=list)  # [N, seed, max_steps] of models to train again with a larger budget
 
     def rates(self) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +47,7 @@ class Bracket:
 
     def next_round(self) -> list[int]:
         """The N values to train next; [] when N* is known to the precision, or cannot be."""
-        if self.failed:
+        if self.failed or (self.outcomes and not self.adaptive):
             return []
         if not self.outcomes:
             return sorted(self.grid)
@@ -86,7 +90,8 @@ class NStarSearcher(Searcher):
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
-        self.cells = [Bracket(list(spec.n_train_of(c.model)), spec.success_rate, search.precision, search.factor, spec.n_max) for c in spec.cells]
+        self.cells = [Bracket(list(spec.n_values(c)), spec.success_rate, search.precision, search.factor, spec.n_max, adaptive=not spec.one_pass(c))
+                      for c in spec.cells]
         self.queue: list[dict] = []
         self.in_flight: dict[str, dict] = {}  # trial id -> pack
 

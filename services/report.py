@@ -41,9 +41,11 @@ def _group(cell: CellResult, without: tuple[str, ...]) -> str:
 def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     data, _, training = spec.configs(cell.cell)
     row = {"label": cell.cell.label, "model": cell.cell.model, "values": cell.cell.values,
-           "alpha_effective": getattr(data, "effective_alpha_star", None), "lr": training.lr, "trainings": len(cell.records),
+           "alpha_effective": getattr(data, "effective_alpha_star", None), "lr": training.lr,
+           "trainings": len({r["seeds"] for r in cell.records}) if training.protocol == "one_pass" else len(cell.records),
            "failed": bool(cell.failures), "n_star": None, "n_star_known": False, "bracket_lo": None, "n_star_ci95": None,
-           "monotone": None, "steps_to_zero": None, "rates": {}, "outcomes": {}, "not_converged_share": None, "flagged": False}
+           "monotone": None, "steps_to_zero": None, "rates": {}, "outcomes": {}, "not_converged_share": None, "flagged": False,
+           "protocol": training.protocol, "batch_size": training.batch_size, "t_star": None, "per_seed": None}
     if not cell.records:
         return row
     by_n = cell.by_n()
@@ -53,8 +55,16 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     o, p = cell.outcomes(), spec.success_rate
     lo, star = o.bracket(p)
     row |= {"n_star": None if cell.failures else star, "bracket_lo": lo, "n_star_known": o.n_star_known(p) is not None, "n_star_ci95": list(n_star_ci(o, p)),
-            "monotone": o.monotone(p), "steps_to_zero": o.steps(), "rates": dict(zip(o.ns.tolist(), o.rates().tolist()))}
+            "monotone": o.monotone(p), "steps_to_zero": o.steps(), "rates": dict(zip(o.ns.tolist(), o.rates().tolist())),
+            "t_star": o.t_star(p) if not cell.failures else None, "per_seed": _per_seed(cell)}
     return row
+
+
+def _per_seed(cell: CellResult) -> dict | None:
+    """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""
+    firsts = {r["seeds"]: (r["n_first_zero"], r["n_stable"]) for r in cell.records if "n_stable" in r}
+    return {"seeds": sorted(firsts), "n_first_zero": [firsts[s][0] for s in sorted(firsts)],
+            "n_stable": [firsts[s][1] for s in sorted(firsts)]} if firsts else None
 
 
 def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
@@ -143,7 +153,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
     p = spec.success_rate
     alpha = lambda c: 1 / spec.configs(c.cell)[0].effective_alpha_star  # noqa: E731
     summary = {"sweep_id": sweep_id, "name": spec.name, "models": spec.models, "success_rate": p, "max_not_converged": spec.max_not_converged, "cells": [_cell_row(spec, c) for c in cells],
-               "exponent": {}, "iterations_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
+               "exponent": {}, "iterations_exponent": {}, "t_star_exponent": {}, "lr_exponent": {}, "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
                "paper": {m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)} for m in spec.models if m in paper.SUCCESS},
                **_structure(cells),
                "attention": _attention(cells), "sparsification": _sparsification(spec, cells), "adaptive": _adaptive(spec, cells),
@@ -152,9 +162,13 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
     if "alpha_star" in spec.swept:
         summary["exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
         summary["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
+        one_pass = [c for c in cells if spec.one_pass(c.cell)]
+        summary["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
     if "lr" in spec.swept:
         summary["lr_exponent"] = _fits(cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols))
     summary["n_star"] = {row["label"]: row["n_star"] for row in summary["cells"]}
+    protocols = {row["protocol"] for row in summary["cells"]}
+    summary["protocol"] = protocols.pop() if len(protocols) == 1 else {row["label"]: row["protocol"] for row in summary["cells"]}
     return summary
 
 
@@ -176,25 +190,27 @@ def table_rows(summary: dict) -> list[list[str]]:
             star, bracket = "-", f"> {r['bracket_lo']}"
         else:  # "<= N": the smallest N tried already reached p
             star, bracket = ("" if r["n_star_known"] else "<= ") + str(r["n_star"]), f"({r['bracket_lo'] or 0}, {r['n_star']}]"
-        totals = [sum(counts[name] for counts in r["outcomes"].values()) for name in OUTCOMES]
+        counted = list(r["outcomes"].values())[-1:] if r["protocol"] == "one_pass" else r["outcomes"].values()  # one pass: at its budget N
+        totals = [sum(counts[name] for counts in counted) for name in OUTCOMES]
         rows.append([r["label"] + (" (FLAGGED)" if r["flagged"] else ""), _fmt(r["alpha_effective"], ".4f"), star, bracket, _fmt(r["n_star_ci95"]),
-                     "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), str(r["trainings"]),
-                     "/".join(map(str, totals))])
+                     "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), _fmt(r["steps_to_zero"], ".0f"), _fmt(r["t_star"], ".0f"),
+                     str(r["trainings"]), "/".join(map(str, totals))])
     return rows
 
 
-TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "trainings",
-                "succeeded/failed-converged/not-converged/diverged"]
+TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "T* = N*/B", "trainings",
+                "succeeded/failed-converged/failed/not-converged/diverged (one pass: at its largest N)"]
 
 
 def _fit_lines(summary: dict) -> list[str]:
     lines = []
     for key, title, theory in (("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
-                               ("iterations_exponent", "T ~ (1/alpha*)^k", None), ("lr_exponent", "T ~ (1/eta)^k", None)):
-        unfitted = [group for group, fit in summary[key].items() if fit["value"] is None]
+                               ("iterations_exponent", "T ~ (1/alpha*)^k", None), ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
+                               ("lr_exponent", "T ~ (1/eta)^k", None)):
+        unfitted = [group for group, fit in summary.get(key, {}).items() if fit["value"] is None]
         if unfitted:
             lines.append(f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value")
-        for group, fit in summary[key].items():
+        for group, fit in summary.get(key, {}).items():
             expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
             if fit["value"] is not None:
                 lines.append(f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {_fmt(fit['ci95'], '.2f')} (theory: {expected:g})")
@@ -382,7 +398,7 @@ def _outcomes_figure(summary: dict):
     rows = [r for r in summary["cells"] if r["outcomes"]] or summary["cells"][:1]
     cols = min(4, len(rows))
     fig, axes = plt.subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
-    colours = {"succeeded": "tab:green", "failed_converged": "tab:red", "not_converged": "tab:orange", "diverged": "black"}
+    colours = {"succeeded": "tab:green", "failed_converged": "tab:red", "failed": "tab:purple", "not_converged": "tab:orange", "diverged": "black"}
     for ax, r in zip(axes.flat, rows):
         ns = list(r["outcomes"])
         bottom = np.zeros(len(ns))

@@ -139,7 +139,8 @@ class SweepSpec(BaseModel):
     SECTIONS: ClassVar[dict[str, type]]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
     training: TrainingSpec = Field(default_factory=TrainingSpec)
-    n_train: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="training-set sizes N of every cell")
+    n_train: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="training-set sizes N of every multi_pass "
+                                                           "cell (one_pass cells need none: one run gives every N up to B·max_steps)")
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
     max_not_converged: float = Field(0.1, ge=0, le=1, description="flag a cell where more than this share of an N's models did not "
@@ -159,10 +160,20 @@ class SweepSpec(BaseModel):
         own = self.per_model.get(model)
         return self.axes.model_dump(exclude_none=True) | (own.axes.model_dump(exclude_none=True) if own and own.axes else {})
 
-    def n_train_of(self, model: str) -> list[int]:
+    def n_train_of(self, model: str) -> list[int] | None:
         """A model's training-set sizes: its own (per_model), else the sweep's."""
         own = self.per_model.get(model)
         return own.n_train if own and own.n_train else self.n_train
+
+    def one_pass(self, cell: "Cell") -> bool:
+        """Whether the cell trains one pass over fresh samples (training.protocol)."""
+        return self.configs(cell)[2].protocol == "one_pass"
+
+    def n_values(self, cell: "Cell") -> list[int]:
+        """The N a cell trains each seed at: its model's n_train (multi_pass), or the sample
+        budget B·max_steps (one_pass: that one run is evaluated at every N below it)."""
+        training = self.configs(cell)[2]
+        return [training.batch_size * training.max_steps] if training.protocol == "one_pass" else self.n_train_of(cell.model)
 
     @property
     def swept(self) -> dict[str, list]:
@@ -177,13 +188,14 @@ class SweepSpec(BaseModel):
     def trainings(self) -> int:
         """Models the sweep trains (sample_complexity: its first round; later rounds add more)."""
         if self.search.mode == "optuna":
-            return self.search.num_samples * len(self.n_train_of(self.models[0])) * self.seeds
-        return sum(len(self.n_train_of(c.model)) for c in self.cells) * self.seeds
+            return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
+        return sum(len(self.n_values(c)) for c in self.cells) * self.seeds
 
     @property
     def largest_n(self) -> int:
-        """The largest N of any model's n_train."""
-        return max(max(self.n_train_of(m)) for m in self.models)
+        """The largest N any multi_pass cell starts from (any cell's, when all are one_pass)."""
+        searched = [c for c in self.cells if not self.one_pass(c)] or self.cells
+        return max(max(self.n_values(c)) for c in searched)
 
     @property
     def n_max(self) -> int:
@@ -197,7 +209,7 @@ class SweepSpec(BaseModel):
         if self.search.mode != "sample_complexity":
             return self.trainings
         grid = full_grid_size(1, self.n_max, self.search.precision)
-        return sum(grid + len(self.n_train_of(c.model)) for c in self.cells) * self.seeds
+        return sum(1 if self.one_pass(c) else grid + len(self.n_values(c)) for c in self.cells) * self.seeds
 
     @cached_property
     def cells(self) -> list["Cell"]:
@@ -322,10 +334,17 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
         for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
     ]
     problems += [Problem(f"per_model.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})") for m in spec.per_model if m not in spec.models]
+    cells = _cell_problems(spec)
+    if cells:  # the checks below build every cell's configs
+        return problems + cells
+    problems += [Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
+                 for model in spec.models if spec.n_train_of(model) is None and not all(spec.one_pass(c) for c in spec.cells if c.model == model)][:1]
+    if problems:
+        return problems
     problems += _search_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
         problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes"))
-    return problems + _cell_problems(spec)
+    return problems
 
 
 def _search_problems(spec: SweepSpec) -> list[Problem]:
@@ -340,7 +359,7 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
     if len(spec.cells) != 1:
         problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-    per_trial = len(spec.n_train_of(spec.models[0])) * spec.seeds
+    per_trial = len(spec.n_values(spec.cells[0])) * spec.seeds
     if per_trial > spec.resources.models_per_pack:
         problems.append(Problem("resources.models_per_pack", spec.resources.models_per_pack, f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack"))
     for name, bounds in search.space.items():

@@ -36,11 +36,11 @@ def packs(spec: SweepSpec, slots: int | None = None) -> list[dict]:
     ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
     once), small enough that there are at least two packs per slot, so that no CPU idles through
     a long tail; a cell's packs are of equal size."""
-    pairs = {m: [(n, seed) for n in spec.n_train_of(m) for seed in range(spec.seeds)] for m in spec.models}
+    pairs = [[(n, seed) for n in spec.n_values(cell) for seed in range(spec.seeds)] for cell in spec.cells]
     size = spec.resources.models_per_pack
     if slots:
-        size = min(size, max(1, math.ceil(sum(len(pairs[c.model]) for c in spec.cells) / (2 * slots))))
-    return [pack for index, cell in enumerate(spec.cells) for pack in cut(index, pairs[cell.model], size)]
+        size = min(size, max(1, math.ceil(sum(map(len, pairs)) / (2 * slots))))
+    return [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
 
 
 def cut(cell: int, pairs: list[tuple[int, int]], size: int, **extra) -> list[dict]:
@@ -87,7 +87,7 @@ def train_pack_trial(config: dict) -> None:
             cache.put(keys[k], entry)
             entries[k] = entry
         wall_s = result.wall_s
-    records = [entry["record"] | {"max_steps": training.max_steps} for entry in entries]
+    records = [record | {"max_steps": training.max_steps} for entry in entries for record in entry["records"]]
     tune.report({
         "trainings": len(todo),  # trained now
         "cache_hits": len(keys) - len(todo),

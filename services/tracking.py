@@ -68,7 +68,7 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
-    params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train)),
+    params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train or [])),
               "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()}}
     for model, own in spec.per_model.items():
         params |= {f"per_model.{model}.{k}": v for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()}
@@ -111,7 +111,8 @@ def _drop_partial_record(client: MlflowClient, experiment: str, sweep_id: str) -
 
 
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
-    """One child run per cell: its values as params, per-N metrics (step = N), N*, a per-model table."""
+    """One child run per cell: its values as params, per-N metrics (step = N: the success-rate
+    curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed)."""
     run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
     rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
@@ -120,6 +121,8 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
+    per_seed = {r["seeds"]: r for r in cell.records if "n_stable" in r}
+    metrics += [Metric(name, r[name], 0, seed) for seed, r in sorted(per_seed.items()) for name in ("n_first_zero", "n_stable")]
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
     _log(client, run.info.run_id, params={"model": cell.cell.model, **cell.cell.values}, metrics=metrics,
          tags={"vitsweep.failures": "\n".join(cell.failures)[:4000]} if cell.failures else None)

@@ -13,7 +13,11 @@ Choices the paper leaves open, made here (see docs/science-choices.md):
   label-relevant than confusion tokens, so the label rule always holds;
 - positions are shuffled uniformly; irrelevant tokens pick a pattern from 2..M-1 uniformly;
 - samples are made in blocks of ``BLOCK`` from per-block streams, so a seed's first N samples
-  are the same for every N: a model's training set with N=40 is contained in its set with N=80.
+  are the same for every N: a model's training set with N=40 is contained in its set with N=80,
+  and the one-pass protocol reads samples [t·B, (t+1)·B) of the same stream at step t without
+  making the ones before (``start``);
+- the noise directions are drawn with torch (3.5x faster than numpy's normals, which were most of
+  the cost of a sample: one-pass training makes B fresh samples per model per step).
 """
 
 from dataclasses import dataclass
@@ -24,7 +28,7 @@ import numpy as np
 import torch
 
 from vit_core.fields import ConfigError, param
-from vit_core.seeding import Stream, numpy_rng
+from vit_core.seeding import Stream, numpy_rng, torch_generator
 from vit_core.sparsify import SparsifyStrategy, keep_mask
 
 BLOCK = 64
@@ -58,8 +62,8 @@ class TokenDataConfig:
     def __post_init__(self) -> None:
         _check(self)
 
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> "TokenBatch":
-        return sample_tokens(self, n, seed, stream)
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> "TokenBatch":
+        return sample_tokens(self, n, seed, stream, start)
 
     @property
     def confusion(self) -> float:
@@ -163,8 +167,8 @@ def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.
     return n_rel, n_conf
 
 
-def _sample_block(cfg: TokenDataConfig, patterns: np.ndarray, n: int, rng: np.random.Generator) -> TokenBatch:
-    """n samples from one random stream."""
+def _sample_block(cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.random.Generator, gen: torch.Generator) -> TokenBatch:
+    """n samples from one block's random streams (numpy for the discrete choices, torch for the noise)."""
     L = cfg.n_tokens
     labels = rng.choice(np.array([-1, 1]), n)
     n_rel, n_conf = _counts(cfg, n, rng)
@@ -177,22 +181,31 @@ def _sample_block(cfg: TokenDataConfig, patterns: np.ndarray, n: int, rng: np.ra
     own = np.where(labels > 0, 0, 1)[:, None]  # pattern 0 is class +1's, pattern 1 class -1's
     irrelevant_pattern = rng.integers(2, max(cfg.n_patterns, 3), (n, L))
     pattern_index = np.where(kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern))
-    direction = rng.standard_normal((n, L, cfg.dim))
-    direction /= np.linalg.norm(direction, axis=-1, keepdims=True)
     noise_norm = cfg.tau * rng.random((n, L))
-    tokens = patterns[pattern_index] + direction * noise_norm[..., None]
+    norm = torch.from_numpy(noise_norm.astype(np.float32))
+    tokens = torch.randn((n, L, cfg.dim), generator=gen)  # a uniform direction, scaled to its norm, plus the pattern
+    tokens *= (norm / torch.linalg.vector_norm(tokens, dim=-1)).unsqueeze(-1)
+    tokens += patterns[torch.from_numpy(pattern_index)]
     keep = keep_mask(kinds, noise_norm, cfg.sparsify, cfg.sparsify_k, rng)
     return TokenBatch(
-        tokens=torch.from_numpy(tokens.astype(np.float32)),
+        tokens=tokens,
         labels=torch.from_numpy(labels.astype(np.float32)),
         kinds=torch.from_numpy(kinds),
-        noise_norm=torch.from_numpy(noise_norm.astype(np.float32)),
+        noise_norm=norm,
         keep=torch.from_numpy(keep),
     )
 
 
-def sample_tokens(cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
-    """The first n samples of (seed, stream); the first n of a larger call are the same."""
-    patterns = make_patterns(cfg)
-    blocks = [_sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b)) for b in range(-(-n // BLOCK))]
-    return TokenBatch(*(torch.cat(parts)[:n] for parts in zip(*(vars(b).values() for b in blocks))))
+def blocks_of(n: int, start: int) -> tuple[range, slice]:
+    """The blocks that hold samples [start, start + n) of a stream, and where those samples lie
+    in the blocks' concatenation."""
+    first = start // BLOCK
+    return range(first, -(-(start + n) // BLOCK)), slice(start - first * BLOCK, start - first * BLOCK + n)
+
+
+def sample_tokens(cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+    """Samples [start, start + n) of (seed, stream): the same samples whatever n and start."""
+    patterns = torch.from_numpy(make_patterns(cfg).astype(np.float32))
+    numbers, within = blocks_of(n, start)
+    blocks = [_sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b), torch_generator(seed, stream, b)) for b in numbers]
+    return TokenBatch(*(torch.cat(parts)[within] for parts in zip(*(vars(b).values() for b in blocks))))

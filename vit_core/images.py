@@ -55,13 +55,14 @@ class ImageDataConfig:
     def dim(self) -> int:
         return self.patch**2 * (1 if self.source == "digits" else 3)
 
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
-        """Training stream: the first n images of the seed's permutation of the training pool;
-        test stream: the first n test images (the seed is ignored)."""
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+        """Training stream: images [start, start + n) of the seed's permutation of the training
+        pool (one pass over it at most); test stream: the first n test images (the seed is ignored)."""
         images, labels = _split(self)[0 if stream == Stream.TRAIN_DATA else 1]
-        if n > len(images):
-            raise ValueError(f"n={n}: {self.source} has {len(images)} {'training' if stream == Stream.TRAIN_DATA else 'test'} images")
-        index = numpy_rng(seed, stream).permutation(len(images))[:n] if stream == Stream.TRAIN_DATA else np.arange(n)
+        if start + n > len(images):
+            raise ValueError(f"n={start + n}: {self.source} has {len(images)} {'training' if stream == Stream.TRAIN_DATA else 'test'} images")
+        order = numpy_rng(seed, stream).permutation(len(images)) if stream == Stream.TRAIN_DATA else np.arange(len(images))
+        index = order[start : start + n]
         X = _patches(self, images[index])
         shape = X.shape[:2]
         return TokenBatch(

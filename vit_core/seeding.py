@@ -25,7 +25,7 @@ def numpy_rng(seed: int, stream: Stream, *extra: int) -> np.random.Generator:
     return np.random.default_rng([seed, int(stream), *extra])
 
 
-def torch_generator(seed: int, stream: Stream) -> torch.Generator:
-    """A CPU torch generator for (seed, stream), independent of every other key."""
-    state = np.random.SeedSequence([seed, int(stream)]).generate_state(1, np.uint64)[0]
+def torch_generator(seed: int, stream: Stream, *extra: int) -> torch.Generator:
+    """A CPU torch generator for (seed, stream, *extra), independent of every other key."""
+    state = np.random.SeedSequence([seed, int(stream), *extra]).generate_state(1, np.uint64)[0]
     return torch.Generator().manual_seed(int(state) & 0x7FFF_FFFF_FFFF_FFFF)

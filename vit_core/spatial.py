@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from vit_core.data import BLOCK, TokenBatch, TokenKind
+from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
 from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, numpy_rng
 
@@ -67,8 +67,8 @@ class SpatialDataConfig:
     def noise_variance(self) -> float:
         return 1 / self.dim if self.sigma2 is None else self.sigma2
 
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
-        return sample_patches(self, n, seed, stream)
+    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+        return sample_patches(self, n, seed, stream, start)
 
 
 def _grid_block(D: int, C: int) -> int | None:
@@ -139,14 +139,15 @@ def _cnn_block(cfg: SpatialDataConfig, sets: np.ndarray, n: int, rng: np.random.
     return X, np.where(score > 0, 1.0, -1.0), np.zeros((n, cfg.n_patches), dtype=bool)
 
 
-def sample_patches(cfg: SpatialDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch:
-    """The first n samples of (seed, stream); the first n of a larger call are the same."""
+def sample_patches(cfg: SpatialDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+    """Samples [start, start + n) of (seed, stream): the same samples whatever n and start."""
     sets, w = patch_sets(cfg), feature(cfg)
     parts = []
-    for b in range(-(-n // BLOCK)):
+    numbers, within = blocks_of(n, start)
+    for b in numbers:
         rng = numpy_rng(seed, stream, b)
         parts.append(_threshold_block(cfg, sets, w, BLOCK, rng) if cfg.labels == "threshold" else _cnn_block(cfg, sets, BLOCK, rng))
-    X, y, signal = (np.concatenate(p)[:n] for p in zip(*parts))
+    X, y, signal = (np.concatenate(p)[within] for p in zip(*parts))
     kinds = np.where(signal, TokenKind.RELEVANT, TokenKind.IRRELEVANT).astype(np.int8)
     noise = X - (X @ w)[..., None] * w
     return TokenBatch(

@@ -1,12 +1,22 @@
 """Mini-batch SGD on the hinge loss for a pack of K independent models (Li et al., Section 3).
 
-Model k trains on its own N_k samples from its own seed with its own step size; all K take one
-step together in a single forward/backward. Every ``eval_every`` steps each model is evaluated
-on a shared held-out test set (_evaluate_test) and on its training set (_Pack.train_metrics).
-A model *settles* once its training hinge loss is exactly 0 (every sample has margin >= 1, so
-every later gradient is 0 and it can never change again) and *diverges* once its loss or
-parameters stop being finite. Settled and diverged models leave the pack, so the rest train
-faster; the pack stops when none is left or at ``max_steps``.
+Model k trains on samples of its own seed with its own step size; all K take one step together
+in a single forward/backward. Two protocols decide what "N samples" means:
+
+- ``multi_pass``: model k has a fixed training set of N_k samples and draws its mini-batches from
+  it with replacement. Every ``eval_every`` steps it is evaluated on a shared held-out test set
+  (_evaluate_test) and on its training set (_Pack.train_metrics). It *settles* once its training
+  hinge loss is exactly 0 (every sample has margin >= 1, so every later gradient is 0 and it can
+  never change again) and leaves the pack.
+- ``one_pass``: every step draws a fresh mini-batch of B samples from the seed's stream, never
+  reused (FreshBatches), so by step t a model has seen N = B·t samples: one run gives its test
+  error at every N of the evaluation grid (geometric, ``eval_ratio``). Model k trains for
+  N_k / B steps (at most ``max_steps``); its record at each evaluated N says whether it had zero
+  test error there and at every later evaluation (the *stable* success the sample complexity
+  counts).
+
+A model *diverges* once its loss or parameters stop being finite, and leaves the pack; the pack
+stops when no model is left.
 """
 
 import time
@@ -39,6 +49,11 @@ class TrainConfig:
     test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
     eval_batch: int = param(100, "samples per forward pass during evaluation (bounds memory)")
     loss: Literal["hinge", "logistic"] = param("hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)")
+    protocol: Literal["multi_pass", "one_pass"] = param(
+        "multi_pass", "multi_pass: N samples drawn once, mini-batches drawn from them until the training loss is 0; "
+        "one_pass: a fresh mini-batch every step, never reused, so N = B·t by step t (one run gives every N)")
+    eval_ratio: float = param(1.1, "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
+                              "then on a geometric grid of this ratio (N* resolves to this precision)")
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
@@ -46,6 +61,19 @@ class TrainConfig:
                 raise ConfigError(name, getattr(self, name), "must be a positive integer")
         if not self.lr > 0:
             raise ConfigError("lr", self.lr, "must be > 0")
+        if not self.eval_ratio > 1:
+            raise ConfigError("eval_ratio", self.eval_ratio, "must be > 1")
+
+    def evaluation_steps(self, last: int) -> list[int]:
+        """The steps at which a model that trains ``last`` steps is evaluated, 0 and ``last``
+        included: every eval_every (multi_pass); every eval_every, then a geometric grid of
+        ratio eval_ratio once that is the wider gap (one_pass)."""
+        steps, step = [0], self.eval_every
+        while step < last:
+            steps.append(step)
+            wider = round(step * self.eval_ratio) if self.protocol == "one_pass" else 0
+            step = max(step + self.eval_every, wider)
+        return [*steps, last] if last > 0 else steps
 
 
 @dataclass
@@ -65,32 +93,57 @@ class PackResult:
     curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
     wall_s: float
     snapshots: dict[str, np.ndarray] = field(default_factory=dict)  # a pack's snapshot() arrays, (K, ...), when it stopped
+    protocol: str = "multi_pass"
+    batch_size: int = 16
 
     def by_n(self) -> list[dict]:
         """Per training-set size N: see summarize_by_n."""
         return summarize_by_n(self.records())
 
     def outcomes(self) -> list[str]:
-        """Each model's outcome class (see OUTCOMES)."""
+        """Each model's outcome class (see OUTCOMES) when it stopped."""
         return [outcome(bool(d), float(train_error), bool(s)) for d, train_error, s in zip(self.diverged, self.final["train_error"], self.success)]
 
     def records(self) -> list[dict]:
-        """One plain dict per model: its setting, outcome class and final values (JSON-ready)."""
+        """Every record of every model (see model_records), model after model."""
+        return [r for k in range(len(self.seeds)) for r in self.model_records(k)]
+
+    def model_records(self, k: int) -> list[dict]:
+        """Model k's records as plain dicts (JSON-ready): its setting, outcome class and values.
+        multi_pass: one, with its final values. one_pass: one per evaluated N = B·t > 0, with the
+        values at that step, ``success`` meaning zero test error there and at every later
+        evaluation, and the model's first and stable N (``n_first_zero``, ``n_stable``; -1: never)."""
         keys = ("n_train", "seeds", "lr", "success", "diverged", "settled", "steps", "iterations_to_zero")
-        return [
-            {k: getattr(self, k)[i].item() for k in keys} | {"outcome": o} | {k: float(v[i]) for k, v in self.final.items()}
-            for i, o in enumerate(self.outcomes())
-        ]
+        if self.protocol == "multi_pass":
+            return [{key: getattr(self, key)[k].item() for key in keys} | {"outcome": self.outcomes()[k]}
+                    | {name: float(v[k]) for name, v in self.final.items()}]
+        rows = np.nonzero((self.eval_steps > 0) & (self.eval_steps <= self.steps[k]))[0]
+        zero = self.curves["test_error"][rows, k] == 0
+        stable = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the rows from here on are all zero
+        stable_step = int(self.eval_steps[rows[stable]]) if stable < len(rows) else -1
+        first, B, diverged = int(self.iterations_to_zero[k]), self.batch_size, bool(self.diverged[k])
+        common = {"seeds": int(self.seeds[k]), "lr": float(self.lr[k]), "diverged": diverged, "settled": False, "batch_size": B,
+                  "n_first_zero": B * first if first >= 0 else -1, "n_stable": B * stable_step if stable_step >= 0 and not diverged else -1}
+        records = []
+        for i, row in enumerate(rows):
+            step, success = int(self.eval_steps[row]), not diverged and i >= stable
+            records.append({"n_train": B * step, **common, "success": success, "steps": step,
+                            "iterations_to_zero": first if 0 <= first <= step else -1,
+                            "outcome": "diverged" if diverged else ("succeeded" if success else "failed")}
+                           | {name: float(v[row, k]) for name, v in self.curves.items()})
+        return records
 
 
-OUTCOMES = ("succeeded", "failed_converged", "not_converged", "diverged")
+OUTCOMES = ("succeeded", "failed_converged", "failed", "not_converged", "diverged")
 
 
 def outcome(diverged: bool, train_error: float, success: bool) -> str:
-    """A model's outcome class: succeeded (zero test error); failed_converged (zero training
-    error, test error above zero: it fits its data and does not generalise); not_converged
-    (training error above zero when its step budget ran out: says nothing about N); diverged
-    (its loss or parameters stopped being finite). Only the first two measure sample complexity."""
+    """A multi-pass model's outcome class: succeeded (zero test error); failed_converged (zero
+    training error, test error above zero: it fits its data and does not generalise);
+    not_converged (training error above 0 when its step budget ran out: says nothing about N);
+    diverged (its loss or parameters stopped being finite). A one-pass model at N is succeeded
+    (zero test error from N on), failed (its N samples, which were also its steps, were not
+    enough) or diverged. Succeeded and both failures measure sample complexity."""
     if diverged:
         return "diverged"
     if success:
@@ -99,8 +152,8 @@ def outcome(diverged: bool, train_error: float, success: bool) -> str:
 
 
 def summarize_by_n(records: list[dict]) -> list[dict]:
-    """Per training-set size N, ascending: models; the success rate among the models that
-    converged (succeeded / (succeeded + failed_converged); None when none did); the count of each
+    """Per training-set size N, ascending: models; the success rate among the models that count
+    (succeeded / (succeeded + failed_converged + failed); None when none does); the count of each
     outcome class; mean test error; median iterations to zero test error (over the models that
     reached it); settled and diverged counts; mean final attention mass. ``records`` as
     PackResult.records() makes them."""
@@ -109,7 +162,7 @@ def summarize_by_n(records: list[dict]) -> list[dict]:
         mine = [r for r in records if r["n_train"] == n]
         reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
         counts = {name: sum(r["outcome"] == name for r in mine) for name in OUTCOMES}
-        counted = counts["succeeded"] + counts["failed_converged"]
+        counted = counts["succeeded"] + counts["failed_converged"] + counts["failed"]
         rows.append({
             "n": n,
             "models": len(mine),
@@ -130,9 +183,11 @@ def _mean_or_none(values: np.ndarray) -> float | None:
 
 
 class TrainSets:
-    """Each model's own training samples, padded to the largest N, and its batch stream."""
+    """multi_pass: each model's own training samples, padded to the largest N, and its batch
+    stream (``fixed``: a training set to score and settle on)."""
 
     CHUNK = 64  # steps of batch indices drawn at once per model
+    fixed = True
 
     def __init__(self, data: "DataConfig", n_train: list[int], seeds: list[int], batch_size: int, device):
         largest = {}
@@ -182,6 +237,45 @@ class TrainSets:
         self._rngs = [self._rngs[i] for i in positions]
         self._n_list = [self._n_list[i] for i in positions]
         self._buffer = self._buffer[:, positions]
+
+
+class FreshBatches:
+    """one_pass: every model's mini-batches straight from its seed's training stream, never
+    reused. The pack steps together, so at step t every model reads samples [t·B, (t+1)·B) of
+    its own stream (the stream multi_pass draws its training sets from), made CHUNK steps ahead,
+    so a model's data do not depend on the pack it trains in. ``fixed = False``: there is no
+    training set to score or settle on."""
+
+    CHUNK = 32  # steps of samples made at once per model (whole blocks of the data's stream)
+    fixed = False
+
+    def __init__(self, data: "DataConfig", seeds: list[int], batch_size: int, device):
+        self.data, self.seeds, self.B, self.device = data, list(seeds), batch_size, device
+        self.consumed = 0  # samples each model has read: the next batch starts here
+        self.made = 0  # samples made so far per model (the buffer holds [made - len, made))
+        self._buffer: TokenBatch | None = None
+
+    def batch(self) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
+        if self.consumed + self.B > self.made:
+            n = self.CHUNK * self.B
+            parts = [self.data.sample(n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
+            self._buffer = TokenBatch(*(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts))))
+            self.made += n
+        at = self.consumed - (self.made - self._buffer.labels.shape[1])
+        self.consumed += self.B
+        window = slice(at, at + self.B)
+        keep = self._buffer.keep[:, window]
+        return self._buffer.tokens[:, window], self._buffer.labels[:, window], None if keep.all() else keep
+
+    def note_losses(self, per_sample: Tensor) -> None:
+        """Nothing to note: no sample comes back."""
+
+    def select(self, index: Tensor) -> None:
+        """Keep only the models at ``index`` (positions in the current pack)."""
+        self.seeds = [self.seeds[i] for i in index.tolist()]
+        if self._buffer is not None:
+            self._buffer = TokenBatch(*(t[index.to(t.device)] for t in vars(self._buffer).values()))
 
 
 def _pad(batch: TokenBatch, n: int) -> TokenBatch:
@@ -312,7 +406,7 @@ class _Pack:
 
     SETTLE_STREAK = 3  # zero-loss mini-batches in a row before the whole training set is checked
 
-    def __init__(self, model: "Packed", sets: TrainSets, step_size: Tensor, loss: Callable[[Tensor, Tensor], Tensor]):
+    def __init__(self, model: "Packed", sets: "TrainSets | FreshBatches", step_size: Tensor, loss: Callable[[Tensor, Tensor], Tensor]):
         self.model, self.sets, self.step_size, self.loss = model, sets, step_size, loss
         self.ids = torch.arange(model.K)
         self.window = torch.zeros(2, model.K, device=step_size.device)
@@ -354,6 +448,10 @@ class _Pack:
         """
         loss, error = self.window / max(self.window_steps, 1)
         s = self.sets
+        if not s.fixed:  # one_pass: the running means over fresh batches are all there is
+            self.window.zero_()
+            self.window_steps = 0
+            return {"loss": loss, "error": error}, torch.zeros_like(loss, dtype=torch.bool)
         if exact_for_all:
             idx = torch.arange(self.model.K, device=loss.device)
         else:
@@ -403,14 +501,17 @@ def train_pack(
     device: str | torch.device = "cpu",
     progress: Callable[[int, int], None] | None = None,
 ) -> PackResult:
-    """Train K = len(seeds) models at once; model k has n_train[k] samples, seed seeds[k], lr[k].
+    """Train K = len(seeds) models at once with seed seeds[k] and step size lr[k]. multi_pass:
+    model k has a training set of n_train[k] samples and trains max_steps steps at most;
+    one_pass: it reads n_train[k] fresh samples, n_train[k] / B steps (max_steps at most).
 
     ``progress(step, models_still_training)`` is called after every evaluation.
     """
     if len(n_train) != len(seeds) or (lr is not None and len(lr) != len(seeds)):
         raise ValueError("n_train, seeds and lr must have one entry per model")
-    if min(n_train) < 1:
-        raise ValueError(f"n_train={min(n_train)}: every model needs at least 1 training sample")
+    one_pass = train.protocol == "one_pass"
+    if min(n_train) < (train.batch_size if one_pass else 1):
+        raise ValueError(f"n_train={min(n_train)}: every model needs at least {'one batch of' if one_pass else '1'} training sample")
     keep_freed_memory()
     start, K = time.perf_counter(), len(seeds)
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
@@ -420,29 +521,34 @@ def train_pack(
     test_keep = None if test.keep.all() else test.keep
     model = model_cfg.build(data, seeds, device)
     lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
-    pack = _Pack(model, TrainSets(data, n_train, seeds, train.batch_size, device), lr_tensor, LOSSES[train.loss])
+    sets = FreshBatches(data, seeds, train.batch_size, device) if one_pass else TrainSets(data, n_train, seeds, train.batch_size, device)
+    pack = _Pack(model, sets, lr_tensor, LOSSES[train.loss])
+    budget = torch.tensor([min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train])
+    grid = set(train.evaluation_steps(int(budget.max())))
     rec = _Recorder(K, getattr(model, "metric_names", ()))
-    for step in range(train.max_steps + 1):
-        last = step == train.max_steps
-        if step % train.eval_every == 0 or last:
+    for step in range(int(budget.max()) + 1):
+        ending = (budget[pack.ids] == step).to(device)  # models whose budget ends here
+        if step in grid or ending.any():
+            last = bool(ending.all())
             on_train, exact = pack.train_metrics(step == 0 or last, train.eval_batch)
             diverged = ~(torch.isfinite(on_train["loss"]) & _finite_params(pack.model))
             settled = exact & (on_train["loss"] == 0) & ~diverged
             first_zero_unknown = torch.from_numpy(rec.iterations_to_zero[pack.ids.numpy()] < 0).to(device)
-            on_test = _evaluate_test(pack.model, test, test_keep, train, first_zero_unknown | diverged | settled | last)
+            decisive = first_zero_unknown | diverged | settled | ending | one_pass  # one_pass: every zero counts for stability
+            on_test = _evaluate_test(pack.model, test, test_keep, train, decisive)
             extra = pack.model.metrics() if rec.extra else {}
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             if hasattr(pack.model, "snapshot"):
                 rec.snap(pack.ids, pack.model.snapshot())
-            stay = torch.nonzero(~(diverged | settled)).squeeze(1)
+            stay = torch.nonzero(~(diverged | settled | ending)).squeeze(1)
             if progress is not None:
-                progress(step, 0 if last else len(stay))
-            if last or len(stay) == 0:
+                progress(step, len(stay))
+            if len(stay) == 0:
                 break
             if len(stay) < pack.model.K:  # drop finished models: the pack gets smaller and faster
                 pack.select(stay)
         pack.step()
-    return rec.result(np.asarray(n_train), np.asarray(seeds), lrs, time.perf_counter() - start)
+    return rec.result(np.asarray(n_train), np.asarray(seeds), lrs, time.perf_counter() - start, train)
 
 
 class _Recorder:
@@ -485,7 +591,7 @@ class _Recorder:
             store = self.snapshots.setdefault(name, np.full((self.K, *value.shape[1:]), np.nan))
             store[ids.numpy()] = value
 
-    def result(self, n_train, seeds, lrs, wall_s: float) -> PackResult:
+    def result(self, n_train, seeds, lrs, wall_s: float, train: TrainConfig) -> PackResult:
         final = {name: self.last[name].copy() for name in self.names}
         return PackResult(
             n_train=n_train,
@@ -501,4 +607,6 @@ class _Recorder:
             curves={name: np.stack(rows) for name, rows in self.rows.items()},
             wall_s=wall_s,
             snapshots=self.snapshots,
+            protocol=train.protocol,
+            batch_size=train.batch_size,
         )

@@ -1,0 +1,114 @@
+"""The one-pass protocol in vit_core: fresh samples every step, never reused, and the N-curve one run gives."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from vit_core import ConfigError, ModelConfig, SpatialDataConfig, TokenDataConfig, TrainConfig, train_pack
+from vit_core.seeding import Stream
+from vit_core.train import FreshBatches, summarize_by_n
+
+SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
+ONE_PASS = TrainConfig(protocol="one_pass", batch_size=8, max_steps=60, eval_every=5, eval_ratio=1.3, n_test=200, eval_subset=50)
+
+
+@pytest.mark.parametrize("data", [SMALL, SpatialDataConfig()], ids=["tokens", "patches"])
+def test_a_stream_read_from_any_start_gives_the_same_samples(data):
+    whole = data.sample(200, 7)
+    part = data.sample(70, 7, start=100)
+    assert torch.equal(whole.tokens[100:170], part.tokens) and torch.equal(whole.labels[100:170], part.labels)
+
+
+def test_one_pass_reads_each_sample_of_the_seed_stream_once_in_order():
+    """Step t of every model reads samples [t B, (t + 1) B) of its own stream: no index twice,
+    none skipped, the same samples whatever the pack (its seeds) and across the chunk borders."""
+    B, steps, seeds = 8, 2 * FreshBatches.CHUNK + 5, [3, 11]
+    batches = FreshBatches(SMALL, seeds, B, "cpu")
+    starts, drawn = [], []
+    for _ in range(steps):
+        starts.append(batches.consumed)
+        drawn.append(batches.batch())
+    assert starts == [t * B for t in range(steps)]  # contiguous, disjoint ranges: nothing reused
+    stream = [SMALL.sample(steps * B, seed) for seed in seeds]
+    for t, (tokens, labels, keep) in enumerate(drawn):
+        for k in range(len(seeds)):
+            assert torch.equal(tokens[k], stream[k].tokens[t * B : (t + 1) * B])
+            assert torch.equal(labels[k], stream[k].labels[t * B : (t + 1) * B])
+        assert keep is None
+    alone = FreshBatches(SMALL, [11], B, "cpu")
+    for t in range(steps):
+        assert torch.equal(alone.batch()[0][0], drawn[t][0][1])
+
+
+def test_the_n_curve_of_one_run_equals_separate_runs_stopped_at_each_n():
+    """The record at N = B t of one long run is what a run given only N samples ends with."""
+    long = train_pack(SMALL, ModelConfig(), ONE_PASS, [ONE_PASS.batch_size * ONE_PASS.max_steps] * 2, [0, 1])
+    curve = {(r["seeds"], r["n_train"]): r for r in long.records()}
+    for step in ONE_PASS.evaluation_steps(ONE_PASS.max_steps)[1::3]:
+        n = ONE_PASS.batch_size * step
+        short = train_pack(SMALL, ModelConfig(), ONE_PASS, [n, n], [0, 1])
+        assert short.steps.tolist() == [step, step]
+        for k, seed in enumerate((0, 1)):
+            assert short.final["test_error"][k] == pytest.approx(curve[seed, n]["test_error"], abs=1e-6)
+            assert short.final["test_loss"][k] == pytest.approx(curve[seed, n]["test_loss"], abs=1e-5)
+
+
+def test_success_at_n_means_zero_test_error_from_n_on_and_the_first_and_stable_n_per_seed():
+    result = train_pack(SMALL, ModelConfig(), ONE_PASS, [480] * 4, [0, 1, 2, 3])
+    for k in range(4):
+        records = result.model_records(k)
+        errors = np.array([r["test_error"] for r in records])
+        for i, r in enumerate(records):
+            assert r["success"] == bool((errors[i:] == 0).all())
+            assert r["outcome"] == ("succeeded" if r["success"] else "failed")
+        stable = [r["n_train"] for r in records if r["success"]]
+        assert records[0]["n_stable"] == (stable[0] if stable else -1)
+        first = [r["n_train"] for r in records if r["test_error"] == 0]
+        if result.iterations_to_zero[k] != 0:  # zero error at step 0 comes before any record
+            assert records[0]["n_first_zero"] == (first[0] if first else -1)
+        assert records[0]["n_stable"] == -1 or records[0]["n_first_zero"] <= records[0]["n_stable"]
+    rows = summarize_by_n(result.records())
+    assert [r["n"] for r in rows] == [8 * s for s in ONE_PASS.evaluation_steps(60)[1:]]
+    rates = [r["success_rate"] for r in rows]
+    assert rates == sorted(rates)  # stable success can only rise with N
+
+
+def test_evaluation_grid_is_linear_then_geometric_and_ends_at_the_budget():
+    steps = ONE_PASS.evaluation_steps(200)
+    assert steps[:5] == [0, 5, 10, 15, 20] and steps[-1] == 200
+    gaps = np.diff(steps[:-1])
+    assert (gaps >= 5).all()
+    late = np.array(steps[6:-1])
+    assert np.all(late[1:] / late[:-1] <= 1.3 + 1 / late[:-1])  # at most the ratio, up to rounding
+    multi = dataclasses.replace(ONE_PASS, protocol="multi_pass")
+    assert multi.evaluation_steps(23) == [0, 5, 10, 15, 20, 23]
+    with pytest.raises(ConfigError, match="eval_ratio"):
+        TrainConfig(eval_ratio=1.0)
+
+
+def test_a_censored_model_never_reaches_stable_success_within_its_budget():
+    """Two steps cannot teach a model anything: every record fails and n_stable says never."""
+    short = dataclasses.replace(ONE_PASS, max_steps=2, eval_every=1)
+    result = train_pack(SMALL, ModelConfig(kind="cnn"), short, [16, 16], [0, 1], lr=[1e-4, 1e-4])
+    assert all(r["outcome"] == "failed" and r["n_stable"] == -1 for r in result.records())
+
+
+def test_diverged_one_pass_models_count_as_diverged_at_every_n():
+    result = train_pack(SMALL, ModelConfig(), ONE_PASS, [480, 480], [0, 1], lr=[0.5, 1e35])
+    assert {r["outcome"] for r in result.model_records(1)} == {"diverged"}
+    assert result.model_records(0)[-1]["outcome"] in ("succeeded", "failed")
+
+
+def test_one_pass_needs_a_whole_batch_of_samples():
+    with pytest.raises(ValueError, match="one batch"):
+        train_pack(SMALL, ModelConfig(), ONE_PASS, [4], [0])
+
+
+def test_one_pass_on_a_finite_image_pool_stops_at_its_end():
+    from vit_core import ImageDataConfig
+
+    digits = ImageDataConfig()
+    with pytest.raises(ValueError, match="images"):
+        digits.sample(10, 0, Stream.TRAIN_DATA, start=10_000)
