@@ -222,13 +222,35 @@ class SweepSpec(BaseModel):
         built = []
         for section, cls in self.SECTIONS.items():
             values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
+            if section == "training":
+                values = self.scaled_training(cell, built[0], values)
             built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))
         data, model, training = built
         self.check_cell(data, model)
         return data, model, training
 
+    def scaled_training(self, cell: "Cell", data, values: dict) -> dict:
+        """A cell's training values after the family's rules that tie them to its data."""
+        return values
+
     def check_cell(self, data, model) -> None:
         """A family's checks across sections (ConfigError)."""
+
+
+class AlphaScaling(BaseModel):
+    """Training values of one model that grow as alpha* falls: value(alpha*) = round(value *
+    (reference / alpha*) ** power), from the value the training section (or an axis) gives. For
+    one-pass step budgets that follow a cell's N*, and batches that grow like 1/alpha* (Theorem 1's
+    T = N/B with N ~ alpha*^-2 and T ~ alpha*^-1)."""
+
+    model_config = FORBID
+    reference: float = Field(gt=0, lt=1, description="the alpha* at which the training values hold as given")
+    batch_size: float = Field(0.0, ge=0, description="power of reference/alpha* the batch size B grows with (1: B ~ 1/alpha*)")
+    max_steps: float = Field(0.0, ge=0, description="power of reference/alpha* the step budget grows with")
+
+    def apply(self, alpha_star: float, values: dict) -> dict:
+        factor = self.reference / alpha_star
+        return values | {name: max(1, round(values[name] * factor ** getattr(self, name))) for name in ("batch_size", "max_steps")}
 
 
 class LiSweep(SweepSpec):
@@ -241,6 +263,12 @@ class LiSweep(SweepSpec):
     model: ModelSpec = Field(default_factory=ModelSpec)
     axes: Axes = Field(default_factory=Axes)
     per_model: dict[Literal["vit", "cnn"], LiModelGrid] = Field(default_factory=dict, description=PER_MODEL)
+    alpha_scaling: dict[Literal["vit", "cnn"], AlphaScaling] = Field(
+        default_factory=dict, description="per model: batch_size and max_steps that grow as alpha* falls (AlphaScaling)")
+
+    def scaled_training(self, cell: "Cell", data: TokenDataConfig, values: dict) -> dict:
+        rule = self.alpha_scaling.get(cell.model)
+        return rule.apply(data.alpha_star, values) if rule else values
 
     def check_cell(self, data: TokenDataConfig, model: ModelConfig) -> None:
         check_fits_data(model, data.dim, data.n_patterns)
@@ -333,7 +361,8 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
         Problem(f"axes.{axis}", values, f"also set in {_section_of(spec, axis)}.{axis}: keep one")
         for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
     ]
-    problems += [Problem(f"per_model.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})") for m in spec.per_model if m not in spec.models]
+    problems += [Problem(f"{field}.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})")
+                 for field in ("per_model", "alpha_scaling") for m in getattr(spec, field, {}) if m not in spec.models]
     cells = _cell_problems(spec)
     if cells:  # the checks below build every cell's configs
         return problems + cells

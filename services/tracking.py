@@ -70,6 +70,8 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     base = spec.configs(spec.cells[0])
     params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train or [])),
               "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()}}
+    for model, rule in getattr(spec, "alpha_scaling", {}).items():
+        params |= {f"alpha_scaling.{model}.{k}": v for k, v in rule.model_dump().items()}
     for model, own in spec.per_model.items():
         params |= {f"per_model.{model}.{k}": v for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()}
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}

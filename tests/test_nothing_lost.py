@@ -69,7 +69,8 @@ def test_entries_round_trip_and_sum_to_the_packs_curves(tmp_path):
         cache.put(key, entry)
     assert len(cache) == 3 and not list(tmp_path.glob("*/*.partial"))
     entries = [cache.get(k) for k in keys]
-    assert [e["record"] for e in entries] == json.loads(json.dumps(result.records()))
+    assert [r for e in entries for r in e["records"]] == json.loads(json.dumps(result.records()))
+    assert [e["n_train"] for e in entries] == [4, 4, 16]
     (part,) = curve_sums(entries)  # one pack: one group of evaluation steps
     mass = result.curves["attention_mass"]
     np.testing.assert_allclose(np.array(part["attention_mass"]["4"]["sum"]), mass[:, :2].sum(1))

@@ -135,7 +135,7 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
     summary = summarize(spec, "f-1", cells)
     flagged = [r["flagged"] for r in summary["cells"]]
     assert flagged == [True, False, False] and summary["cells"][0]["not_converged_share"] == 0.5
-    assert summary["cells"][0]["outcomes"]["4"] == {"succeeded": 0, "failed_converged": 2, "not_converged": 2, "diverged": 0}
+    assert summary["cells"][0]["outcomes"]["4"] == {"succeeded": 0, "failed_converged": 2, "failed": 0, "not_converged": 2, "diverged": 0}
     assert summary["exponent"]["vit"]["cells"] == ["vit alpha_star=0.2", "vit alpha_star=0.4"]  # the flagged cell is not fitted
-    assert "(FLAGGED)" in table_rows(summary)[0][0] and table_rows(summary)[0][-1] == "8/10/2/0"
+    assert "(FLAGGED)" in table_rows(summary)[0][0] and table_rows(summary)[0][-1] == "8/10/0/2/0"
     assert "outcomes.png" in figures(spec, summary, cells)
