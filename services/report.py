@@ -199,7 +199,9 @@ def table_rows(summary: dict) -> list[list[str]]:
 
 
 TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "T* = N*/B", "trainings",
-                "succeeded/failed-converged/failed/not-converged/diverged (one pass: at its largest N)"]
+                "outcomes s/fc/f/nc/d"]
+OUTCOMES_LEGEND = ("outcomes: s succeeded, fc failed-converged, f failed (one pass), nc not-converged, d diverged; "
+                   "over every N (one pass: at the cell's largest N)")
 
 
 def _fit_lines(summary: dict) -> list[str]:
@@ -224,7 +226,7 @@ def _fit_lines(summary: dict) -> list[str]:
 def notes(summary: dict) -> list[str]:
     """One line per finding below the table: fits against theory and the paper, the adaptive
     search's savings, attention concentration, sparsification effects."""
-    lines = _fit_lines(summary)
+    lines = [*_fit_lines(summary), OUTCOMES_LEGEND]
     flagged = [r["label"] for r in summary["cells"] if r["flagged"]]
     if flagged:
         lines.append(f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left out of the fits; "

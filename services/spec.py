@@ -50,11 +50,12 @@ def _distinct(values: list) -> list:
 
 
 def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
-    """One model kind's own grid: N values and axis values that replace the sweep's for it."""
+    """One model kind's own grid: N values, training values and axis values that replace the sweep's for it."""
     n_train = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1), AfterValidator(_distinct)]
     return create_model(
-        name, __config__=FORBID, __doc__="A model's own n_train and axes (each axis replaces the sweep's axis of that name).",
+        name, __config__=FORBID, __doc__="A model's own n_train, training values and axes (each replaces the sweep's of that name).",
         n_train=(n_train | None, Field(None, description="this model's training-set sizes N (default: the sweep's n_train)")),
+        training=(TrainingSpec | None, Field(None, description="this model's training values (those it sets replace the sweep's)")),
         axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
     )
 
@@ -152,8 +153,8 @@ class SweepSpec(BaseModel):
 
     @field_validator("models", "n_train", check_fields=False)
     @classmethod
-    def _distinct(cls, values: list) -> list:
-        return _distinct(values)
+    def _distinct(cls, values: list | None) -> list | None:
+        return values if values is None else _distinct(values)
 
     def axes_of(self, model: str) -> dict[str, list]:
         """A model's axes, in spec order: the sweep's, with its own (per_model) replacing or added."""
@@ -218,10 +219,13 @@ class SweepSpec(BaseModel):
                 for model in self.models for axes in [self.axes_of(model)] for values in itertools.product(*axes.values())]
 
     def configs(self, cell: "Cell") -> tuple[Any, Any, TrainConfig]:
-        """vit_core's configs of one cell: the sections, the cell's axis values and its model."""
+        """vit_core's configs of one cell: the sections, its model's own training values
+        (per_model), the cell's axis values and its model."""
         built = []
+        own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():
-            values = getattr(self, section).model_dump() | {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
+            values = getattr(self, section).model_dump() | (own.model_dump(exclude_unset=True) if own and section == "training" else {})
+            values |= {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
             if section == "training":
                 values = self.scaled_training(cell, built[0], values)
             built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from conftest import run_spec
 from services.cli import app
 from services.nstar import NStarSearcher
-from services.spec import SpecError, parse_spec
+from services.spec import SpecError, parse_spec, spec_from_dict
 from services.sweep import packs
 
 BOTH = """name: both
@@ -40,7 +40,8 @@ def test_a_one_pass_cell_trains_each_seed_once_at_its_sample_budget():
 
 def test_one_pass_needs_no_n_train_and_multi_pass_says_it_does():
     text = BOTH.replace("n_train: [4, 16]\n", "").replace(", protocol: [one_pass, multi_pass]", "")
-    parse_spec(text.replace("training: {", "training: {protocol: one_pass, "))  # no n_train: fine
+    spec = parse_spec(text.replace("training: {", "training: {protocol: one_pass, "))  # no n_train: fine
+    assert spec_from_dict(spec.model_dump(mode="json")) == spec  # as every trial reads it
     with pytest.raises(SpecError) as error:
         parse_spec(text)
     assert [p.path for p in error.value.problems] == ["n_train"] and "multi_pass" in str(error.value)

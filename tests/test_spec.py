@@ -129,3 +129,21 @@ def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
     optuna = parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nseeds: 2\n"
                         "search: {mode: optuna, num_samples: 7, space: {lr: {low: 0.1, high: 1.0}}}")
     assert trial_count(optuna) == 7 and len(packs(optuna)) == 1
+
+
+def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
+    spec = parse_spec("name: x\nmodels: [vit, cnn]\ntraining: {protocol: one_pass, max_steps: 200, batch_size: 16}\n"
+                      "per_model: {vit: {training: {max_steps: 100}}}\naxes: {alpha_star: [0.05, 0.2], lr: [0.5, 1.0]}\n"
+                      "alpha_scaling: {vit: {reference: 0.2, max_steps: 1.5, batch_size: 1}, cnn: {reference: 0.2, max_steps: 2.5}}\nseeds: 2")
+    budgets = {c.label: (t.max_steps, t.batch_size, t.lr) for c in spec.cells for t in [spec.configs(c)[2]]}
+    assert budgets["vit alpha_star=0.2 lr=1.0"] == (100, 16, 1.0)  # its own max_steps, the axis's lr, no scaling at the reference
+    assert budgets["vit alpha_star=0.05 lr=0.5"] == (800, 64, 0.5)  # 100 * 4^1.5 steps, 16 * 4 samples a batch
+    assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
+    assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis
+    assert spec.n_values(spec.cells[0]) == [800 * 64]
+    with pytest.raises(SpecError) as error:
+        parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nalpha_scaling: {cnn: {reference: 0.2}}")
+    assert [p.path for p in error.value.problems] == ["alpha_scaling.cnn"]
+    with pytest.raises(SpecError) as error:
+        parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nper_model: {vit: {training: {max_steps: 0}}}")
+    assert "max_steps" in str(error.value)
