@@ -25,10 +25,11 @@ FORBID = ConfigDict(extra="forbid", strict=True)
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
 
 
-def _section(name: str, cls: type) -> type[BaseModel]:
-    """A Pydantic model with one optional field per dataclass field (default: the dataclass's)."""
+def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
+    """A Pydantic model with one optional field per dataclass field (default: the dataclass's; a
+    ``partial`` section's default is None, so that only the values it sets survive a dump)."""
     fields = {
-        f.name: (f.type, Field(f.default, description=f.metadata["help"]))
+        f.name: (f.type | None if partial else f.type, Field(None if partial else f.default, description=f.metadata["help"]))
         for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
     }
     return create_model(name, __config__=FORBID, __doc__=cls.__doc__, **fields)
@@ -55,7 +56,7 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
     return create_model(
         name, __config__=FORBID, __doc__="A model's own n_train, training values and axes (each replaces the sweep's of that name).",
         n_train=(n_train | None, Field(None, description="this model's training-set sizes N (default: the sweep's n_train)")),
-        training=(TrainingSpec | None, Field(None, description="this model's training values (those it sets replace the sweep's)")),
+        training=(OwnTraining | None, Field(None, description="this model's training values (those it sets replace the sweep's)")),
         axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
     )
 
@@ -65,6 +66,7 @@ JELASSI_SECTIONS = {"data": SpatialDataConfig, "model": PositionalConfig, "train
 DataSpec = _section("DataSpec", TokenDataConfig)
 ModelSpec = _section("ModelSpec", ModelConfig)
 TrainingSpec = _section("TrainingSpec", TrainConfig)
+OwnTraining = _section("OwnTraining", TrainConfig, partial=True)
 Axes = _axes("Axes", LI_SECTIONS)
 SpatialDataSpec = _section("SpatialDataSpec", SpatialDataConfig)
 PositionalSpec = _section("PositionalSpec", PositionalConfig)
@@ -224,7 +226,7 @@ class SweepSpec(BaseModel):
         built = []
         own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():
-            values = getattr(self, section).model_dump() | (own.model_dump(exclude_unset=True) if own and section == "training" else {})
+            values = getattr(self, section).model_dump() | (own.model_dump(exclude_none=True) if own and section == "training" else {})
             values |= {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
             if section == "training":
                 values = self.scaled_training(cell, built[0], values)

@@ -75,7 +75,7 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     for model, own in spec.per_model.items():
         params |= {f"per_model.{model}.{k}": v for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()}
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
-        params |= {f"per_model.{model}.training.{k}": v for k, v in own.training.model_dump(exclude_unset=True).items()} if own.training else {}
+        params |= {f"per_model.{model}.training.{k}": v for k, v in own.training.model_dump(exclude_none=True).items()} if own.training else {}
     for section, cfg in zip(("data", "model", "training"), base):
         params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept and k != "model.kind"}
     metrics = [Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),

@@ -141,6 +141,10 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
     assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis
     assert spec.n_values(spec.cells[0]) == [800 * 64]
+    from services.spec import spec_from_dict
+
+    rebuilt = spec_from_dict(spec.model_dump(mode="json"))  # as every trial reads it: only what the spec set overrides
+    assert [rebuilt.configs(c) for c in rebuilt.cells] == [spec.configs(c) for c in spec.cells]
     with pytest.raises(SpecError) as error:
         parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nalpha_scaling: {cnn: {reference: 0.2}}")
     assert [p.path for p in error.value.problems] == ["alpha_scaling.cnn"]
