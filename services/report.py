@@ -209,10 +209,10 @@ def _fit_lines(summary: dict) -> list[str]:
     for key, title, theory in (("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
                                ("iterations_exponent", "T ~ (1/alpha*)^k", None), ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
                                ("lr_exponent", "T ~ (1/eta)^k", None)):
-        unfitted = [group for group, fit in summary.get(key, {}).items() if fit["value"] is None]
+        unfitted = [group for group, fit in summary[key].items() if fit["value"] is None]
         if unfitted:
             lines.append(f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value")
-        for group, fit in summary.get(key, {}).items():
+        for group, fit in summary[key].items():
             expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
             if fit["value"] is not None:
                 lines.append(f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {_fmt(fit['ci95'], '.2f')} (theory: {expected:g})")
