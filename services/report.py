@@ -56,11 +56,11 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
     lo, star = o.bracket(p)
     row |= {"n_star": None if cell.failures else star, "bracket_lo": lo, "n_star_known": o.n_star_known(p) is not None, "n_star_ci95": list(n_star_ci(o, p)),
             "monotone": o.monotone(p), "steps_to_zero": o.steps(), "rates": dict(zip(o.ns.tolist(), o.rates().tolist())),
-            "t_star": o.t_star(p) if not cell.failures else None, "per_seed": _per_seed(cell)}
+            "t_star": o.t_star(p) if not cell.failures else None, "per_seed": per_seed(cell)}
     return row
 
 
-def _per_seed(cell: CellResult) -> dict | None:
+def per_seed(cell: CellResult) -> dict | None:
     """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""
     firsts = {r["seeds"]: (r["n_first_zero"], r["n_stable"]) for r in cell.records if "n_stable" in r}
     return {"seeds": sorted(firsts), "n_first_zero": [firsts[s][0] for s in sorted(firsts)],

@@ -124,8 +124,8 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
-    per_seed = {r["seeds"]: r for r in cell.records if "n_stable" in r}
-    metrics += [Metric(name, r[name], 0, seed) for seed, r in sorted(per_seed.items()) for name in ("n_first_zero", "n_stable")]
+    per_seed = report.per_seed(cell) or {"seeds": []}
+    metrics += [Metric(name, per_seed[name][i], 0, seed) for i, seed in enumerate(per_seed["seeds"]) for name in ("n_first_zero", "n_stable")]
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
     _log(client, run.info.run_id, params={"model": cell.cell.model, **cell.cell.values}, metrics=metrics,
          tags={"vitsweep.failures": "\n".join(cell.failures)[:4000]} if cell.failures else None)
