@@ -12,6 +12,7 @@ import math
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,9 +200,9 @@ class SweepResult:
 
 
 def start_ray(address: str | None) -> bool:
-    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray whose node
-    address is 127.0.0.1 (Ray 2.60 still listens on all interfaces: see the README). False when
-    Ray was already up (its owner stops it), True when this call started or joined it."""
+    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray that only
+    listens on loopback (start_local_ray). False when Ray was already up (its owner stops it),
+    True when this call started or joined it."""
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS")
@@ -209,8 +210,23 @@ def start_ray(address: str | None) -> bool:
     if address:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
-        ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
+        start_local_ray(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     return True
+
+
+def start_local_ray(**init) -> None:
+    """ray.init of a one-machine Ray whose every process (GCS, raylet, agents, workers) listens
+    on 127.0.0.1 only. Ray 2.60 binds its servers to the node address but swaps a loopback one
+    for the machine's own, except in its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    read once at import into ray_constants.ENABLE_RAY_CLUSTER): that mode, for this call."""
+    from ray._private import ray_constants
+
+    clusters = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(_node_ip_address="127.0.0.1", **init)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = clusters
 
 
 def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, trainable=train_pack_trial,
@@ -242,8 +258,10 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
         del param_space["pack"]  # the searcher suggests every pack
         search = {"search_alg": NStarSearcher(spec), "num_samples": -1}
     path = Path(storage) / sweep_id
-    if resume and tune.Tuner.can_restore(str(path)):
-        tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
+    if resume and _restorable(path):
+        _TrialDone.current = on_trial_done
+        with _quiet("ray.tune.analysis.experiment_analysis"):
+            tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = _new_tuner(trainable, param_space, search, sweep_id, storage, spec, callbacks)
     grid = tuner.fit()
@@ -276,6 +294,29 @@ def run_sweep(spec: SweepSpec, sweep_id: str, home: Path, on_trial_done=None, tr
     return SweepResult(sweep_id, ordered, trainings, time.perf_counter() - start, str(Path(storage) / sweep_id), best, unfinished, cache_hits, train_s)
 
 
+@contextmanager
+def _quiet(logger: str):
+    """Only errors from ``logger`` while this runs. Tuner.restore reads the result files of every
+    restored trial, which Ray copies to storage after the experiment state and in the background:
+    a driver killed in between leaves a state whose trials have results (run_sweep reads them
+    from it) and no files yet, and Ray warns "Failed to fetch metrics ... FileNotFoundError" for
+    each, though nothing is missing."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _restorable(path: Path) -> bool:
+    """Whether Tune saved enough of the sweep at ``path`` to restore it: its tuner.pkl, written as
+    fit starts, and an experiment state, written once trials run (a driver killed in between
+    leaves the first alone, which Tune cannot restore from)."""
+    return tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json"))
+
+
 def _new_tuner(trainable, param_space: dict, search: dict, sweep_id: str, storage: str, spec: SweepSpec, callbacks: list) -> tune.Tuner:
     return tune.Tuner(
         trainable,
@@ -297,13 +338,22 @@ def _trial_name(trial) -> str:
 
 
 class _TrialDone(tune.Callback):
-    """Calls ``fn(trials_done, trials_failed, models_trained)`` as trials end (for a progress bar)."""
+    """Calls ``fn(trials_done, trials_failed, models_trained)`` as trials end (for a progress bar).
+
+    Tune pickles its run config with the experiment state, and a function of the caller's (a
+    progress bar) does not pickle: a restored sweep's callback calls ``_TrialDone.current``, the
+    function that run_sweep was given this time."""
+
+    current = None
 
     def __init__(self, fn):
         self.fn, self.done, self.errored, self.models = fn, 0, 0, 0
 
     def __getstate__(self) -> dict:
-        return {"fn": None, "done": self.done, "errored": self.errored, "models": self.models}  # Tune pickles its run config
+        return {"done": self.done, "errored": self.errored, "models": self.models}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, fn=_TrialDone.current)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.models += sum((trial.last_result or {}).get(key, 0) for key in ("trainings", "cache_hits"))
