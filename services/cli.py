@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import typer
@@ -29,6 +29,9 @@ from rich.table import Table
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
 from services.uris import redact
 from vit_core.models import check_fits_data
+
+if TYPE_CHECKING:
+    from services.tracking import Record
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
@@ -189,11 +192,14 @@ def run(
     cache: Path = typer.Option(None, "--cache", help="result cache folder (default: HOME/cache; on a cluster, a folder every node mounts)"),
     no_cache: bool = typer.Option(False, "--no-cache", help="train every model; read and write no result cache"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
+    new: bool = typer.Option(False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"),
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
 
-    Run the same command again after an interruption: finished trainings are kept. Exit code 3:
-    the sweep finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
+    Running the same command again continues this spec's sweep under HOME, whatever stopped it:
+    finished trainings are kept, and a sweep already recorded is shown, not run again (--new runs
+    it again; the result cache still spares every training it holds). Exit code 3: the sweep
+    finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
     spec = _load_or_exit(path)
     from services import state
@@ -201,30 +207,35 @@ def run(
 
     home.mkdir(parents=True, exist_ok=True)
     uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
-    sweep_id = state.unlogged_sweep(spec, home)
+    sweep_id = None if new else state.latest_sweep(spec, home)
     result = state.load_result(home, sweep_id) if sweep_id else None
-    stop_ray = None
-    if result is not None:  # _record checks the server
-        print(f"{sweep_id}: this spec's sweep finished earlier and was never logged to MLflow; logging it now", file=sys.stderr)
-    else:
+    stop_ray, finished_earlier = None, result is not None
+    if result is None:
         _warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back")
         resumed = sweep_id is not None
         if resumed:
             print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",
                   file=sys.stderr)
         else:
-            sweep_id = state.new_sweep_id(spec)
+            sweep_id = state.new_sweep_id(spec, home)
             state.mark_sweep(spec, sweep_id, home, text, uri_given=tracking_uri is not None)
         _open_store_in_background(uri)
         result, stop_ray = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
         state.save_result(result, home)
-    parent_id, summary = _record_alongside(stop_ray, spec, result, uri, home, text)
+    record, summary = _record_alongside(stop_ray, spec, result, uri, home, text)
+    parent_id = record.run_id if record else None
+    if record and record.earlier:
+        print(f"{sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run {parent_id}); its summary "
+              f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks).", file=sys.stderr)
+    elif record and finished_earlier:
+        print(f"{sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now", file=sys.stderr)
     _print_summary(summary)
     _print_sweep(spec, result, redact(uri), parent_id, home)
     failed = [f for c in result.cells for f in c.failures]
     if as_json:
         print(json.dumps({
             "sweep_id": result.sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
+            "recorded_earlier": bool(record and record.earlier),
             "exponent": _exponents(summary), "t_star_exponent": _exponents(summary, "t_star_exponent"), "protocol": summary["protocol"],
             "adaptive": summary["adaptive"],
             "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
@@ -261,7 +272,7 @@ def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path
     return result, ray.shutdown if started else None
 
 
-def _record_alongside(work: Callable[[], None] | None, *args) -> tuple[str | None, dict]:
+def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", dict]:
     """_record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
     in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
     if work is None:
@@ -302,9 +313,10 @@ def _warn_if_unreachable(uri: str, consequence: str) -> bool:
     return why is None
 
 
-def _record(spec, result, uri: str, home: Path, text: str) -> tuple[str | None, dict]:
-    """Log a finished sweep to MLflow and mark it logged: (parent run id, or None when the server
-    is unreachable and the results wait under ``home``, and the report's summary)."""
+def _record(spec, result, uri: str, home: Path, text: str) -> tuple["Record | None", dict]:
+    """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
+    record, or None when the server is unreachable and the results wait under ``home``, and the
+    report's summary)."""
     from services import report, state
     from services.tracking import record_sweep
 
@@ -313,13 +325,13 @@ def _record(spec, result, uri: str, home: Path, text: str) -> tuple[str | None, 
     if not _warn_if_unreachable(uri, later):
         return None, summary
     try:
-        parent_id = record_sweep(spec, result, uri, home, text, summary)
+        record = record_sweep(spec, result, uri, home, text, summary)
     except Exception:
         if _warn_if_unreachable(uri, later):
             raise  # the server is up: a real error, not an outage
         return None, summary
-    state.set_recorded(home, result.sweep_id, parent_id)
-    return parent_id, summary
+    state.set_recorded(home, result.sweep_id, record.run_id)
+    return record, summary
 
 
 @app.command()
@@ -346,11 +358,11 @@ def sync(
             continue
         spec, text = state.load_spec_of(home, sweep_id)
         uri = resolve_tracking_uri(spec, tracking_uri, home)
-        parent_id, _ = _record(spec, result, uri, home, text)
-        if parent_id is None:
+        record, _ = _record(spec, result, uri, home, text)
+        if record is None:
             left += 1
         else:
-            print(f"{sweep_id}: logged to {redact(uri)} (parent run {parent_id})")
+            print(f"{sweep_id}: logged to {redact(uri)} (parent run {record.run_id})")
     if not pending:
         print(f"nothing to log: every sweep under {home} is in MLflow")
     if left:

@@ -2,12 +2,15 @@
 
 ``ray/SWEEP_ID/vitsweep.json`` (the marker) holds the spec's key and, once the sweep is logged,
 its MLflow parent run; ``spec.yaml`` is the spec as the user wrote it. Once every trial is done,
-``result.json`` holds the collected results until MLflow has them: a driver killed after training,
-or a tracking server that was down, costs a logging step, never a training. Every file is written
-atomically (a temporary file, then ``os.replace``).
+``result.json`` holds the collected results: a driver killed after training, or a tracking server
+that was down, costs a logging step, never a training, and a sweep already recorded is shown
+from it. Every file is written atomically (a temporary file, then ``os.replace``), and each is
+written after what it stands on, so that a kill at any moment leaves a state the same command
+continues from (docs/resume.md).
 """
 
 import hashlib
+import itertools
 import json
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from ray import tune
 
+from services.cache import code_version
 from services.files import write_atomic
 from services.spec import Cell, SweepSpec, parse_spec
 from services.sweep import CellResult, SweepResult
@@ -22,13 +26,17 @@ from services.sweep import CellResult, SweepResult
 MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
 
 
-def new_sweep_id(spec: SweepSpec) -> str:
-    return f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+def new_sweep_id(spec: SweepSpec, home: Path) -> str:
+    """The spec's name and the UTC time; -2, -3, ... after it when a sweep of that second exists."""
+    base = f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+    return next(sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists())
 
 
 def spec_key(spec: SweepSpec) -> str:
-    """What identifies a sweep's work: a hash of its resolved spec."""
-    return hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    """What identifies a sweep's work: a hash of its resolved spec and of vit_core's code (a
+    sweep of the same spec on changed science is another sweep)."""
+    text = json.dumps({"spec": spec.model_dump(mode="json"), "vit_core": code_version()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def folder(home: Path, sweep_id: str) -> Path:
@@ -37,21 +45,23 @@ def folder(home: Path, sweep_id: str) -> Path:
 
 def markers(home: Path) -> list[tuple[str, dict]]:
     """(sweep id, marker) of every sweep under ``home``, newest first."""
-    return [(path.parent.name, json.loads(path.read_text())) for path in sorted((home / "ray").glob(f"*/{MARKER}"), reverse=True)]
+    found = [(path.parent.name, json.loads(path.read_text())) for path in (home / "ray").glob(f"*/{MARKER}")]
+    return sorted(found, key=lambda item: (item[1].get("created", ""), item[0]), reverse=True)
 
 
-def unlogged_sweep(spec: SweepSpec, home: Path) -> str | None:
-    """The latest sweep of this very spec under ``home`` not logged to MLflow yet (its driver was
-    killed, or the tracking server was down): the one to resume, or just to log."""
+def latest_sweep(spec: SweepSpec, home: Path) -> str | None:
+    """The newest sweep of this very spec under ``home``, whatever became of it: the one that
+    running the same command again continues (resumes, logs, or shows when it is recorded)."""
     key = spec_key(spec)
-    return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key and marker["recorded"] is None), None)
+    return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key), None)
 
 
 def mark_sweep(spec: SweepSpec, sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
     """Write the sweep's marker and spec: its key, whether the tracking URI came from the command
     line (never the URI itself: it may hold credentials); set_recorded adds its MLflow parent run."""
     write_atomic(folder(home, sweep_id) / SPEC, spec_text)
-    write_atomic(folder(home, sweep_id) / MARKER, json.dumps({"spec_key": spec_key(spec), "recorded": None, "uri_given": uri_given}))
+    write_atomic(folder(home, sweep_id) / MARKER, json.dumps({"spec_key": spec_key(spec), "recorded": None, "uri_given": uri_given,
+                                                               "created": datetime.now(timezone.utc).isoformat()}))
 
 
 def marker(home: Path, sweep_id: str) -> dict:

@@ -8,6 +8,7 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 import os
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import yaml
@@ -59,12 +60,21 @@ def _flat(prefix: str, values: dict) -> dict:
     return {f"{prefix}.{k}": v for k, v in values.items()}
 
 
-def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict) -> str:
+class Record(NamedTuple):
+    """A sweep's record in MLflow: its parent run, and whether an earlier run of the command made it."""
+
+    run_id: str
+    earlier: bool
+
+
+def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict) -> Record:
     """Log the sweep to MLflow with its report (``services.report.summarize``'s ``summary``, the
-    figures and the summary table) and return the parent run's id."""
+    figures and the summary table), once: a sweep already recorded whole is not logged again."""
     client = MlflowClient(tracking_uri)
     experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
-    _drop_partial_record(client, experiment, result.sweep_id)
+    earlier = _earlier_record(client, experiment, result.sweep_id)
+    if earlier is not None:
+        return Record(earlier, True)
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
@@ -100,17 +110,23 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
         plt.close(fig)
     client.log_text(pid, report.markdown(summary), "summary.md")
     client.log_dict(pid, summary, "summary.json")
-    client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")
-    return pid
+    client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")  # last: the record is whole
+    return Record(pid, False)
 
 
-def _drop_partial_record(client: MlflowClient, experiment: str, sweep_id: str) -> None:
-    """Delete what an earlier, killed recording of this sweep left (a parent and some children),
-    so that a resumed sweep ends with exactly one parent run and one child per cell."""
+def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str | None:
+    """The parent run of an earlier, whole record of this sweep (its status set, which is logged
+    last), or None. What a killed recording left (a parent still RUNNING and some children) is
+    deleted, so that the sweep ends with exactly one parent run and one child per cell."""
+    whole = None
     for parent in client.search_runs([experiment], f"tags.`vitsweep.sweep_id` = '{sweep_id}'"):
+        if parent.info.status != "RUNNING" and whole is None:
+            whole = parent.info.run_id
+            continue
         for child in client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"):
             client.delete_run(child.info.run_id)
         client.delete_run(parent.info.run_id)
+    return whole
 
 
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:

@@ -161,7 +161,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
             got = [(r["n"], r["success_rate"]) for r in cell.by_n()]
             assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summarize(spec, "failing", result.cells))
+    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summarize(spec, "failing", result.cells)).run_id
     client = MlflowClient(uri)
     assert client.get_run(parent_id).info.status == "FAILED"
     children = client.search_runs([client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")
