@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test system-tools bench bench-full bench-packing bench-device clean
+.PHONY: run test chaos system-tools bench bench-full bench-packing bench-device clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -29,6 +29,13 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed system-tools
 	$(BIN)/python -m pytest -q
+
+# The kill-anywhere loop, longer than the suite's: a grid and an adaptive sweep killed (kill -9 of
+# the driver's process group) at every phase of tests/kill_at.py, then at random moments, each
+# resumed and compared with an uninterrupted run; one JSON line of counts (docs/resume.md).
+RANDOM_KILLS ?= 6
+chaos: $(VENV)/.installed
+	$(BIN)/python tests/chaos.py --random-kills $(RANDOM_KILLS)
 
 # Debian tools that tests/test_stack.py uses: docker-compose (validates docker/ without an
 # engine) and chromium (reads the MLflow UI). Installed when missing and we are root; without

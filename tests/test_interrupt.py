@@ -1,24 +1,48 @@
-"""Ctrl-C during a sweep: it stops, says where the finished work is, and logs nothing partial."""
+"""A running `vitsweep run` on the embedded default: every socket its processes (the driver, Ray's
+GCS, raylet, agents and workers) listen on is on loopback; Ctrl-C then stops it cleanly, says
+where the finished work is and logs nothing partial. (Resuming it: tests/test_kill_anywhere.py.)"""
 
+import ipaddress
+import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+import psutil
+
+from chaos import GRID, TAG, KilledSweep
 
 
-def test_ctrl_c_stops_cleanly_and_says_where_the_results_are(tmp_path):
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "vitsweep"), "run", "sweeps/sample_complexity.yaml", "--home", str(tmp_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    time.sleep(20)  # Ray is up and the first trials run; the whole sweep takes ~4 minutes
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out + err
-    assert "interrupted:" in err and str(tmp_path / "ray") in err
-    store = tmp_path / "mlflow.db"  # opened while Ray started: it may exist, with no run in it
+def _listening(tag: str) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every listening TCP or bound UDP socket of the processes carrying ``tag``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TAG) != tag:
+                continue
+            for c in proc.net_connections(kind="inet"):
+                if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):
+                    found.append((proc.name(), c.laddr.ip, c.laddr.port))
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_running_sweep_listens_on_loopback_only_and_ctrl_c_stops_it_cleanly(tmp_path):
+    seen = {}
+
+    def inspect_then_interrupt(proc, tag):  # the driver froze (SIGSTOP) once the first of 8 trials finished
+        seen["sockets"] = _listening(tag)
+        os.kill(proc.pid, signal.SIGINT)  # delivered as it continues: Ctrl-C mid-sweep
+        os.kill(proc.pid, signal.SIGCONT)
+
+    sweep = KilledSweep(GRID, tmp_path)
+    stopped = sweep.run(("trial_complete", 1), action="stop", on_stop=inspect_then_interrupt)
+    sockets = seen["sockets"]
+    assert {"gcs_server", "raylet"} <= {name for name, _, _ in sockets}, sockets  # the check saw Ray's own processes
+    loopback = lambda ip: ipaddress.ip_address(ip.removeprefix("::ffff:")).is_loopback  # noqa: E731  (IPv4-mapped IPv6 too)
+    assert [s for s in sockets if not loopback(s[1])] == []
+
+    assert stopped.returncode == 130, stopped.stderr[-3000:]
+    assert "interrupted:" in stopped.stderr and str(sweep.home / "ray") in stopped.stderr
+    store = sweep.home / "mlflow.db"  # opened while Ray started: it may exist, with no run in it
     assert not store.exists() or sqlite3.connect(store).execute("select count(*) from runs").fetchone() == (0,)

@@ -8,6 +8,7 @@ import numpy as np
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from chaos import GRID, logged_records
 from conftest import mlflow_server_at
 from services.cache import ResultCache, code_version, curve_sums, model_entries, model_keys
 from services.cli import app
@@ -15,15 +16,7 @@ from services.spec import parse_spec
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 
 runner = CliRunner()
-SPEC = """name: cached
-models: [vit, cnn]
-data: {n_tokens: 20, dim: 10, n_patterns: 8, alpha_star: 0.2}
-model: {width: 8}
-training: {n_test: 100, max_steps: 300}
-n_train: [4, 16]
-seeds: 3
-resources: {models_per_pack: 4}
-"""
+SPEC = GRID.replace("name: chaos-grid", "name: cached").replace("seeds: 2", "seeds: 3").replace("models_per_pack: 1", "models_per_pack: 4")
 SPEC_ = parse_spec(SPEC, "spec")
 
 
@@ -33,19 +26,6 @@ def _run(text: str, tmp_path: Path, *args: str, code: int = 0) -> tuple[dict, st
     result = runner.invoke(app, ["run", str(path), "--home", str(tmp_path / "home"), "--json", *args])
     assert result.exit_code == code, result.output
     return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
-
-
-def _records(summary: dict) -> dict:
-    """Cell -> its per-model records as MLflow logged them, sorted by (N, seed)."""
-    client = MlflowClient(summary["tracking_uri"])
-    parent = client.get_run(summary["mlflow_parent_run_id"])
-    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    out = {}
-    for child in children:
-        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
-        rows = [dict(zip(table["columns"], row)) for row in table["data"]]
-        out[child.info.run_name] = sorted(rows, key=lambda r: (r["n_train"], r["seeds"]))
-    return out
 
 
 def test_keys_change_with_everything_that_determines_a_model():
@@ -84,15 +64,18 @@ def test_a_second_sweep_reuses_every_training_it_shares(local_ray, tmp_path):
     first, _ = _run(SPEC, tmp_path)
     spec = SPEC_
     assert (first["trainings"], first["cache_hits"]) == (spec.trainings, 0)
-    again, _ = _run(SPEC, tmp_path)  # the same spec: a new sweep, nothing trained
+    shown, stderr = _run(SPEC, tmp_path)  # the same command: the recorded sweep is shown, not run again
+    assert shown["recorded_earlier"] and shown["mlflow_parent_run_id"] == first["mlflow_parent_run_id"]
+    assert "already recorded" in stderr and shown["n_star"] == first["n_star"]
+    again, _ = _run(SPEC, tmp_path, "--new")  # a new sweep of the same spec: nothing trained
     assert (again["trainings"], again["cache_hits"]) == (0, spec.trainings)
     assert again["sweep_id"] != first["sweep_id"] and again["n_star"] == first["n_star"]
-    assert _records(again) == _records(first)
+    assert logged_records(again) == logged_records(first)
     wider, _ = _run(SPEC.replace("n_train: [4, 16]", "n_train: [4, 8, 16]"), tmp_path)  # another sweep: only N = 8 is new
     assert (wider["trainings"], wider["cache_hits"]) == (2 * 3, spec.trainings)
-    fresh, _ = _run(SPEC, tmp_path, "--no-cache")
+    fresh, _ = _run(SPEC, tmp_path, "--no-cache", "--new")
     assert (fresh["trainings"], fresh["cache_hits"]) == (spec.trainings, 0)
-    assert _records(fresh) == _records(first)
+    assert logged_records(fresh) == logged_records(first)
 
 
 def test_a_sweep_outlives_a_tracking_server_that_is_down(local_ray, tmp_path, free_port):
@@ -105,7 +88,7 @@ def test_a_sweep_outlives_a_tracking_server_that_is_down(local_ray, tmp_path, fr
     assert [r["mlflow_parent_run_id"] for r in listed] == [None]
     with mlflow_server_at(port, tmp_path) as url:
         logged, stderr = _run(SPEC, tmp_path, "--tracking-uri", url)  # the same command: logs, trains nothing
-        assert "never logged" in stderr and logged["sweep_id"] == down["sweep_id"]
+        assert "not logged to MLflow; logged now" in stderr and logged["sweep_id"] == down["sweep_id"]
         assert logged["n_star"] == down["n_star"]
         other = SPEC.replace("name: cached", "name: other")
     second, _ = _run(other, tmp_path, "--tracking-uri", url, code=3)  # down again
@@ -148,5 +131,18 @@ def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_
     diverged = {m.step: m.value for m in client.get_metric_history(children["1e+35"].info.run_id, "diverged")}
     assert diverged == {4: 3, 16: 3}  # every seed at every N
     assert {m.value for m in client.get_metric_history(children["0.5"].info.run_id, "diverged")} == {0}
-    again, _ = _run(text, tmp_path)  # diverged models are cached like any other
+    again, _ = _run(text, tmp_path, "--new")  # diverged models are cached like any other
     assert again["cache_hits"] == 12 and again["n_star"] == summary["n_star"]
+
+
+def test_the_same_command_finds_its_newest_sweep_and_changed_science_is_another(tmp_path, monkeypatch):
+    from services import state
+
+    ids = []
+    for _ in range(3):  # within one second or not, each new sweep gets its own id
+        ids.append(state.new_sweep_id(SPEC_, tmp_path))
+        state.mark_sweep(SPEC_, ids[-1], tmp_path, SPEC)
+    assert len(set(ids)) == 3 and state.latest_sweep(SPEC_, tmp_path) == ids[-1]
+    assert state.latest_sweep(parse_spec(SPEC.replace("seeds: 3", "seeds: 4"), "spec"), tmp_path) is None
+    monkeypatch.setattr(state, "code_version", lambda: "another vit_core")
+    assert state.latest_sweep(SPEC_, tmp_path) is None
