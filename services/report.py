@@ -22,7 +22,7 @@ import yaml  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from services import paper  # noqa: E402
-from services.analysis import Outcomes, fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio  # noqa: E402
+from services.analysis import fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio  # noqa: E402
 from services.spec import SweepSpec, spec_from_dict  # noqa: E402
 from services.sweep import CellResult  # noqa: E402
 from services.uris import redact  # noqa: E402

@@ -65,29 +65,25 @@ def test_ui_refuses_a_home_without_a_store(tmp_path):
 def test_ui_serves_the_embedded_store_on_loopback(tmp_path, free_port):
     import subprocess
     import sys
-    import time
     import urllib.request
     from pathlib import Path
 
     from mlflow.tracking import MlflowClient
 
+    from conftest import answers, wait_until
+
     MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").create_experiment("probe")  # makes the store
     port = free_port()
     proc = subprocess.Popen([str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(tmp_path), "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get-by-name?experiment_name=probe"
     try:
-        for _ in range(120):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get-by-name?experiment_name=probe", timeout=1) as r:
-                    assert json.loads(r.read())["experiment"]["name"] == "probe"
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise AssertionError("vitsweep ui did not answer within 60 s")
+        wait_until(lambda: answers(url), "vitsweep ui", proc)
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert json.loads(r.read())["experiment"]["name"] == "probe"
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait()
 
 
 

@@ -10,15 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from conftest import start_ray_nodes, stop_ray_nodes
+from conftest import answers, start_ray_nodes, stop_ray_nodes, wait_until
 
 ROOT = Path(__file__).parents[1]
 DOCKER = ROOT / "docker"
@@ -36,11 +34,11 @@ def test_compose_file_validates_with_the_example_env(tmp_path):
     env = tmp_path / ".env"
     shutil.copy(DOCKER / ".env.example", env)
     result = subprocess.run(["docker-compose", "--env-file", str(env), "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     (tmp_path / "empty.env").write_text("")
     missing = subprocess.run(["docker-compose", "--env-file", str(tmp_path / "empty.env"), "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True)
     assert missing.returncode != 0 and "set POSTGRES_USER in docker/.env" in missing.stderr  # secrets come from .env only
 
 
@@ -86,17 +84,6 @@ def test_cluster_launcher_config_matches_rays_schema():
     assert config["docker"]["image"] == "vitsweep:latest" and (DOCKER / "submit_sweep.py").is_file()
 
 
-def _wait_http(url: str, seconds: float = 90) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"{url} did not answer within {seconds} s")
-
-
 @pytest.fixture
 def postgres(free_port):
     """A PostgreSQL server from Debian's packages on 127.0.0.1 with a database `mlflow`."""
@@ -107,15 +94,15 @@ def postgres(free_port):
     as_postgres = ["runuser", "-u", "postgres", "--"]
     port = free_port()
     subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres"],
-                   check=True, capture_output=True, timeout=120)
+                   check=True, capture_output=True)
     subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-l", str(data / "log"), "-w", "start",
-                    "-o", f"-h 127.0.0.1 -p {port} -k {data}"], check=True, capture_output=True, timeout=120)
+                    "-o", f"-h 127.0.0.1 -p {port} -k {data}"], check=True, capture_output=True)
     try:
         subprocess.run([*as_postgres, str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "mlflow"],
-                       check=True, capture_output=True, timeout=60)
+                       check=True, capture_output=True)
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/mlflow"
     finally:
-        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-m", "fast", "stop"], capture_output=True, timeout=60)
+        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -131,11 +118,11 @@ def mlflow_on_postgres(postgres, free_port, tmp_path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_http(f"{url}/health", 120)
+        wait_until(lambda: answers(f"{url}/health"), f"mlflow server on PostgreSQL at {url}", proc)
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait()
 
 
 @pytest.fixture
@@ -150,7 +137,7 @@ def two_nodes(free_port):
 def _page(url: str) -> str:
     """The DOM of a page after its scripts ran, from headless Chromium."""
     result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
-                             "--dump-dom", url], capture_output=True, text=True, timeout=120)
+                             "--dump-dom", url], capture_output=True, text=True)
     return result.stdout
 
 
@@ -159,7 +146,7 @@ def test_the_stack_on_loopback_runs_a_submitted_sweep_on_two_nodes(mlflow_on_pos
     result = subprocess.run(
         [str(BIN / "vitsweep"), "submit", "sweeps/attention.yaml", "--address", two_nodes, "--tracking-uri", mlflow_on_postgres,
          "--home", str(home), "--follow"],
-        capture_output=True, text=True, timeout=500, cwd=ROOT,
+        capture_output=True, text=True, cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
