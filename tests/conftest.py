@@ -68,13 +68,15 @@ def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, st
     port, dashboard = free_port(), free_port()
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", TAG: temp}  # what they start carries the tag
-    common = ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}"]
+    # Each node's agent gets its own HTTP port: on one machine they would all take Ray's default
+    # (52365), and a head whose agent loses that race takes no jobs ("No available agent").
+    common = lambda: ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}", f"--dashboard-agent-listen-port={free_port()}"]  # noqa: E731
     subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
-                    f"--dashboard-port={dashboard}", "--include-dashboard=true", "--temp-dir", temp, *common],
+                    f"--dashboard-port={dashboard}", "--include-dashboard=true", "--temp-dir", temp, *common()],
                    env=env, check=True, capture_output=True)
     for index in range(workers):  # the head wrote its token to ~/.ray/auth_token; a joining node must use it
         own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
-        subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common],
+        subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common()],
                        env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True)
     _wait_for_nodes(f"127.0.0.1:{port}", 1 + workers, env)
     _wait_for_job_agent(f"http://127.0.0.1:{dashboard}", env)
