@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
-TAG = "VITSWEEP_CHAOS_RUN"  # set in the environment of each run: what it started carries it
 
 GRID = """name: chaos-grid
 models: [vit, cnn]
@@ -79,26 +77,24 @@ class KilledSweep:
             extra: tuple[str, ...] = (), on_stop=None) -> subprocess.CompletedProcess:
         """The command, to its end, or until ``action`` (tests/kill_at.py) at ``kill`` = (phase, K)
         from inside, or a SIGKILL after ``after_s`` seconds from outside; then wait until every
-        process it started is gone. Action ``stop``: ``on_stop(process, tag)`` is called once the
-        driver is frozen, and must end it."""
+        process it started is gone (its session: the run starts one). Action ``stop``:
+        ``on_stop(process)`` is called once the driver is frozen, and must end it."""
         args = ["run", str(self.spec), "--home", str(self.home), "--json", *extra]
         if kill:
             argv = [sys.executable, str(ROOT / "tests" / "kill_at.py"), action, kill[0], str(kill[1]), *args]
         else:
             argv = [str(BIN / "vitsweep"), *args]
-        tag = uuid.uuid4().hex
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, env={**os.environ, TAG: tag})
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         if action == "stop":
             while proc.poll() is None and psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
                 time.sleep(0.1)
-            on_stop(proc, tag)
+            on_stop(proc)
         try:
             out, err = proc.communicate(timeout=after_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-        wait_gone(tag)
+        wait_gone(proc.pid)
         self.tally.runs += 1
         if proc.returncode == -signal.SIGKILL:
             self.tally.kills += 1
@@ -115,30 +111,34 @@ class KilledSweep:
                 self.tally.retrained.append(path.name)
 
 
-def wait_gone(tag: str) -> None:
-    """Until no process carries ``tag`` in its environment: Ray's workers outlive a killed driver
-    for a moment. One still there after a minute is killed (a worker that missed its raylet's death)."""
+def session(sid: int) -> list[psutil.Process]:
+    """The processes of session ``sid``: what a command started in its own session started, Ray's
+    daemons and workers included (they keep the session; their titles and environments change)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def wait_gone(sid: int) -> None:
+    """Until session ``sid`` has no process left: Ray's workers and agents outlive a killed driver
+    for a moment. Those still there after a minute are killed (they missed their raylet's death)."""
     deadline = time.monotonic() + 60
-    while any(_tagged(p, tag) for p in psutil.process_iter()):
+    while session(sid):
         if time.monotonic() > deadline:
-            kill_tagged(tag)
+            kill_session(sid)
         time.sleep(0.2)
 
 
-def kill_tagged(tag: str) -> None:
-    """SIGKILL to every process that carries ``tag`` in its environment, and wait for them to end."""
-    procs = [p for p in psutil.process_iter() if _tagged(p, tag)]
-    for p in procs:
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of session ``sid``, and wait for them to end."""
+    procs = session(sid)
+    for proc in procs:
         with contextlib.suppress(psutil.Error):
-            p.kill()
+            proc.kill()
     psutil.wait_procs(procs)
-
-
-def _tagged(proc: psutil.Process, tag: str) -> bool:
-    try:
-        return proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def summary_of(done: subprocess.CompletedProcess) -> dict:

@@ -14,7 +14,7 @@ import pytest
 import ray
 import torch
 
-from chaos import TAG, kill_tagged
+from chaos import kill_session
 from services.sweep import start_local_ray
 
 BIN = Path(sys.executable).parent
@@ -67,17 +67,15 @@ def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, st
     find vitsweep on PATH. Stop them with stop_ray_nodes(temp dir)."""
     port, dashboard = free_port(), free_port()
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", TAG: temp}  # what they start carries the tag
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     # Each node's agent gets its own HTTP port: on one machine they would all take Ray's default
     # (52365), and a head whose agent loses that race takes no jobs ("No available agent").
     common = lambda: ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}", f"--dashboard-agent-listen-port={free_port()}"]  # noqa: E731
-    subprocess.run([str(BIN / "ray"), "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
-                    f"--dashboard-port={dashboard}", "--include-dashboard=true", "--temp-dir", temp, *common()],
-                   env=env, check=True, capture_output=True)
+    _ray_start(temp, env, "--head", f"--port={port}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+               "--include-dashboard=true", "--temp-dir", temp, *common())
     for index in range(workers):  # the head wrote its token to ~/.ray/auth_token; a joining node must use it
         own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
-        subprocess.run([str(BIN / "ray"), "start", f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common()],
-                       env={**env, "RAY_AUTH_MODE": "token"}, check=True, capture_output=True)
+        _ray_start(temp, {**env, "RAY_AUTH_MODE": "token"}, f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common())
     _wait_for_nodes(f"127.0.0.1:{port}", 1 + workers, env)
     _wait_for_job_agent(f"http://127.0.0.1:{dashboard}", env)
     return f"http://127.0.0.1:{dashboard}", f"127.0.0.1:{port}", temp
@@ -133,9 +131,23 @@ def answers(url: str) -> bool:
         return False
 
 
+NODE_SESSIONS: dict[str, list[int]] = {}  # start_ray_nodes' temp dir -> the sessions of its `ray start` commands
+
+
+def _ray_start(temp: str, env: dict, *args: str) -> None:
+    """`ray start ARGS` in a session of its own, which the daemons it leaves keep: stop_ray_nodes kills them by it."""
+    proc = subprocess.Popen([str(BIN / "ray"), "start", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    NODE_SESSIONS.setdefault(temp, []).append(proc.pid)
+    out, _ = proc.communicate()
+    if proc.returncode:
+        pytest.fail(f"ray start {' '.join(args)} failed: {out[-2000:]}")
+
+
 def stop_ray_nodes(temp: str) -> None:
     """Kill the processes of the nodes start_ray_nodes started (not `ray stop`: it stops every Ray on the machine)."""
-    kill_tagged(temp)
+    for sid in NODE_SESSIONS.pop(temp, []):
+        kill_session(sid)
     shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -2,6 +2,7 @@
 GCS, raylet, agents and workers) listen on is on loopback; Ctrl-C then stops it cleanly, says
 where the finished work is and logs nothing partial. (Resuming it: tests/test_kill_anywhere.py.)"""
 
+import contextlib
 import ipaddress
 import os
 import signal
@@ -9,29 +10,25 @@ import sqlite3
 
 import psutil
 
-from chaos import GRID, TAG, KilledSweep
+from chaos import GRID, KilledSweep, session
 
 
-def _listening(tag: str) -> list[tuple[str, str, int]]:
-    """(process name, address, port) of every listening TCP or bound UDP socket of the processes carrying ``tag``."""
+def _listening(sid: int) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every listening TCP or bound UDP socket of the processes of session ``sid``."""
     found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(TAG) != tag:
-                continue
+    for proc in session(sid):
+        with contextlib.suppress(psutil.Error):
             for c in proc.net_connections(kind="inet"):
                 if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):
                     found.append((proc.name(), c.laddr.ip, c.laddr.port))
-        except psutil.Error:
-            continue
     return found
 
 
 def test_a_running_sweep_listens_on_loopback_only_and_ctrl_c_stops_it_cleanly(tmp_path):
     seen = {}
 
-    def inspect_then_interrupt(proc, tag):  # the driver froze (SIGSTOP) once the first of 8 trials finished
-        seen["sockets"] = _listening(tag)
+    def inspect_then_interrupt(proc):  # the driver froze (SIGSTOP) once the first of 8 trials finished
+        seen["sockets"] = _listening(proc.pid)  # its session: it and everything it started
         os.kill(proc.pid, signal.SIGINT)  # delivered as it continues: Ctrl-C mid-sweep
         os.kill(proc.pid, signal.SIGCONT)
 
