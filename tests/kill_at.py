@@ -33,7 +33,7 @@ PHASES = {
 }
 
 
-SIGNALS = {"kill": signal.SIGKILL, "int": signal.SIGINT, "stop": signal.SIGSTOP}
+SIGNALS = {"int": signal.SIGINT, "stop": signal.SIGSTOP}  # to the driver alone; "kill" goes to its group
 
 
 def arm(action: str, phase: str, k: int) -> None:
@@ -45,7 +45,8 @@ def arm(action: str, phase: str, k: int) -> None:
     def strike() -> None:
         if action == "kill":
             os.killpg(os.getpgrp(), signal.SIGKILL)
-        os.kill(os.getpid(), SIGNALS[action])
+        else:
+            os.kill(os.getpid(), SIGNALS[action])
 
     @wraps(original)
     def wrapped(*args, **kwargs):
