@@ -1,5 +1,5 @@
 """Statistics over trained models: N*, power-law exponents with bootstrap CIs, iterations to zero
-error and paired effects, all from per-model records (``PackResult.records()`` rows).
+error and paired effects, all from per-model records (``services.results.ModelRecord``).
 
 Every confidence interval resamples *seeds* within a cell: a seed fixes a model's data at every N
 (the sets are nested) and its initialisation, so the seeds are the independent units. Pure numpy:
@@ -7,8 +7,12 @@ the same functions serve ``vitsweep run``, ``vitsweep report`` and the tests.
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from services.results import ModelRecord
 
 BOOTSTRAP = 1000  # resamples per CI
 CI = (2.5, 97.5)
@@ -44,17 +48,17 @@ class Outcomes:
     batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
 
     @classmethod
-    def from_records(cls, records: list[dict]) -> "Outcomes":
-        ns = np.array(sorted({r["n_train"] for r in records}))
-        seeds = np.array(sorted({r["seeds"] for r in records}))
+    def from_records(cls, records: list["ModelRecord"]) -> "Outcomes":
+        ns = np.array(sorted({r.n_train for r in records}))
+        seeds = np.array(sorted({r.seed for r in records}))
         tables = {name: np.full((len(ns), len(seeds)), np.nan) for name in ("success", "steps_to_zero", "test_loss")}
         row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
         for r in records:
-            i, j = row[r["n_train"]], col[r["seeds"]]
-            tables["success"][i, j] = np.nan if (value := counted_success(r["outcome"])) is None else value
-            tables["steps_to_zero"][i, j] = r["iterations_to_zero"] if r["iterations_to_zero"] >= 0 else np.nan
-            tables["test_loss"][i, j] = r["test_loss"]
-        batch = {r.get("batch_size") for r in records}
+            i, j = row[r.n_train], col[r.seed]
+            tables["success"][i, j] = np.nan if (value := counted_success(r.outcome)) is None else value
+            tables["steps_to_zero"][i, j] = r.iterations_to_zero if r.iterations_to_zero >= 0 else np.nan
+            tables["test_loss"][i, j] = r.test_loss
+        batch = {r.batch_size for r in records}
         return cls(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None)
 
     def rates(self, columns: np.ndarray | None = None) -> np.ndarray:

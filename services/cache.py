@@ -12,14 +12,17 @@ import dataclasses
 import hashlib
 import json
 from functools import cache
+from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 import vit_core
 from services.files import write_atomic
-from vit_core import PackResult
+
+if TYPE_CHECKING:
+    from vit_core.train import PackResult
 
 CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # what a cell's mean curves need
 
@@ -40,12 +43,12 @@ def _config(cfg) -> dict:
 def model_keys(data, model, training, n_train: list[int], seeds: list[int], device: str) -> list[str]:
     """The cache key of each (N, seed) model trained with these configs."""
     base = {"data": _config(data), "model": _config(model), "training": _config(training), "vit_core": code_version(),
-            "torch": torch.__version__, "device": torch.device(device).type}
+            "torch": version("torch"), "device": device.split(":")[0]}
     return [hashlib.sha256(json.dumps(base | {"n": n, "seed": s}, sort_keys=True, default=str).encode()).hexdigest()
             for n, s in zip(n_train, seeds)]
 
 
-def model_entries(result: PackResult) -> list[dict]:
+def model_entries(result: "PackResult") -> list[dict]:
     """One cache entry per model of a pack: its N, its records (one, or one per evaluated N in
     one_pass), its kept curves at the pack's evaluation steps, and its snapshots."""
     steps = result.eval_steps.tolist()

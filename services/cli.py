@@ -1,4 +1,6 @@
-"""The ``vitsweep`` command line.
+"""The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
+work (services.runs for run, sync, report and status) and prints what came back. Heavy modules
+(Ray, MLflow, matplotlib) are imported by the commands that use them, so `validate` starts fast.
 
 ``vitsweep train`` trains one pack: every (N, seed) pair of one model kind at once. Its data,
 model and training flags are made from the fields of vit_core's config dataclasses, so their
@@ -9,16 +11,11 @@ import atexit
 import dataclasses
 import gc
 import inspect
-import os
-import shlex
 import json
+import os
 import sys
-import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import typer
@@ -26,12 +23,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from services.uris import redact, resolve_tracking_uri
 from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from services.uris import redact
 from vit_core.models import check_fits_data
-
-if TYPE_CHECKING:
-    from services.tracking import Record
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
@@ -202,136 +196,52 @@ def run(
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
     spec = _load_or_exit(path)
-    from services import state
-    from services.uris import resolve_tracking_uri
+    from services import runs
 
-    home.mkdir(parents=True, exist_ok=True)
-    uri, text = resolve_tracking_uri(spec, tracking_uri, home), Path(path).read_text()
-    sweep_id = None if new else state.latest_sweep(spec, home)
-    result = state.load_result(home, sweep_id) if sweep_id else None
-    stop_ray, finished_earlier = None, result is not None
-    if result is None:
-        _warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back")
-        resumed = sweep_id is not None
-        if resumed:
-            print(f"resuming {sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept",
-                  file=sys.stderr)
-        else:
-            sweep_id = state.new_sweep_id(spec, home)
-            state.mark_sweep(spec, sweep_id, home, text, uri_given=tracking_uri is not None)
-        _open_store_in_background(uri)
-        result, stop_ray = _train(spec, sweep_id, home, ray_address, None if no_cache else (cache or home / "cache"), resume=resumed)
-        state.save_result(result, home)
-    record, summary = _record_alongside(stop_ray, spec, result, uri, home, text)
-    parent_id = record.run_id if record else None
-    if record and record.earlier:
-        print(f"{sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run {parent_id}); its summary "
-              f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks).", file=sys.stderr)
-    elif record and finished_earlier:
-        print(f"{sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now", file=sys.stderr)
-    _print_summary(summary)
-    _print_sweep(spec, result, redact(uri), parent_id, home)
-    failed = [f for c in result.cells for f in c.failures]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            out = runs.run(spec, Path(path).read_text(), home, resolve_tracking_uri(spec, tracking_uri, home), tracking_uri is not None,
+                           ray_address, None if no_cache else (cache or home / "cache"), new, _ProgressBar(bar, spec), runs.stderr)
+    except runs.Interrupted as stopped:
+        print(stopped, file=sys.stderr)
+        raise typer.Exit(130) from None
+    parent_id = out.record.run_id if out.record else None
+    _print_summary(out.summary)
+    _print_sweep(spec, out.result, redact(out.uri), parent_id, home)
+    failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
-        print(json.dumps({
-            "sweep_id": result.sweep_id, "mlflow_parent_run_id": parent_id, "tracking_uri": redact(uri), "n_star": _n_star(spec, result),
-            "recorded_earlier": bool(record and record.earlier),
-            "exponent": _exponents(summary), "t_star_exponent": _exponents(summary, "t_star_exponent"), "protocol": summary["protocol"],
-            "adaptive": summary["adaptive"],
-            "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"], "test_error": summary["test_error"],
-            "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3), "train_s": round(result.train_s, 3), "failed_trials": failed,
-            "best": result.best,
-        }))
+        print(json.dumps(_run_json(spec, out) | {"failed_trials": failed}))
     if parent_id is None:
         raise typer.Exit(RECORDING_PENDING)
     if failed:
         raise typer.Exit(1)
 
 
-def _train(spec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool):
-    """run_sweep with a progress bar: (its result, ray.shutdown where this call started Ray, else
-    None); exit 130 when it was interrupted (finished trials are kept)."""
-    import ray
+class _ProgressBar:
+    """runs.Progress on a rich progress bar: one task, the sweep's trials."""
 
-    from services.sweep import run_sweep, start_ray, trial_count, trial_slots
+    def __init__(self, bar: Progress, spec):
+        self.bar, self.spec, self.task, self.sweep_id = bar, spec, None, ""
 
-    started = start_ray(ray_address)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(f"{sweep_id}: trials", total=trial_count(spec, trial_slots(spec)))
+    def start(self, sweep_id: str, trials: int | None) -> None:
+        self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
 
-        def advance(done: int, failed: int, models: int) -> None:
-            bar.update(task, completed=done, description=f"{sweep_id}: {models}/{spec.trainings} models, {failed} trials failed; trials")
-
-        result = run_sweep(spec, sweep_id, home, on_trial_done=advance, resume=resume, cache=cache)
-    if result.unfinished:
-        print(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in "
-              f"Ray Tune's state at {result.storage} and in the result cache; nothing was logged to MLflow yet. "
-              f"Run the same command again to resume.", file=sys.stderr)
-        raise typer.Exit(130)
-    return result, ray.shutdown if started else None
+    def advance(self, done: int, failed: int, models: int) -> None:
+        self.bar.update(self.task, completed=done, description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials")
 
 
-def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", dict]:
-    """_record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
-    in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
-    if work is None:
-        return _record(*args)
-    with ThreadPoolExecutor(1, thread_name_prefix="record") as pool:
-        recording = pool.submit(_record, *args)
-        work()
-        return recording.result()
-
-
-def _open_store_in_background(uri: str) -> threading.Thread:
-    """Load MLflow and open a SQLite store in a thread while Ray starts and the sweep runs, so that
-    recording starts at once: loading takes ~2 s, creating a new store's tables ~2 s more (MLflow
-    keeps the store it opened for this URI). Not a daemon thread: an interrupted sweep waits for it,
-    so a store is never left half-created. Returns the thread."""
-
-    def open_store() -> None:
-        try:
-            from mlflow.tracking import MlflowClient
-
-            if uri.startswith("sqlite:"):
-                MlflowClient(uri).search_experiments(max_results=1)
-        except Exception:  # recording the sweep meets the same error and reports it
-            pass
-
-    thread = threading.Thread(target=open_store, name="open-mlflow-store")
-    thread.start()
-    return thread
-
-
-def _warn_if_unreachable(uri: str, consequence: str) -> bool:
-    """Print a warning when the tracking server cannot be reached; True when it can."""
-    from services.uris import unreachable
-
-    why = unreachable(uri)
-    if why:
-        print(f"warning: MLflow at {redact(uri)} is unreachable ({why}): {consequence}", file=sys.stderr)
-    return why is None
-
-
-def _record(spec, result, uri: str, home: Path, text: str) -> tuple["Record | None", dict]:
-    """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
-    record, or None when the server is unreachable and the results wait under ``home``, and the
-    report's summary)."""
-    from services import report, state
-    from services.tracking import record_sweep
-
-    summary = report.summarize(spec, result.sweep_id, result.cells)
-    later = f"its results are kept under {home}; log them with: vitsweep sync --home {home}"
-    if not _warn_if_unreachable(uri, later):
-        return None, summary
-    try:
-        record = record_sweep(spec, result, uri, home, text, summary)
-    except Exception:
-        if _warn_if_unreachable(uri, later):
-            raise  # the server is up: a real error, not an outage
-        return None, summary
-    state.set_recorded(home, result.sweep_id, record.run_id)
-    return record, summary
+def _run_json(spec, out) -> dict:
+    """`vitsweep run --json`: where the sweep is recorded and what it found."""
+    summary, result = out.summary, out.result
+    return {
+        "sweep_id": result.sweep_id, "mlflow_parent_run_id": out.record.run_id if out.record else None, "tracking_uri": redact(out.uri),
+        "n_star": _n_star(spec, result), "recorded_earlier": bool(out.record and out.record.earlier),
+        "exponent": _exponents(summary), "t_star_exponent": _exponents(summary, "t_star_exponent"), "protocol": summary["protocol"],
+        "adaptive": summary["adaptive"], "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"],
+        "test_error": summary["test_error"], "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3),
+        "train_s": round(result.train_s, 3), "best": result.best,
+    }
 
 
 @app.command()
@@ -340,30 +250,12 @@ def sync(
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: each spec's, else SQLite under --home"),
 ) -> None:
     """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
-    from services import state
-    from services.uris import resolve_tracking_uri
+    from services import runs
 
-    pending = [(sweep_id, m) for sweep_id, m in state.markers(home) if m["recorded"] is None]
-    left = 0
-    for sweep_id, marker in pending:
-        result = state.load_result(home, sweep_id)
-        if result is None:
-            print(f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
-                  f"(spec: {state.folder(home, sweep_id) / state.SPEC})", file=sys.stderr)
-            left += 1
-            continue
-        if marker.get("uri_given") and not tracking_uri:
-            print(f"{sweep_id}: it ran with --tracking-uri; give it again", file=sys.stderr)
-            left += 1
-            continue
-        spec, text = state.load_spec_of(home, sweep_id)
-        uri = resolve_tracking_uri(spec, tracking_uri, home)
-        record, _ = _record(spec, result, uri, home, text)
-        if record is None:
-            left += 1
-        else:
-            print(f"{sweep_id}: logged to {redact(uri)} (parent run {record.run_id})")
-    if not pending:
+    logged, left = runs.sync(home, tracking_uri, runs.stderr)
+    for sweep_id, run_id, uri in logged:
+        print(f"{sweep_id}: logged to {uri} (parent run {run_id})")
+    if not logged and not left:
         print(f"nothing to log: every sweep under {home} is in MLflow")
     if left:
         raise typer.Exit(1)
@@ -439,19 +331,16 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"),
 ) -> None:
     """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
-    from services import report
+    from services import runs
 
-    uri = tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
     if not tracking_uri and not (home / "mlflow.db").exists():
         print(f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri", file=sys.stderr)
         raise typer.Exit(2)
     try:
-        spec, found_id, cells = report.load_sweep(uri, sweep_id)
+        summary, folder = runs.report(tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}", sweep_id, out, home)
     except LookupError as error:
         print(error, file=sys.stderr)
         raise typer.Exit(2) from None
-    summary = report.summarize(spec, found_id, cells)
-    folder = report.write(out or home / "reports" / found_id, summary, report.figures(spec, summary, cells))
     _print_summary(summary)
     Console().print(f"report written to {folder}", markup=False)
     if as_json:
@@ -464,9 +353,9 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
 ) -> None:
     """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
-    from services.state import sweep_status
+    from services import runs
 
-    rows = sweep_status(home)
+    rows = runs.status(home)
     if as_json:
         print(json.dumps(rows))
         return
@@ -494,26 +383,6 @@ def ui(
     os.execv(str(mlflow), [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)])
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]
-
-
-AGENT_WAIT_S = 60  # a head answers "No available agent" for a while after it starts
-
-
-def _submit_when_ready(client, **job) -> str:
-    """client.submit_job, asking again while a freshly started head says its job agent is not
-    up yet (Ray answers "No available agent to submit job, please try again later")."""
-    deadline = time.monotonic() + AGENT_WAIT_S
-    while True:
-        try:
-            return client.submit_job(**job)
-        except RuntimeError as error:
-            if "No available agent" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(2)
-
-
 @app.command()
 def submit(
     path: str = typer.Argument(..., help="a sweep spec (YAML), relative to the project root"),
@@ -528,24 +397,15 @@ def submit(
         print("submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
               "directory is deleted when it ends, and the embedded store with it", file=sys.stderr)
         raise typer.Exit(2)
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60 heads require their token; read at Ray's import
-    from ray.job_submission import JobSubmissionClient
+    from services.execution import jobs
 
-    command = ["vitsweep", "run", Path(path).resolve().relative_to(PROJECT_ROOT).as_posix(), "--json"]
-    command += ["--tracking-uri", tracking_uri] if tracking_uri else []
-    command += ["--home", home] if home else []
-    client = JobSubmissionClient(address)
-    job_id = _submit_when_ready(client, entrypoint=" ".join(map(shlex.quote, command)),
-                                runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
-                                metadata={"vitsweep.spec": spec.name})
+    client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
     print(job_id, flush=True)
     if not follow:
         Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)
         return
-    while not client.get_job_status(job_id).is_terminal():
-        time.sleep(2)
-    print(client.get_job_logs(job_id), end="")
-    state = client.get_job_status(job_id)
-    if state != "SUCCEEDED":
-        print(f"job {job_id}: {state}", file=sys.stderr)
+    status, logs = jobs.wait(client, job_id)
+    print(logs, end="")
+    if status != "SUCCEEDED":
+        print(f"job {job_id}: {status}", file=sys.stderr)
         raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""Adaptive N* search (search mode ``sample_complexity``) as a Ray Tune searcher.
+"""Adaptive N* search (search mode ``sample_complexity``): which packs to train next, from the results so far.
 
 A one_pass cell needs no search: its one round (each seed trained to its sample budget) gives its
 success at every evaluated N, so its Bracket is not adaptive and plans nothing after it.
@@ -9,19 +9,22 @@ an end that does not bracket N*, and bisects the bracket (largest failing N, N*]
 until hi/lo <= 1 + ``search.precision``. Where the success rate does not rise with N (a failing N
 above one that succeeded: sample-wise double descent), every interval of that region is refined
 as well, so the curve's shape is resolved rather than bisected past. Each round is a set of new
-packs (new Tune trials); cells run their rounds independently and in parallel.
+packs (new Tune trials); cells run their rounds independently and in parallel. Pure: no Ray here
+(services.execution.ray_tune adapts NStarSearch to Ray Tune's Searcher).
 """
 
-import json
 import math
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 
 import numpy as np
-from ray.tune.search import Searcher
 
 from services.analysis import counted_success, stable_n_star
-from services.spec import SweepSpec
-from services.sweep import cut
+from services.packs import Pack, cut
+from services.results import ModelRecord
+
+if TYPE_CHECKING:
+    from services.spec import SweepSpec
 
 
 @dataclass
@@ -77,36 +80,35 @@ class Bracket:
         self.outcomes.setdefault(n, [None] * n_seeds)[seed] = value
 
 
-class NStarSearcher(Searcher):
-    """Suggests packs ({"pack": {"cell", "n_train", "seeds"}}) round by round for every cell.
+class NStarSearch:
+    """Plans packs round by round for every cell. A cell's next round starts once all packs of its
+    current round are done; ``suggest`` answers None while rounds are in flight and FINISHED when
+    no cell has anything left to train. Pure: execution.ray_tune adapts it to a Ray Tune searcher."""
 
-    A cell's next round starts once all packs of its current round have reported; Tune asks
-    again (``suggest`` returning None) while rounds are in flight, and ends the sweep when
-    ``suggest`` returns FINISHED."""
+    FINISHED = "FINISHED"
 
-    def __init__(self, spec: SweepSpec):
-        super().__init__(metric="success_rate", mode="max")
+    def __init__(self, spec: "SweepSpec"):
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
         self.cells = [Bracket(list(spec.n_values(c)), spec.success_rate, search.precision, search.factor, spec.n_max, adaptive=not spec.one_pass(c))
                       for c in spec.cells]
-        self.queue: list[dict] = []
-        self.in_flight: dict[str, dict] = {}  # trial id -> pack
+        self.queue: list[Pack] = []
+        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
 
-    def suggest(self, trial_id: str) -> dict | str | None:
+    def suggest(self, trial_id: str) -> Pack | str | None:
         if not self.queue:
             self._plan()
         if not self.queue:
-            return None if self.in_flight else Searcher.FINISHED
+            return None if self.in_flight else self.FINISHED
         pack = self.queue.pop(0)
         self.in_flight[trial_id] = pack
-        return {"pack": pack}
+        return pack
 
     def _plan(self) -> None:
         """Queue the next round of every cell with nothing queued or in flight."""
-        busy = {p["cell"] for p in [*self.queue, *self.in_flight.values()]}
+        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]}
         for index, cell in enumerate(self.cells):
             if index in busy:
                 continue
@@ -119,34 +121,29 @@ class NStarSearcher(Searcher):
             cell.rounds += bool(pairs)
             self.queue += cut(index, pairs, self.pack_size)
 
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+    def complete(self, trial_id: str, records: list[ModelRecord] | None) -> None:
+        """A trial ended with these records; None: it failed (Ray already retried it max_failures
+        times), and its cell stops searching."""
         pack = self.in_flight.pop(trial_id, None)
         if pack is None:
             return
-        cell = self.cells[pack["cell"]]
-        if error or not result or "records" not in result:
-            cell.failed = True  # Ray already retried it max_failures times
-            self.queue = [p for p in self.queue if p["cell"] != pack["cell"]]
+        cell = self.cells[pack.cell]
+        if records is None:
+            cell.failed = True
+            self.queue = [p for p in self.queue if p.cell != pack.cell]
             return
-        budget = pack.get("max_steps", self.budgets[pack["cell"]])
-        for r in json.loads(result["records"]):
-            more = min(2 * budget, self.max_steps_cap or 0)
-            if r["outcome"] == "not_converged" and more > budget:
-                cell.retries.append([r["n_train"], r["seeds"], more])
-            cell.record(r["n_train"], r["seeds"], counted_success(r["outcome"]), self.seeds)
+        budget = pack.max_steps or self.budgets[pack.cell]
+        more = min(2 * budget, self.max_steps_cap or 0)
+        for r in records:
+            if r.outcome == "not_converged" and more > budget:
+                cell.retries.append([r.n_train, r.seed, more])
+            cell.record(r.n_train, r.seed, counted_success(r.outcome), self.seeds)
 
     def get_state(self) -> dict:
         return {"cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],
-                "queue": self.queue, "in_flight": self.in_flight}
+                "queue": [p.config() for p in self.queue], "in_flight": {t: p.config() for t, p in self.in_flight.items()}}
 
     def set_state(self, state: dict) -> None:
         self.cells = [Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in state["cells"]]
-        self.queue, self.in_flight = state["queue"], state["in_flight"]
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "w") as f:
-            json.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path) as f:
-            self.set_state(json.load(f))
+        self.queue = [Pack.from_config(p) for p in state["queue"]]
+        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}

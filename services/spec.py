@@ -17,6 +17,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
 
 from services.analysis import full_grid_size
+from services.results import Cell
 from vit_core import ConfigError, ImageDataConfig, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
 from vit_core.models import check_fits_data
 from vit_core.positional import check_fits_data as check_positional_fits
@@ -168,11 +169,11 @@ class SweepSpec(BaseModel):
         own = self.per_model.get(model)
         return own.n_train if own and own.n_train else self.n_train
 
-    def one_pass(self, cell: "Cell") -> bool:
+    def one_pass(self, cell: Cell) -> bool:
         """Whether the cell trains one pass over fresh samples (training.protocol)."""
         return self.configs(cell)[2].protocol == "one_pass"
 
-    def n_values(self, cell: "Cell") -> list[int]:
+    def n_values(self, cell: Cell) -> list[int]:
         """The N a cell trains each seed at: its model's n_train (multi_pass), or the sample
         budget B·max_steps (one_pass: that one run is evaluated at every N below it)."""
         training = self.configs(cell)[2]
@@ -215,12 +216,12 @@ class SweepSpec(BaseModel):
         return sum(1 if self.one_pass(c) else grid + len(self.n_values(c)) for c in self.cells) * self.seeds
 
     @cached_property
-    def cells(self) -> list["Cell"]:
+    def cells(self) -> list[Cell]:
         """Every (model, axis values) combination of each model's axes, in a stable order."""
         return [Cell(model, dict(zip(axes, values)))
                 for model in self.models for axes in [self.axes_of(model)] for values in itertools.product(*axes.values())]
 
-    def configs(self, cell: "Cell") -> tuple[Any, Any, TrainConfig]:
+    def configs(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
         """vit_core's configs of one cell: the sections, its model's own training values
         (per_model), the cell's axis values and its model."""
         built = []
@@ -235,7 +236,7 @@ class SweepSpec(BaseModel):
         self.check_cell(data, model)
         return data, model, training
 
-    def scaled_training(self, cell: "Cell", data, values: dict) -> dict:
+    def scaled_training(self, cell: Cell, data, values: dict) -> dict:
         """A cell's training values after the family's rules that tie them to its data."""
         return values
 
@@ -272,7 +273,7 @@ class LiSweep(SweepSpec):
     alpha_scaling: dict[Literal["vit", "cnn"], AlphaScaling] = Field(
         default_factory=dict, description="per model: batch_size and max_steps that grow as alpha* falls (AlphaScaling)")
 
-    def scaled_training(self, cell: "Cell", data: TokenDataConfig, values: dict) -> dict:
+    def scaled_training(self, cell: Cell, data: TokenDataConfig, values: dict) -> dict:
         rule = self.alpha_scaling.get(cell.model)
         return rule.apply(data.alpha_star, values) if rule else values
 
@@ -312,18 +313,6 @@ SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep | ImageSweep, Field(discri
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
     """The spec class of raw's family (li2023 when absent), validated (ValidationError)."""
     return FAMILIES[raw.get("family", "li2023")].model_validate(raw, strict=strict)
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One point of the sweep: a model kind and one value per axis."""
-
-    model: str
-    values: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        return " ".join([self.model, *(f"{k}={v}" for k, v in self.values.items())])
 
 
 @dataclasses.dataclass(frozen=True)

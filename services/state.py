@@ -12,27 +12,27 @@ continues from (docs/resume.md).
 import hashlib
 import itertools
 import json
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-
-from ray import tune
+from typing import TYPE_CHECKING
 
 from services.cache import code_version
 from services.files import write_atomic
-from services.spec import Cell, SweepSpec, parse_spec
-from services.sweep import CellResult, SweepResult
+from services.results import SweepResult
+
+if TYPE_CHECKING:
+    from services.spec import SweepSpec
 
 MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
 
 
-def new_sweep_id(spec: SweepSpec, home: Path) -> str:
+def new_sweep_id(spec: "SweepSpec", home: Path) -> str:
     """The spec's name and the UTC time; -2, -3, ... after it when a sweep of that second exists."""
     base = f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     return next(sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists())
 
 
-def spec_key(spec: SweepSpec) -> str:
+def spec_key(spec: "SweepSpec") -> str:
     """What identifies a sweep's work: a hash of its resolved spec and of vit_core's code (a
     sweep of the same spec on changed science is another sweep)."""
     text = json.dumps({"spec": spec.model_dump(mode="json"), "vit_core": code_version()}, sort_keys=True)
@@ -49,14 +49,14 @@ def markers(home: Path) -> list[tuple[str, dict]]:
     return sorted(found, key=lambda item: (item[1].get("created", ""), item[0]), reverse=True)
 
 
-def latest_sweep(spec: SweepSpec, home: Path) -> str | None:
+def latest_sweep(spec: "SweepSpec", home: Path) -> str | None:
     """The newest sweep of this very spec under ``home``, whatever became of it: the one that
     running the same command again continues (resumes, logs, or shows when it is recorded)."""
     key = spec_key(spec)
     return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key), None)
 
 
-def mark_sweep(spec: SweepSpec, sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
+def mark_sweep(spec: "SweepSpec", sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
     """Write the sweep's marker and spec: its key, whether the tracking URI came from the command
     line (never the URI itself: it may hold credentials); set_recorded adds its MLflow parent run."""
     write_atomic(folder(home, sweep_id) / SPEC, spec_text)
@@ -72,42 +72,27 @@ def set_recorded(home: Path, sweep_id: str, parent_run_id: str) -> None:
     write_atomic(folder(home, sweep_id) / MARKER, json.dumps(marker(home, sweep_id) | {"recorded": parent_run_id}))
 
 
-def load_spec_of(home: Path, sweep_id: str) -> tuple[SweepSpec, str]:
-    """The spec a sweep ran, and its text."""
-    text = (folder(home, sweep_id) / SPEC).read_text()
-    return parse_spec(text, str(folder(home, sweep_id) / SPEC)), text
+def spec_text(home: Path, sweep_id: str) -> str:
+    """The spec a sweep ran, as its user wrote it."""
+    return (folder(home, sweep_id) / SPEC).read_text()
 
 
 def save_result(result: SweepResult, home: Path) -> None:
     """Keep a finished sweep's results until they are logged."""
-    cells = [{"model": c.cell.model, "values": c.cell.values, "records": c.records, "failures": c.failures, "curve_parts": c.curve_parts}
-             for c in result.cells]
-    write_atomic(folder(home, result.sweep_id) / RESULT, json.dumps(asdict(result) | {"cells": cells}))
+    write_atomic(folder(home, result.sweep_id) / RESULT, result.to_json())
 
 
 def load_result(home: Path, sweep_id: str) -> SweepResult | None:
     """A finished sweep's results, or None when it did not finish."""
     path = folder(home, sweep_id) / RESULT
-    if not path.exists():
-        return None
-    saved = json.loads(path.read_text())
-    cells = [CellResult(Cell(c["model"], c["values"]), c["records"], c["failures"], c["curve_parts"]) for c in saved.pop("cells")]
-    return SweepResult(cells=cells, **saved)
+    return SweepResult.from_json(path.read_text()) if path.exists() else None
 
 
-def sweep_status(home: Path) -> list[dict]:
-    """Every sweep whose Ray Tune state lies under ``home``: trials by status, models done (trained
-    or read from the cache) and its MLflow parent run once logged."""
-    logged = {sweep_id: m["recorded"] for sweep_id, m in markers(home)}
-    rows = []
-    for path in sorted((home / "ray").glob("*/")):
-        if not any(path.glob("experiment_state-*.json")):  # stopped before Tune saved any state
-            rows.append({"sweep_id": path.name, "trials": 0, "by_status": {"NO_STATE": 1}, "models_done": 0, "mlflow_parent_run_id": logged.get(path.name)})
-            continue
-        trials = tune.ExperimentAnalysis(str(path.resolve())).trials
-        counts: dict[str, int] = {}
-        for trial in trials:
-            counts[trial.status] = counts.get(trial.status, 0) + 1
-        models = sum((t.last_result or {}).get(key, 0) for t in trials if t.status == "TERMINATED" for key in ("trainings", "cache_hits"))
-        rows.append({"sweep_id": path.name, "trials": len(trials), "by_status": counts, "models_done": models, "mlflow_parent_run_id": logged.get(path.name)})
-    return rows
+def sweep_ids(home: Path) -> list[str]:
+    """Every sweep folder under ``home``, by name."""
+    return sorted(path.name for path in (home / "ray").glob("*/"))
+
+
+def has_tune_state(home: Path, sweep_id: str) -> bool:
+    """Whether Ray Tune saved any state of the sweep (it had started trials)."""
+    return any(folder(home, sweep_id).glob("experiment_state-*.json"))

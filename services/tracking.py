@@ -1,31 +1,39 @@
-"""Record a finished sweep in MLflow: one parent run per sweep, one child run per cell.
+"""A sweep in MLflow, written and read back with one schema: one parent run per sweep, one child
+run per cell (found again by its ``vitsweep.cell`` tag), the names below.
 
-Everything goes through ``MlflowClient`` in batches (``log_batch``, one table and one figure per
-run): each call to a tracking server costs tens of milliseconds, so per-model or per-step calls
+Everything is written through ``MlflowClient`` in batches (``log_batch``, one table and one figure
+per run): each call to a tracking server costs tens of milliseconds, so per-model or per-step calls
 would dominate a sweep. The embedded default is a SQLite store under the sweep home.
 """
 
+import json
 import os
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
-import matplotlib.pyplot as plt
 import yaml
+from matplotlib.figure import Figure
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from services import report  # sets matplotlib's Agg backend
+from services.results import Cell, CellResult, ModelRecord, SweepResult
+from services.spec import SweepSpec, spec_from_dict
 from services.uris import redact
+from vit_core.outcomes import OUTCOMES
 
-# MLflow prints "View run ... at: <tracking URI>" per run: credentials and all, and noise; vitsweep says where results are itself
+# MLflow prints "View run ... at: <tracking URI>" per run (credentials and all) and a progress bar per artifact read
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-from services.spec import SweepSpec
-from services.sweep import CellResult, SweepResult
-from vit_core.train import OUTCOMES
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
+
+# The schema: what vitsweep writes, and reads back
+SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = "vitsweep.sweep_id", "vitsweep.cell", "vitsweep.model", "vitsweep.failures"
+CODE_TAG, STORAGE_TAG, PARENT_TAG = "vitsweep.code_version", "vitsweep.ray_storage", "mlflow.parentRunId"
+SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = "spec.yaml", "resolved_spec.yaml", "models.json", "curves.json"
+SUMMARY_MD, SUMMARY_JSON = "summary.md", "summary.json"
 
 
 def code_version() -> str:
@@ -67,15 +75,16 @@ class Record(NamedTuple):
     earlier: bool
 
 
-def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict) -> Record:
-    """Log the sweep to MLflow with its report (``services.report.summarize``'s ``summary``, the
-    figures and the summary table), once: a sweep already recorded whole is not logged again."""
+def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict,
+                 figures: dict[str, Figure], summary_md: str) -> Record:
+    """Log the sweep to MLflow with its report (the summary, its figures and its Markdown table),
+    once: a sweep already recorded whole is not logged again."""
     client = MlflowClient(tracking_uri)
     experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
     earlier = _earlier_record(client, experiment, result.sweep_id)
     if earlier is not None:
         return Record(earlier, True)
-    parent = client.create_run(experiment, run_name=result.sweep_id, tags={"vitsweep.sweep_id": result.sweep_id})
+    parent = client.create_run(experiment, run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id})
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
     params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train or [])),
@@ -96,20 +105,19 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     params |= {f"search.{k}": v for k, v in spec.search.model_dump(exclude={"space"}).items()}
     params |= {f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()}
     _log(client, pid, params=params, metrics=metrics,
-         tags={"vitsweep.code_version": code_version(), "vitsweep.ray_storage": result.storage})
+         tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
     secret = spec.tracking.tracking_uri
     resolved = spec.model_copy(update={"tracking": spec.tracking.model_copy(update={"tracking_uri": redact(secret)})})
-    client.log_text(pid, spec_text.replace(secret, redact(secret)) if secret else spec_text, "spec.yaml")
-    client.log_text(pid, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), "resolved_spec.yaml")
+    client.log_text(pid, spec_text.replace(secret, redact(secret)) if secret else spec_text, SPEC_FILE)
+    client.log_text(pid, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
     for cell in result.cells:
         _record_cell(client, experiment, pid, spec, cell)
     exponents = [Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0) for group, fit in summary["exponent"].items() if fit["value"] is not None]
     _log(client, pid, metrics=exponents)
-    for name, fig in report.figures(spec, summary, result.cells).items():
+    for name, fig in figures.items():
         client.log_figure(pid, fig, name)
-        plt.close(fig)
-    client.log_text(pid, report.markdown(summary), "summary.md")
-    client.log_dict(pid, summary, "summary.json")
+    client.log_text(pid, summary_md, SUMMARY_MD)
+    client.log_dict(pid, summary, SUMMARY_JSON)
     client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")  # last: the record is whole
     return Record(pid, False)
 
@@ -119,11 +127,11 @@ def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str
     last), or None. What a killed recording left (a parent still RUNNING and some children) is
     deleted, so that the sweep ends with exactly one parent run and one child per cell."""
     whole = None
-    for parent in client.search_runs([experiment], f"tags.`vitsweep.sweep_id` = '{sweep_id}'"):
+    for parent in client.search_runs([experiment], f"tags.`{SWEEP_TAG}` = '{sweep_id}'"):
         if parent.info.status != "RUNNING" and whole is None:
             whole = parent.info.run_id
             continue
-        for child in client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"):
+        for child in _children(client, experiment, parent.info.run_id):
             client.delete_run(child.info.run_id)
         client.delete_run(parent.info.run_id)
     return whole
@@ -132,7 +140,7 @@ def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
     """One child run per cell: its values as params, per-N metrics (step = N: the success-rate
     curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed)."""
-    run = client.create_run(experiment, run_name=cell.cell.label, tags={"mlflow.parentRunId": parent_id, "vitsweep.model": cell.cell.model})
+    run = client.create_run(experiment, run_name=cell.cell.label, tags={PARENT_TAG: parent_id, CELL_TAG: cell.cell.key, MODEL_TAG: cell.cell.model})
     rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
     metrics += [Metric(f"{name}_n{n}", value, 0, step) for name in cell.curve_names()
@@ -140,14 +148,54 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
-    per_seed = report.per_seed(cell) or {"seeds": []}
+    per_seed = cell.per_seed() or {"seeds": []}
     metrics += [Metric(name, per_seed[name][i], 0, seed) for i, seed in enumerate(per_seed["seeds"]) for name in ("n_first_zero", "n_stable")]
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
     _log(client, run.info.run_id, params={"model": cell.cell.model, **cell.cell.values}, metrics=metrics,
-         tags={"vitsweep.failures": "\n".join(cell.failures)[:4000]} if cell.failures else None)
+         tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None)
     if cell.records:
-        columns = {key: [r[key] for r in cell.records] for key in cell.records[0]}
-        client.log_table(run.info.run_id, data=columns, artifact_file="models.json")
+        rows = [r.as_dict() for r in cell.records]
+        client.log_table(run.info.run_id, data={key: [row.get(key) for row in rows] for key in rows[0]}, artifact_file=MODELS_FILE)
     if cell.curve_parts:
-        client.log_dict(run.info.run_id, cell.curve_parts, "curves.json")
+        client.log_dict(run.info.run_id, cell.curve_parts, CURVES_FILE)
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")
+
+
+def _children(client: MlflowClient, experiment: str, parent_id: str) -> list:
+    return client.search_runs([experiment], f"tags.{PARENT_TAG} = '{parent_id}'")
+
+
+def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str, list[CellResult]]:
+    """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
+    resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
+    client = MlflowClient(tracking_uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    where = f"tags.`{SWEEP_TAG}` = '{sweep_id}'" if sweep_id else f"tags.`{SWEEP_TAG}` LIKE '%'"
+    parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not parents:
+        raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
+    parent = parents[0]
+    spec = spec_from_dict(yaml.safe_load(_read(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
+    cells = [_read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)]
+    order = {cell.key: i for i, cell in enumerate(spec.cells)}
+    cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
+    return spec, parent.data.tags[SWEEP_TAG], cells
+
+
+def _read(client: MlflowClient, run_id: str, name: str) -> str:
+    return Path(client.download_artifacts(run_id, name)).read_text()
+
+
+def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
+    """A child run as its cell's results. Its cell is its CELL_TAG; a run recorded before that tag
+    existed (2026-11-23) is matched by its name, the cell's label."""
+    tags, run_id = child.data.tags, child.info.run_id
+    cell = Cell.from_key(tags[CELL_TAG]) if CELL_TAG in tags else {c.label: c for c in spec.cells}[child.info.run_name]
+    result = CellResult(cell, failures=[f for f in tags.get(FAILURES_TAG, "").split("\n") if f])
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    if MODELS_FILE in artifacts:
+        table = json.loads(_read(client, run_id, MODELS_FILE))
+        result.records = [ModelRecord.from_dict(dict(zip(table["columns"], row))) for row in table["data"]]  # JSON null was NaN
+    if CURVES_FILE in artifacts:
+        result.curve_parts = json.loads(_read(client, run_id, CURVES_FILE))
+    return result

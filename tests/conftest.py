@@ -15,7 +15,7 @@ import ray
 import torch
 
 from chaos import kill_session
-from services.sweep import start_local_ray
+from services.execution.ray_tune import start_local_ray
 
 BIN = Path(sys.executable).parent
 
@@ -166,3 +166,12 @@ def mlflow_server_at(port: int, folder: Path):
     finally:
         proc.terminate()
         proc.wait()
+
+
+def model_record(n: int, seed: int, outcome: str, **values) -> dict:
+    """One model's record as vit_core reports it (PackResult.model_records), with neutral values
+    for what a test does not set: success follows the outcome."""
+    succeeded = outcome == "succeeded"
+    return {"n_train": n, "seed": seed, "outcome": outcome, "lr": 0.5, "success": succeeded, "diverged": outcome == "diverged",
+            "settled": outcome != "not_converged", "steps": 10, "iterations_to_zero": 10 if succeeded else -1,
+            "test_error": 0.0 if succeeded else 0.1, "test_loss": 0.0, "attention_mass": float("nan")} | values

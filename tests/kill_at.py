@@ -17,15 +17,16 @@ from functools import wraps
 
 from ray import tune
 
-from services import cli, state, sweep, tracking
+from services import cli, state, tracking
+from services.execution import ray_tune
 
 # phase -> (owner, function, "before" or "after" it runs)
 PHASES = {
-    "start_ray": (sweep, "start_ray", "before"),  # the sweep's marker is written; Ray is not started
+    "start_ray": (ray_tune, "start_ray", "before"),  # the sweep's marker is written; Ray is not started
     "fit": (tune.Tuner, "fit", "before"),  # Ray is up; Tune has not started
-    "trial_start": (sweep._TrialDone, "on_trial_start", "after"),  # the K-th trial was started (trials are being created)
-    "trial_result": (sweep._TrialDone, "on_trial_result", "after"),  # the K-th result reached the driver
-    "trial_complete": (sweep._TrialDone, "on_trial_complete", "after"),  # the K-th trial finished
+    "trial_start": (ray_tune._TrialDone, "on_trial_start", "after"),  # the K-th trial was started (trials are being created)
+    "trial_result": (ray_tune._TrialDone, "on_trial_result", "after"),  # the K-th result reached the driver
+    "trial_complete": (ray_tune._TrialDone, "on_trial_complete", "after"),  # the K-th trial finished
     "saved": (state, "save_result", "after"),  # every trial done and the results saved; MLflow has nothing
     "record_cell": (tracking, "_record_cell", "before"),  # MLflow has the parent run and K-1 of its children
     "recorded": (tracking, "record_sweep", "after"),  # MLflow has the whole record; the marker does not say so

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
+from conftest import model_record
 from services import paper
+from services.results import ModelRecord
 from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
 
 SEEDS = 20
@@ -56,9 +58,9 @@ def test_stable_n_star_ignores_an_early_success_below_a_dip():
 
 
 def test_outcomes_from_records_bracket_and_monotonicity():
-    records = [_converged({"n_train": n, "seeds": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1})
+    records = [_converged({"n_train": n, "seed": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1})
                for n in (5, 10, 20, 40) for s in range(4)]
-    o = Outcomes.from_records(records)
+    o = _outcomes(records)
     assert o.n_star(0.5) == 20 and o.bracket(0.5) == (10, 20)
     assert not o.monotone(0.5)  # N = 5 reached p (3 of 4 seeds), N = 10 did not
     assert o.steps() == 40
@@ -88,22 +90,26 @@ def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
 
 def _converged(record: dict) -> dict:
     """A record of a model that converged: succeeded or failed_converged by its success."""
-    return record | {"outcome": "succeeded" if record["success"] else "failed_converged"}
+    return model_record(record["n_train"], record["seed"], "succeeded" if record["success"] else "failed_converged") | record
+
+
+def _outcomes(records: list[dict]) -> Outcomes:
+    return Outcomes.from_records([ModelRecord.from_dict(r) for r in records])
 
 
 def _records(ns, success, steps=40):
-    return [_converged({"n_train": n, "seeds": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0}) for n in ns for s in range(4)]
+    return [_converged({"n_train": n, "seed": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0}) for n in ns for s in range(4)]
 
 
 def test_an_n_star_at_the_smallest_n_tried_is_known_only_at_n_1():
-    assert Outcomes.from_records(_records([8, 16], lambda n: True)).n_star(0.5) == 8
-    assert Outcomes.from_records(_records([8, 16], lambda n: True)).n_star_known(0.5) is None  # could be anything <= 8
-    assert Outcomes.from_records(_records([1, 2], lambda n: True)).n_star_known(0.5) == 1
-    assert Outcomes.from_records(_records([8, 16], lambda n: n > 8)).n_star_known(0.5) == 16
+    assert _outcomes(_records([8, 16], lambda n: True)).n_star(0.5) == 8
+    assert _outcomes(_records([8, 16], lambda n: True)).n_star_known(0.5) is None  # could be anything <= 8
+    assert _outcomes(_records([1, 2], lambda n: True)).n_star_known(0.5) == 1
+    assert _outcomes(_records([8, 16], lambda n: n > 8)).n_star_known(0.5) == 16
 
 
 def test_cells_with_zero_steps_to_zero_error_leave_the_log_fit():
-    cells = [Outcomes.from_records(_records([64], lambda n: True, steps=t)) for t in (0, 40, 80, 160)]
+    cells = [_outcomes(_records([64], lambda n: True, steps=t)) for t in (0, 40, 80, 160)]
     fit = fit_exponent([1.0, 2.0, 4.0, 8.0], cells, lambda o, cols: o.steps(cols))
     assert [p[0] for p in fit.points] == [2.0, 4.0, 8.0]
     assert fit.value == pytest.approx(1.0) and np.allclose(fit.ci95, 1.0)
@@ -113,11 +119,11 @@ def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_r
     records = _records([8, 16], lambda n: n == 16)
     for r in records[:3]:  # N = 8: three of four seeds ran out of steps; the fourth failed having converged
         r |= {"outcome": "not_converged"}
-    o = Outcomes.from_records(records)
+    o = _outcomes(records)
     assert np.isnan(o.success[0, :3]).all() and o.rates().tolist() == [0.0, 1.0]
     for r in records[3:4]:
         r |= {"outcome": "diverged"}
-    o = Outcomes.from_records(records)
+    o = _outcomes(records)
     assert np.isnan(o.rates()[0]) and o.rates()[1] == 1.0
     assert o.n_star(0.5) == 16  # an N with no counted model never reaches p
     assert stable_n_star(np.array([8, 16]), np.array([np.nan, np.nan]), 0.5) is None
@@ -126,9 +132,9 @@ def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_r
 def test_steps_ratio_of_two_cells_with_a_ci():
     from services.analysis import steps_ratio
 
-    slow = Outcomes.from_records(_records([16], lambda n: True, steps=400))
-    fast = Outcomes.from_records(_records([16], lambda n: True, steps=50))
+    slow = _outcomes(_records([16], lambda n: True, steps=400))
+    fast = _outcomes(_records([16], lambda n: True, steps=50))
     gap = steps_ratio(slow, fast)
     assert gap["value"] == 8.0 and gap["ci95"] == [8.0, 8.0]
-    never = Outcomes.from_records(_records([16], lambda n: False, steps=-1))
+    never = _outcomes(_records([16], lambda n: False, steps=-1))
     assert steps_ratio(never, fast) == {"value": None, "ci95": None}

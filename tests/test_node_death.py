@@ -11,7 +11,10 @@ from ray import tune
 from ray.cluster_utils import Cluster
 
 from services.spec import parse_spec
-from services.sweep import packs, run_sweep, train_pack_trial
+from services.execution.ray_tune import run_sweep
+from services.execution.trial import train_pack_trial
+from services.packs import packs
+from services.results import ModelRecord
 from vit_core import train_pack
 
 SPEC = """name: node-death
@@ -43,16 +46,16 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     in_flight = tmp_path / "in_flight"  # one file per trial while it trains, named by its node
     in_flight.mkdir()
 
-    def announcing_trial(config: dict) -> None:
+    def announcing_trial(config: dict, spec, cache) -> None:
         mark = in_flight / f"{ray.get_runtime_context().get_node_id()}-{os.getpid()}"
         mark.touch()
         try:
-            train_pack_trial(config)
+            train_pack_trial(config, spec, cache)
         finally:
             mark.unlink()
 
     out: dict = {}
-    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path, trainable=announcing_trial)))
+    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path, announcing_trial)))
     run.start()
     while not list(in_flight.glob(f"{doomed.node_id}-*")) and run.is_alive():  # until the doomed node trains a trial
         time.sleep(0.02)
@@ -65,6 +68,6 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     assert sum(t.num_failures for t in trials) >= 1, "a trial should have been lost with the node and retried"
     assert all(t.status == "TERMINATED" for t in trials) and len(trials) == len(packs(spec))
     (cell,) = result.cells
-    got = sorted(cell.records, key=lambda r: (r["n_train"], r["seeds"]))
-    expected = [train_pack(*spec.configs(cell.cell), [p["n_train"][0]], p["seeds"]).records()[0] | {"max_steps": 3000} for p in packs(spec)]
-    assert got == sorted(expected, key=lambda r: (r["n_train"], r["seeds"]))
+    got = sorted(cell.records, key=lambda r: (r.n_train, r.seed))
+    expected = [ModelRecord.from_dict(train_pack(*spec.configs(cell.cell), [p.n_train[0]], p.seeds).records()[0] | {"max_steps": 3000}) for p in packs(spec)]
+    assert got == sorted(expected, key=lambda r: (r.n_train, r.seed))

@@ -110,7 +110,7 @@ def test_a_sweep_outlives_a_tracking_server_that_is_down(local_ray, tmp_path, fr
 def test_sync_says_what_it_cannot_log(tmp_path):
     """An unfinished sweep is left to `vitsweep run`; one that ran with --tracking-uri needs it again."""
     from services import state
-    from services.sweep import SweepResult
+    from services.results import SweepResult
 
     state.mark_sweep(SPEC_, "cached-1", tmp_path, SPEC)
     state.mark_sweep(SPEC_, "cached-2", tmp_path, SPEC, uri_given=True)

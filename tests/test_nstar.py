@@ -7,7 +7,9 @@ import pytest
 from ray.tune.search import Searcher
 
 from services.analysis import full_grid_size
-from services.nstar import Bracket, NStarSearcher
+from conftest import model_record
+from services.execution.ray_tune import NStarSearcher
+from services.nstar import Bracket
 from services.spec import parse_spec
 
 SEEDS = 20
@@ -83,8 +85,7 @@ def _searcher(cells: int) -> NStarSearcher:
 
 def _report(searcher: NStarSearcher, trial: str, config: dict, t: np.ndarray) -> None:
     pack = config["pack"]
-    records = [{"n_train": n, "seeds": s, "outcome": "succeeded" if n >= t[pack["cell"]][s] else "failed_converged"}
-               for n, s in zip(pack["n_train"], pack["seeds"])]
+    records = [model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged") for n, s in zip(pack["n_train"], pack["seeds"])]
     searcher.on_trial_complete(trial, {"records": json.dumps(records)})
 
 
@@ -103,7 +104,7 @@ def test_searcher_runs_cells_in_parallel_and_finishes():
             pending[f"t{count}"] = config
             count += 1
     assert searcher.suggest("last") == Searcher.FINISHED
-    for cell, target in zip(searcher.cells, t):
+    for cell, target in zip(searcher.search.cells, t):
         ns, rates = cell.rates()
         i = np.argmax(rates >= 0.5)
         assert ns[i - 1] < true_n_star(target, 0.5) <= ns[i] <= max(ns[i - 1] * 1.1, ns[i - 1] + 1)
@@ -113,7 +114,7 @@ def test_a_failed_pack_ends_its_cell_only():
     searcher = _searcher(cells=2)
     configs = {f"t{i}": searcher.suggest(f"t{i}") for i in range(2)}
     searcher.on_trial_complete("t0", None, error=True)
-    assert searcher.cells[configs["t0"]["pack"]["cell"]].failed
+    assert searcher.search.cells[configs["t0"]["pack"]["cell"]].failed
     assert searcher.suggest("t2") is None  # the other cell is still in flight
     _report(searcher, "t1", configs["t1"], [thresholds(30)] * 2)
     assert searcher.suggest("t3")["pack"]["cell"] == configs["t1"]["pack"]["cell"]
@@ -127,8 +128,8 @@ def test_state_survives_save_and_restore(tmp_path):
     searcher.save(str(tmp_path / "state.json"))
     restored = _searcher(cells=2)
     restored.restore(str(tmp_path / "state.json"))
-    assert restored.get_state() == searcher.get_state()
-    assert restored.cells[0].outcomes == searcher.cells[0].outcomes
+    assert restored.search.get_state() == searcher.search.get_state()
+    assert restored.search.cells[0].outcomes == searcher.search.cells[0].outcomes
 
 
 @pytest.mark.parametrize("text, path", [
@@ -151,15 +152,15 @@ def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the
     searcher = NStarSearcher(spec)
     config = searcher.suggest("t0")
     assert searcher.suggest("t1") is None and "max_steps" not in config["pack"]
-    stuck = lambda n, s, pack: [{"n_train": n, "seeds": s, "outcome": "not_converged" if (n, s) == (10, 1) else "succeeded"}]  # noqa: E731
+    stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731
     records = [r for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"]) for r in stuck(n, s, config["pack"])]
     searcher.on_trial_complete("t0", {"records": json.dumps(records)})
-    assert searcher.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
+    assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
     retry = searcher.suggest("t2")["pack"]
     assert (retry["n_train"], retry["seeds"], retry["max_steps"]) == ([10], [1], 200)
     searcher.on_trial_complete("t2", {"records": json.dumps(stuck(10, 1, retry))})
     retry = searcher.suggest("t3")["pack"]
     assert retry["max_steps"] == 300  # capped
     searcher.on_trial_complete("t3", {"records": json.dumps(stuck(10, 1, retry))})
-    assert searcher.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
+    assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
     assert "max_steps" not in searcher.suggest("t4")["pack"]  # no more retries: the search goes on

@@ -8,7 +8,8 @@ import torch
 
 from vit_core import ConfigError, ModelConfig, SpatialDataConfig, TokenDataConfig, TrainConfig, train_pack
 from vit_core.seeding import Stream
-from vit_core.train import FreshBatches, summarize_by_n
+from vit_core.outcomes import summarize_by_n
+from vit_core.train import FreshBatches
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 ONE_PASS = TrainConfig(protocol="one_pass", batch_size=8, max_steps=60, eval_every=5, eval_ratio=1.3, n_test=200, eval_subset=50)
@@ -45,7 +46,7 @@ def test_one_pass_reads_each_sample_of_the_seed_stream_once_in_order():
 def test_the_n_curve_of_one_run_equals_separate_runs_stopped_at_each_n():
     """The record at N = B t of one long run is what a run given only N samples ends with."""
     long = train_pack(SMALL, ModelConfig(), ONE_PASS, [ONE_PASS.batch_size * ONE_PASS.max_steps] * 2, [0, 1])
-    curve = {(r["seeds"], r["n_train"]): r for r in long.records()}
+    curve = {(r["seed"], r["n_train"]): r for r in long.records()}
     for step in ONE_PASS.evaluation_steps(ONE_PASS.max_steps)[1::3]:
         n = ONE_PASS.batch_size * step
         short = train_pack(SMALL, ModelConfig(), ONE_PASS, [n, n], [0, 1])

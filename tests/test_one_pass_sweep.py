@@ -8,11 +8,11 @@ from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
-from conftest import run_spec
+from conftest import model_record, run_spec
 from services.cli import app
-from services.nstar import NStarSearcher
+from services.execution.ray_tune import NStarSearcher
 from services.spec import SpecError, parse_spec, spec_from_dict
-from services.sweep import packs
+from services.packs import packs
 
 BOTH = """name: both
 models: [vit, cnn]
@@ -33,8 +33,8 @@ def test_a_one_pass_cell_trains_each_seed_once_at_its_sample_budget():
     assert [spec.cells[i].values["protocol"] for i in one_pass] == ["one_pass"] * 4
     grid = parse_spec(BOTH.replace("mode: sample_complexity", "mode: grid"))
     for pack in packs(grid):
-        expected = [8 * 150] if pack["cell"] in one_pass else [4, 16]
-        assert set(pack["n_train"]) == set(expected)
+        expected = [8 * 150] if pack.cell in one_pass else [4, 16]
+        assert set(pack.n_train) == set(expected)
     assert grid.trainings == 4 * 4 + 4 * 2 * 4  # one run per seed for one-pass cells, one per (N, seed) otherwise
 
 
@@ -56,19 +56,18 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     one_pass = {i for i, c in enumerate(spec.cells) if spec.one_pass(c)}
     for trial, pack in suggested.items():
         if pack["cell"] in one_pass:  # every evaluated N of the run: the seeds fail below 600 and succeed from it
-            records = [{"n_train": n, "seeds": s, "outcome": "succeeded" if n >= 600 else "failed"}
-                       for s in pack["seeds"] for n in range(40, 1201, 40)]
+            records = [model_record(n, s, "succeeded" if n >= 600 else "failed") for s in pack["seeds"] for n in range(40, 1201, 40)]
             searcher.on_trial_complete(trial, {"records": json.dumps(records)})
-    assert all(searcher.cells[i].rounds == 1 and searcher.cells[i].next_round() == [] for i in one_pass)
-    assert not any(p["cell"] in one_pass for p in searcher.queue)
+    assert all(searcher.search.cells[i].rounds == 1 and searcher.search.cells[i].next_round() == [] for i in one_pass)
+    assert not any(p.cell in one_pass for p in searcher.search.queue)
     assert searcher.suggest("more") is None  # multi-pass cells still in flight
     for trial, pack in suggested.items():
         if pack["cell"] not in one_pass:
-            records = [{"n_train": n, "seeds": s, "outcome": "succeeded"} for n, s in zip(pack["n_train"], pack["seeds"])]
+            records = [model_record(n, s, "succeeded") for n, s in zip(pack["n_train"], pack["seeds"])]
             searcher.on_trial_complete(trial, {"records": json.dumps(records)})
     while isinstance(config := searcher.suggest("next"), dict):  # multi-pass cells extend down; one-pass cells never return
         assert config["pack"]["cell"] not in one_pass
-        records = [{"n_train": n, "seeds": s, "outcome": "succeeded"} for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"])]
+        records = [model_record(n, s, "succeeded") for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"])]
         searcher.on_trial_complete("next", {"records": json.dumps(records)})
     assert searcher.suggest("last") == Searcher.FINISHED
 
@@ -106,14 +105,15 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
 
 
 def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
-    from services.report import summarize, table_rows
-    from services.sweep import CellResult
+    from services.report import table_rows
+    from services.results import CellResult, ModelRecord
+    from services.summary import summarize
     from vit_core import train_pack
 
     spec = parse_spec("name: c\nmodels: [cnn]\ndata: {n_tokens: 24, dim: 12, n_patterns: 8}\n"
                       "training: {protocol: one_pass, batch_size: 8, max_steps: 3, eval_every: 1, n_test: 100, lr: 0.0001}\n"
                       "axes: {alpha_star: [0.2, 0.4]}\nseeds: 3\n")
-    cells = [CellResult(cell, train_pack(*spec.configs(cell), [24] * 3, [0, 1, 2]).records()) for cell in spec.cells]
+    cells = [CellResult(cell, [ModelRecord.from_dict(r) for r in train_pack(*spec.configs(cell), [24] * 3, [0, 1, 2]).records()]) for cell in spec.cells]
     summary = summarize(spec, "c-1", cells)
     assert [r["n_star"] for r in summary["cells"]] == [None, None]
     assert [row[3] for row in table_rows(summary)] == ["> 24", "> 24"]  # beyond the budget B * max_steps, never a silent cap

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 from typer.testing import CliRunner
 
-from conftest import run_spec
+from conftest import model_record, run_spec
 from services.analysis import full_grid_size
 from services.cli import app
 from services.spec import parse_spec
@@ -33,27 +33,26 @@ def known_threshold(model: str, alpha: float, seed: int) -> float:
     return base * np.exp(np.random.default_rng(seed).normal(0, 0.3))
 
 
-def _synthetic_trainable(config: dict) -> None:
+def _synthetic_trainable(config: dict, spec, cache) -> None:
     """Reports what train_pack_trial reports, with success decided by known_threshold."""
-    from services.spec import spec_from_dict
-    from services.sweep import trial_cell
+    from services.execution.ray_tune import trial_cell
 
-    cell = trial_cell(spec_from_dict(config["spec"]), config)
+    cell = trial_cell(spec, config)
     pack, alpha = config["pack"], cell.values["alpha_star"]
-    records = [{"n_train": n, "seeds": s, "success": (ok := bool(n >= known_threshold(cell.model, alpha, s))), "iterations_to_zero": 10,
-                "outcome": "succeeded" if ok else "failed_converged", "test_error": 0.0, "test_loss": 0.0, "lr": 0.5, "diverged": False,
-                "settled": True, "steps": 10, "attention_mass": float("nan")} for n, s in zip(pack["n_train"], pack["seeds"])]
+    records = [model_record(n, s, "succeeded" if n >= known_threshold(cell.model, alpha, s) else "failed_converged", iterations_to_zero=10,
+                            test_error=0.0) for n, s in zip(pack["n_train"], pack["seeds"])]
     tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
                  "records": json.dumps(records), "curves": "{}"})
 
 
 def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):
-    from services.report import summarize
-    from services.sweep import run_sweep
+    from services.execution.ray_tune import run_sweep
+    from services.summary import summarize
 
     spec = parse_spec(SYNTHETIC)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    result = run_sweep(spec, "synthetic", tmp_path, trainable=_synthetic_trainable)
+    ray.cloudpickle.register_pickle_by_value(sys.modules["conftest"])  # model_record: the workers cannot import tests/
+    result = run_sweep(spec, "synthetic", tmp_path, _synthetic_trainable)
     assert len(result.cells) == 6 and not any(c.failures for c in result.cells)
     for cell in result.cells:
         t = sorted(known_threshold(cell.cell.model, cell.cell.values["alpha_star"], s) for s in range(10))
@@ -118,20 +117,21 @@ def test_report_without_a_store_says_what_to_do(tmp_path):
 
 
 def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_of_the_fits():
-    from services.report import figures, summarize, table_rows
-    from services.sweep import CellResult
+    from services.figures import figures
+    from services.report import table_rows
+    from services.results import CellResult, ModelRecord
+    from services.summary import summarize
 
     spec = parse_spec("name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec")
     cells = []
     for cell in spec.cells:
         stars = {0.1: 32, 0.2: 16, 0.4: 8}[cell.values["alpha_star"]]
-        records = [{"n_train": n, "seeds": s, "success": n >= stars, "outcome": "succeeded" if n >= stars else "failed_converged",
-                    "iterations_to_zero": 10 if n >= stars else -1, "test_error": 0.0, "test_loss": 0.0, "diverged": False, "settled": True,
-                    "attention_mass": 0.5} for n in spec.n_train for s in range(4)]
+        records = [model_record(n, s, "succeeded" if n >= stars else "failed_converged", test_error=0.0, attention_mass=0.5)
+                   for n in spec.n_train for s in range(4)]
         if cell.values["alpha_star"] == 0.1:
             for r in records[:2]:  # N = 4: two of four models ran out of steps (50% > max_not_converged = 10%)
                 r |= {"outcome": "not_converged", "settled": False}
-        cells.append(CellResult(cell, records))
+        cells.append(CellResult(cell, [ModelRecord.from_dict(r) for r in records]))
     summary = summarize(spec, "f-1", cells)
     flagged = [r["flagged"] for r in summary["cells"]]
     assert flagged == [True, False, False] and summary["cells"][0]["not_converged_share"] == 0.5

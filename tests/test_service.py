@@ -131,25 +131,27 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
     assert float(parent.data.params["best.lr"]) == summary["best"]["values"]["lr"]
 
 
-def _fails_on_cnn(config: dict) -> None:
+def _fails_on_cnn(config: dict, spec, cache) -> None:
     """A trainable whose CNN packs raise, as a broken trial would."""
-    from services.sweep import train_pack_trial, trial_cell
-    from services.spec import spec_from_dict
+    from services.execution.ray_tune import trial_cell
+    from services.execution.trial import train_pack_trial
 
-    if trial_cell(spec_from_dict(config["spec"]), config).model == "cnn":
+    if trial_cell(spec, config).model == "cnn":
         raise RuntimeError("injected failure")
-    train_pack_trial(config)
+    train_pack_trial(config, spec, cache)
 
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
-    from services.report import summarize
-    from services.sweep import run_sweep
+    from services.execution.ray_tune import run_sweep
+    from services.figures import figures
+    from services.report import markdown
+    from services.summary import summarize
     from services.tracking import record_sweep
 
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     result = run_sweep(spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
-                       "failing", tmp_path, trainable=_fails_on_cnn)
+                       "failing", tmp_path, _fails_on_cnn)
     by_label = {c.cell.label: c for c in result.cells}
     assert set(by_label) == set(rows)
     for label, cell in by_label.items():
@@ -161,7 +163,8 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
             got = [(r["n"], r["success_rate"]) for r in cell.by_n()]
             assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summarize(spec, "failing", result.cells)).run_id
+    summary = summarize(spec, "failing", result.cells)
+    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summary, figures(spec, summary, result.cells), markdown(summary)).run_id
     client = MlflowClient(uri)
     assert client.get_run(parent_id).info.status == "FAILED"
     children = client.search_runs([client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")

@@ -79,21 +79,21 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
 
 
 def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
-    from services.sweep import packs
+    from services.packs import packs
 
     spec = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
                       "per_model: {cnn: {n_train: [20, 40, 80], axes: {alpha_star: [0.25]}}}")
     assert [c.label for c in spec.cells] == ["vit alpha_star=0.3 tau=0.1", "vit alpha_star=0.3 tau=0.3", "vit alpha_star=0.4 tau=0.1",
                                              "vit alpha_star=0.4 tau=0.3", "cnn alpha_star=0.25 tau=0.1", "cnn alpha_star=0.25 tau=0.3"]
     assert spec.trainings == (4 * 2 + 2 * 3) * 2 and spec.largest_n == 80
-    trained = {(p["cell"], n, s) for p in packs(spec, slots=2) for n, s in zip(p["n_train"], p["seeds"])}
+    trained = {(p.cell, n, s) for p in packs(spec, slots=2) for n, s in zip(p.n_train, p.seeds)}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
     assert spec.configs(spec.cells[-1])[0].alpha_star == 0.25
-    from services.nstar import NStarSearcher
+    from services.nstar import NStarSearch
 
     adaptive = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
                           "per_model: {cnn: {n_train: [20, 40]}}")
-    assert [c.next_round() for c in NStarSearcher(adaptive).cells] == [[5, 10], [20, 40]]
+    assert [c.next_round() for c in NStarSearch(adaptive).cells] == [[5, 10], [20, 40]]
     assert adaptive.n_max == 16 * 40
 
 
@@ -120,11 +120,11 @@ def test_schema_is_json_schema_with_every_section():
 
 
 def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
-    from services.sweep import packs, trial_count
+    from services.packs import packs, trial_count
 
     grid = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10, 20]\nseeds: 5\nresources: {models_per_pack: 4}")
     assert trial_count(grid) == len(packs(grid)) == 2 * 4  # 15 pairs per cell in packs of 4
-    assert sorted((p["n_train"][i], p["seeds"][i]) for p in packs(grid) if p["cell"] == 1 for i in range(len(p["seeds"]))) == \
+    assert sorted((p.n_train[i], p.seeds[i]) for p in packs(grid) if p.cell == 1 for i in range(len(p.seeds))) == \
         sorted((n, s) for n in (5, 10, 20) for s in range(5))
     optuna = parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nseeds: 2\n"
                         "search: {mode: optuna, num_samples: 7, space: {lr: {low: 0.1, high: 1.0}}}")

@@ -48,7 +48,7 @@ def test_submit_refuses_a_sweep_whose_results_would_die_with_the_job():
 
 
 def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
-    from services import cli
+    from services.execution import jobs
 
     class Head:
         def __init__(self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"):
@@ -60,11 +60,11 @@ def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
                 raise RuntimeError(self.error)
             return "raysubmit_1"
 
-    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(jobs.time, "sleep", lambda s: None)
     head = Head(busy=2)
-    assert cli._submit_when_ready(head, entrypoint="x") == "raysubmit_1" and head.calls == 3
+    assert jobs.submit_when_ready(head, entrypoint="x") == "raysubmit_1" and head.calls == 3
     with pytest.raises(RuntimeError, match="denied"):
-        cli._submit_when_ready(Head(busy=1, error="403: denied"), entrypoint="x")  # other errors at once
-    monkeypatch.setattr(cli, "AGENT_WAIT_S", -1)
+        jobs.submit_when_ready(Head(busy=1, error="403: denied"), entrypoint="x")  # other errors at once
+    monkeypatch.setattr(jobs, "AGENT_WAIT_S", -1)
     with pytest.raises(RuntimeError, match="No available agent"):
-        cli._submit_when_ready(Head(busy=5), entrypoint="x")  # and not forever
+        jobs.submit_when_ready(Head(busy=5), entrypoint="x")  # and not forever

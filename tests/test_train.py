@@ -23,7 +23,7 @@ def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
 
 
 def test_outcome_classes_separate_generalisation_failures_from_unfinished_and_diverged_models():
-    from vit_core.train import outcome, summarize_by_n
+    from vit_core.outcomes import outcome, summarize_by_n
 
     assert [outcome(True, 0.0, False), outcome(False, 0.0, True), outcome(False, 0.0, False), outcome(False, 0.1, False)] == \
         ["diverged", "succeeded", "failed_converged", "not_converged"]

@@ -31,6 +31,7 @@ from torch import Tensor
 from vit_core.data import TokenBatch, TokenKind
 from vit_core.fields import ConfigError, param
 from vit_core.memory import keep_freed_memory
+from vit_core.outcomes import outcome, summarize_by_n
 from vit_core.seeding import Stream, numpy_rng
 
 CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
@@ -115,8 +116,9 @@ class PackResult:
         evaluation, and the model's first and stable N (``n_first_zero``, ``n_stable``; -1: never)."""
         if self.protocol == "one_pass":
             return self._one_pass_records(k)
-        keys = ("n_train", "seeds", "lr", "success", "diverged", "settled", "steps", "iterations_to_zero")
-        return [{key: getattr(self, key)[k].item() for key in keys}
+        columns = {"n_train": "n_train", "seed": "seeds", "lr": "lr", "success": "success", "diverged": "diverged", "settled": "settled",
+                   "steps": "steps", "iterations_to_zero": "iterations_to_zero"}  # record key -> array
+        return [{key: getattr(self, array)[k].item() for key, array in columns.items()}
                 | {"outcome": outcome(bool(self.diverged[k]), float(self.final["train_error"][k]), bool(self.success[k]))}
                 | {name: float(v[k]) for name, v in self.final.items()}]
 
@@ -127,7 +129,7 @@ class PackResult:
         stable = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the rows from here on are all zero
         stable_step = int(self.eval_steps[rows[stable]]) if stable < len(rows) else -1
         first, B, diverged = int(self.iterations_to_zero[k]), self.batch_size, bool(self.diverged[k])
-        common = {"seeds": int(self.seeds[k]), "lr": float(self.lr[k]), "diverged": diverged, "settled": False, "batch_size": B,
+        common = {"seed": int(self.seeds[k]), "lr": float(self.lr[k]), "diverged": diverged, "settled": False, "batch_size": B,
                   "n_first_zero": B * first if first >= 0 else -1, "n_stable": B * stable_step if stable_step >= 0 and not diverged else -1}
         records = []
         for i, row in enumerate(rows):
@@ -137,54 +139,6 @@ class PackResult:
                             "outcome": "diverged" if diverged else ("succeeded" if success else "failed")}
                            | {name: float(v[row, k]) for name, v in self.curves.items()})
         return records
-
-
-OUTCOMES = ("succeeded", "failed_converged", "failed", "not_converged", "diverged")
-
-
-def outcome(diverged: bool, train_error: float, success: bool) -> str:
-    """A multi-pass model's outcome class: succeeded (zero test error); failed_converged (zero
-    training error, test error above zero: it fits its data and does not generalise);
-    not_converged (training error above 0 when its step budget ran out: says nothing about N);
-    diverged (its loss or parameters stopped being finite). A one-pass model at N is succeeded
-    (zero test error from N on), failed (its N samples, which were also its steps, were not
-    enough) or diverged. Succeeded and both failures measure sample complexity."""
-    if diverged:
-        return "diverged"
-    if success:
-        return "succeeded"
-    return "failed_converged" if train_error == 0 else "not_converged"
-
-
-def summarize_by_n(records: list[dict]) -> list[dict]:
-    """Per training-set size N, ascending: models; the success rate among the models that count
-    (succeeded / (succeeded + failed_converged + failed); None when none does); the count of each
-    outcome class; mean test error; median iterations to zero test error (over the models that
-    reached it); settled and diverged counts; mean final attention mass. ``records`` as
-    PackResult.records() makes them."""
-    rows = []
-    for n in sorted({r["n_train"] for r in records}):
-        mine = [r for r in records if r["n_train"] == n]
-        reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
-        counts = {name: sum(r["outcome"] == name for r in mine) for name in OUTCOMES}
-        counted = counts["succeeded"] + counts["failed_converged"] + counts["failed"]
-        rows.append({
-            "n": n,
-            "models": len(mine),
-            "success_rate": counts["succeeded"] / counted if counted else None,
-            **counts,
-            "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
-            "median_iterations_to_zero": float(np.median(reached)) if reached else None,
-            "settled": int(sum(r["settled"] for r in mine)),
-            "mean_attention_mass": _mean_or_none(np.array([r["attention_mass"] for r in mine])),
-        })
-    return rows
-
-
-def _mean_or_none(values: np.ndarray) -> float | None:
-    """Mean of the finite values, or None when there are none."""
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if len(finite) else None
 
 
 class TrainSets:

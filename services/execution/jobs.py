@@ -1,0 +1,46 @@
+"""Submit `vitsweep run` of a spec to a Ray cluster through the Ray Jobs API, and follow the job."""
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # read at Ray's import: Ray 2.60 heads require their token
+from ray.job_submission import JobSubmissionClient  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]
+AGENT_WAIT_S = 60  # a head answers "No available agent" for a while after it starts
+
+
+def submit(spec_path: Path, spec_name: str, address: str, tracking_uri: str | None, home: str | None) -> tuple[JobSubmissionClient, str]:
+    """Upload the project (its working tree, less UPLOAD_EXCLUDES) and start `vitsweep run` of the
+    spec on the cluster at ``address``: (the client, the job id)."""
+    command = ["vitsweep", "run", spec_path.resolve().relative_to(PROJECT_ROOT).as_posix(), "--json"]
+    command += ["--tracking-uri", tracking_uri] if tracking_uri else []
+    command += ["--home", home] if home else []
+    client = JobSubmissionClient(address)
+    job_id = submit_when_ready(client, entrypoint=" ".join(map(shlex.quote, command)),
+                               runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
+                               metadata={"vitsweep.spec": spec_name})
+    return client, job_id
+
+
+def submit_when_ready(client, **job) -> str:
+    """client.submit_job, asking again while a freshly started head says its job agent is not
+    up yet (Ray answers "No available agent to submit job, please try again later")."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as error:
+            if "No available agent" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def wait(client: JobSubmissionClient, job_id: str) -> tuple[str, str]:
+    """Wait until the job ends: (its status, its log)."""
+    while not client.get_job_status(job_id).is_terminal():
+        time.sleep(2)
+    return client.get_job_status(job_id).value, client.get_job_logs(job_id)

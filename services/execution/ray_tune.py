@@ -1,0 +1,259 @@
+"""Run a sweep spec as Ray Tune trials, one pack of models per trial, and collect per-cell results.
+
+Each cell's (N, seed) models are cut into packs (services.packs), and each pack is one trial of a
+Ray Tune grid search, of Optuna's search, or of the adaptive N* search (services.nstar). Ray does
+the scheduling, resource accounting, retries (FailureConfig) and trial state; this module starts
+the trials (what one runs: services.execution.trial) and reads their results back. The spec
+reaches the trials once, through the object store (tune.with_parameters); a trial's config holds
+its pack (and an Optuna sample).
+"""
+
+import json
+import logging
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # read at Ray's import: Tune's console tables off, vitsweep shows its own progress
+import ray  # noqa: E402
+from ray import tune  # noqa: E402
+from ray.tune.search import Searcher  # noqa: E402
+
+from services.nstar import NStarSearch  # noqa: E402
+from services.packs import Pack, packs  # noqa: E402
+from services.results import Cell, CellResult, ModelRecord, SweepResult, latest_budget  # noqa: E402
+
+if TYPE_CHECKING:
+    from services.spec import SweepSpec
+
+
+def trial_cell(spec: "SweepSpec", config: dict) -> Cell:
+    """The cell a trial trains: its pack's cell, with the values a searcher sampled for it."""
+    cell = spec.cells[config["pack"]["cell"]]
+    sampled = {k: (int(v) if spec.search.space[k].integer else v) for k, v in config.get("sampled", {}).items()}
+    return Cell(cell.model, {**cell.values, **sampled})
+
+
+def trial_slots(spec: "SweepSpec") -> int:
+    """How many trials the Ray cluster (already started) can run at once."""
+    total = ray.cluster_resources()
+    if spec.resources.gpus_per_trial:
+        return max(1, int(total.get("GPU", 0) / spec.resources.gpus_per_trial))
+    return max(1, int(total.get("CPU", 1) / spec.resources.cpus_per_trial))
+
+
+def start_ray(address: str | None) -> bool:
+    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray that only
+    listens on loopback (start_local_ray). False when Ray was already up (its owner stops it),
+    True when this call started or joined it."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    else:
+        start_local_ray(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    return True
+
+
+def start_local_ray(**init) -> None:
+    """ray.init of a one-machine Ray whose every process (GCS, raylet, agents, workers) listens
+    on 127.0.0.1 only. Ray 2.60 binds its servers to the node address but swaps a loopback one
+    for the machine's own, except in its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    read once at import into ray_constants.ENABLE_RAY_CLUSTER): that mode, for this call."""
+    from ray._private import ray_constants
+
+    clusters = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(_node_ip_address="127.0.0.1", **init)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = clusters
+
+
+def run_sweep(spec: "SweepSpec", sweep_id: str, home: Path, trainable, on_trial_done=None, resume: bool = False,
+              cache: Path | None = None) -> SweepResult:
+    """Run every pack of the spec through Ray Tune; Ray must already be started.
+
+    ``on_trial_done(trials_done, trials_failed, models_trained)`` follows progress. A trial that
+    raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
+    the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
+    finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
+    folder (services.cache), None for none. ``trainable(config, spec, cache)``: what a trial runs.
+    """
+    start = time.perf_counter()
+    storage = (home / "ray").resolve()
+    trainable = tune.with_resources(tune.with_parameters(trainable, spec=spec, cache=str(cache.resolve()) if cache else None),
+                                    {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
+    path = storage / sweep_id
+    if resume and _restorable(path):
+        _TrialDone.current = on_trial_done
+        with _quiet("ray.tune.analysis.experiment_analysis"):
+            tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = _new_tuner(spec, trainable, sweep_id, storage, [_TrialDone(on_trial_done)] if on_trial_done else [])
+    grid = tuner.fit()
+    result = _collect(spec, grid)
+    result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
+    return result
+
+
+def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
+    """A Tuner for the spec's search: every pack (grid), Optuna's samples of one cell, or the
+    adaptive N* search's rounds."""
+    mode, search = spec.search.mode, {}
+    if mode == "grid":
+        param_space = {"pack": tune.grid_search([p.config() for p in packs(spec, trial_slots(spec))])}
+    elif mode == "optuna":
+        from ray.tune.search.optuna import OptunaSearch
+
+        param_space = {"pack": packs(spec)[0].config(), "sampled": _search_space(spec)}
+        search = {"search_alg": OptunaSearch(seed=spec.search.seed), "num_samples": spec.search.num_samples,
+                  "metric": spec.search.metric, "mode": spec.search.direction}
+    else:  # sample_complexity: the searcher suggests every pack
+        param_space, search = {}, {"search_alg": NStarSearcher(spec), "num_samples": -1}
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name, **search),
+        run_config=tune.RunConfig(name=sweep_id, storage_path=str(storage), failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
+                                  verbose=0, callbacks=callbacks),
+    )
+
+
+def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
+    """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell), in spec order."""
+    cells: dict[str, CellResult] = {}
+    result = SweepResult("", [], trainings=0, wall_s=0.0, storage="")
+    for trial in grid:
+        if trial.error is None and "records" not in (trial.metrics or {}):
+            result.unfinished += 1  # stopped before it reported (Ctrl-C)
+            continue
+        pack, cell = Pack.from_config(trial.config["pack"]), trial_cell(spec, trial.config)
+        target = cells.setdefault(cell.key, CellResult(cell))
+        if trial.error is not None:
+            cause = str(trial.error).strip().splitlines()[-1]
+            target.failures.append(f"{cell.label} n_train={list(pack.n_train)} seeds={list(pack.seeds)}: {cause} (trial log: {trial.path})")
+            continue
+        target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
+        if pack.max_steps is None:  # a retry's curves would count its models twice
+            target.curve_parts.extend(json.loads(trial.metrics["curves"]))
+        result.trainings += trial.metrics["trainings"]
+        result.cache_hits += trial.metrics.get("cache_hits", 0)
+        result.train_s += trial.metrics.get("pack_wall_s", 0.0)
+    for cell in cells.values():
+        cell.records = latest_budget(cell.records)
+    if spec.search.mode == "optuna" and any(t.error is None for t in grid):
+        top = grid.get_best_result()
+        result.best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
+    order = {cell.key: i for i, cell in enumerate(spec.cells)}
+    result.cells = sorted(cells.values(), key=lambda c: order.get(c.cell.key, len(order)))
+    return result
+
+
+def _search_space(spec: "SweepSpec") -> dict:
+    """Tune's search space for the spec's optuna ranges."""
+    space = {}
+    for name, r in spec.search.space.items():
+        if r.integer:
+            space[name] = (tune.lograndint if r.log else tune.randint)(int(r.low), int(r.high) + 1)
+        else:
+            space[name] = (tune.loguniform if r.log else tune.uniform)(r.low, r.high)
+    return space
+
+
+@contextmanager
+def _quiet(logger: str):
+    """Only errors from ``logger`` while this runs. Tuner.restore reads the result files of every
+    restored trial, which Ray copies to storage after the experiment state and in the background:
+    a driver killed in between leaves a state whose trials have results (run_sweep reads them
+    from it) and no files yet, and Ray warns "Failed to fetch metrics ... FileNotFoundError" for
+    each, though nothing is missing."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _restorable(path: Path) -> bool:
+    """Whether Tune saved enough of the sweep at ``path`` to restore it: its tuner.pkl, written as
+    fit starts, and an experiment state, written once trials run (a driver killed in between
+    leaves the first alone, which Tune cannot restore from)."""
+    return tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json"))
+
+
+def _trial_name(trial) -> str:
+    return f"{Pack.from_config(trial.config['pack']).name}_{trial.trial_id}"
+
+
+def trial_status(path: Path) -> tuple[dict[str, int], int]:
+    """A sweep's trials by status in Tune's saved state at ``path``, and the models its finished
+    trials trained or read from the cache."""
+    trials = tune.ExperimentAnalysis(str(path.resolve())).trials
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.status] = counts.get(trial.status, 0) + 1
+    models = sum((t.last_result or {}).get(key, 0) for t in trials if t.status == "TERMINATED" for key in ("trainings", "cache_hits"))
+    return counts, models
+
+
+class NStarSearcher(Searcher):
+    """services.nstar.NStarSearch as a Ray Tune searcher: each suggestion is {"pack": ...}."""
+
+    def __init__(self, spec: "SweepSpec"):
+        super().__init__(metric="success_rate", mode="max")
+        self.search = NStarSearch(spec)
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        pack = self.search.suggest(trial_id)
+        if pack == NStarSearch.FINISHED:
+            return Searcher.FINISHED
+        return None if pack is None else {"pack": pack.config()}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        ok = not error and result and "records" in result
+        self.search.complete(trial_id, [ModelRecord.from_dict(r) for r in json.loads(result["records"])] if ok else None)
+
+    def save(self, checkpoint_path: str) -> None:
+        Path(checkpoint_path).write_text(json.dumps(self.search.get_state()))
+
+    def restore(self, checkpoint_path: str) -> None:
+        self.search.set_state(json.loads(Path(checkpoint_path).read_text()))
+
+
+class _TrialDone(tune.Callback):
+    """Calls ``fn(trials_done, trials_failed, models_trained)`` as trials end (for a progress bar).
+
+    Tune pickles its run config with the experiment state, and a function of the caller's (a
+    progress bar) does not pickle: a restored sweep's callback calls ``_TrialDone.current``, the
+    function that run_sweep was given this time."""
+
+    current = None
+
+    def __init__(self, fn):
+        self.fn, self.done, self.errored, self.models = fn, 0, 0, 0
+
+    def __getstate__(self) -> dict:
+        return {"done": self.done, "errored": self.errored, "models": self.models}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, fn=_TrialDone.current)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.models += sum((trial.last_result or {}).get(key, 0) for key in ("trainings", "cache_hits"))
+        self._count(errored=False)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._count(errored=True)
+
+    def _count(self, errored: bool) -> None:
+        self.done += 1
+        self.errored += errored
+        if self.fn is not None:
+            self.fn(self.done, self.errored, self.models)

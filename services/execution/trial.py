@@ -1,0 +1,64 @@
+"""What one Ray Tune trial runs: train a pack (reading and filling the result cache) and report its
+records. Runs on a worker; the driver only names it (run_sweep's ``trainable``)."""
+
+import dataclasses
+import json
+
+import numpy as np
+import ray
+import torch
+from ray import tune
+
+from services.analysis import counted_success
+from services.cache import ResultCache, curve_sums, model_entries, model_keys
+from services.execution.ray_tune import trial_cell
+from services.packs import Pack
+from services.results import ModelRecord
+from services.spec import SweepSpec
+from vit_core import train_pack
+
+
+def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
+    """Ray Tune function trainable: train one pack and report its per-model records.
+
+    Models already in the result cache (``cache``, a folder; None: off) are read from it; the
+    rest train as one pack and go into it as soon as they are done."""
+    pack = Pack.from_config(config["pack"])
+    data, model, training = spec.configs(trial_cell(spec, config))
+    training = dataclasses.replace(training, max_steps=pack.max_steps or training.max_steps)  # a retry's larger budget
+    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    device = "cuda" if ray.get_gpu_ids() else "cpu"
+    results = ResultCache(cache)
+    keys = model_keys(data, model, training, pack.n_train, pack.seeds, device)
+    entries = [results.get(key) for key in keys]
+    todo = [k for k, entry in enumerate(entries) if entry is None]
+    wall_s = 0.0
+    if todo:
+        result = train_pack(data, model, training, [pack.n_train[k] for k in todo], [pack.seeds[k] for k in todo], device=device)
+        for k, entry in zip(todo, model_entries(result)):
+            results.put(keys[k], entry)
+            entries[k] = entry
+        wall_s = result.wall_s
+    records = [record | {"max_steps": training.max_steps} for entry in entries for record in entry["records"]]
+    tune.report({
+        "trainings": len(todo),  # trained now
+        "cache_hits": len(keys) - len(todo),
+        "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
+        **trial_metrics([ModelRecord.from_dict(r) for r in records], training.max_steps),
+        "pack_wall_s": wall_s,
+        "records": json.dumps(records),
+        "curves": json.dumps(curve_sums(entries)),
+    })
+
+
+def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:
+    """The metrics an Optuna search may optimise, over a trial's models: the success rate (over
+    the models that count, as everywhere; 0 when none does), the mean test error (1 for a
+    diverged model) and the median steps to zero test error (max_steps for a model that never
+    reached it)."""
+    counted = [v for r in records if (v := counted_success(r.outcome)) is not None]
+    return {
+        "success_rate": float(np.mean(counted)) if counted else 0.0,
+        "mean_test_error": float(np.nanmean([1.0 if r.diverged else r.test_error for r in records])),
+        "median_iterations_to_zero": float(np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])),
+    }

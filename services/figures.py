@@ -1,0 +1,205 @@
+"""A sweep's figures, drawn from its summary and cells beside the papers' own values. Matplotlib's
+object API (Figure, no pyplot): no backend to choose, no global figure state. No I/O: the caller
+saves or logs them."""
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from services import paper
+from services.report import fmt
+from services.results import CellResult
+from services.spec import SweepSpec
+from vit_core.spatial import SpatialDataConfig, set_matrix
+
+PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
+
+
+def _phase(ax, group: str, rows: list[dict], fit: dict, p: float) -> None:
+    """Fig 1's layout: success rate over alpha*^-power x N, with our fitted N* and the paper's."""
+    model = rows[0]["model"]
+    power = PHASE_POWER[model]
+    x = [r["alpha_effective"] ** -power for r in rows for _ in r["rates"]]
+    ns = [int(n) for r in rows for n in r["rates"]]
+    rates = [v for r in rows for v in r["rates"].values()]
+    scatter = ax.scatter(x, ns, c=rates, cmap="viridis", vmin=0, vmax=1, marker="s", s=40)
+    stars = [(r["alpha_effective"] ** -power, r["n_star"]) for r in rows if r["n_star"] is not None]
+    if stars:
+        ax.plot(*zip(*sorted(stars)), "r-o", ms=4, label=f"our N* (p = {p})")
+    if fit["value"] is not None:
+        grid = np.linspace(min(x), max(x), 50)
+        ax.plot(grid, np.exp(fit["intercept"]) * grid ** (fit["value"] / power), "r--", lw=1, label=f"fit: N* ~ (1/alpha*)^{fit['value']:.2f}")
+    ref = paper.n_star(model, p)
+    ax.plot([a ** -power for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N* (Fig 1)")
+    ax.set(xlabel=f"alpha*^-{power} (effective alpha*)", ylabel="N", yscale="log", title=f"{group}: success rate")
+    ax.legend(fontsize=7)
+    ax.figure.colorbar(scatter, ax=ax, label="success rate")
+
+
+def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
+    for group, fit in summary[key].items():
+        if not fit["points"]:
+            continue
+        xs, ys = np.array(fit["points"]).T
+        line, = ax.plot(xs, ys, "o", label=None)
+        if fit["value"] is not None:
+            grid = np.geomspace(xs.min(), xs.max(), 20)
+            ax.plot(grid, np.exp(fit["intercept"]) * grid ** fit["value"], "-", color=line.get_color(),
+                    label=f"{group}: k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}")
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+
+
+def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
+    """name.png -> matplotlib figure, for whatever the sweep measured."""
+    figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
+    if any(fit["value"] is not None for fit in summary["exponent"].values()):
+        groups = summary["exponent"]
+        fig, axes = _subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+        for ax, (group, fit) in zip(axes[0], groups.items()):
+            rows = [r for r in summary["cells"] if r["label"] in fit["cells"]]
+            _phase(ax, group, rows, fit, spec.success_rate)
+        fig.tight_layout()
+        figs["phase_diagram.png"] = fig
+        fig, ax = _subplots(figsize=(6, 4.5))
+        _loglog(ax, summary, "exponent", "N*", "1 / alpha* (effective)")
+        for model in spec.models:
+            ref = paper.n_star(model, spec.success_rate)
+            ax.plot([1 / a for a, _ in ref], [s for _, s in ref], "x", label=f"paper {model}: k = {paper.exponent(model, spec.success_rate):.2f}")
+        ax.set_title("N* against 1/alpha* (theory: ViT <= 2, CNN 4)")
+        ax.legend(fontsize=7)
+        figs["n_star_fit.png"] = fig
+    if summary["iterations_exponent"] or summary["lr_exponent"]:
+        keys = [k for k in ("iterations_exponent", "lr_exponent") if summary[k]]
+        fig, axes = _subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+        for ax, key in zip(axes[0], keys):
+            _loglog(ax, summary, key, "T: steps to zero test error", "1 / alpha* (effective)" if key == "iterations_exponent" else "1 / eta")
+            ax.set_title("theory: slope 1")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        figs["iterations.png"] = fig
+    if summary["attention"]:
+        figs["attention_mass.png"] = _attention_figure(cells)
+    if summary["sparsification"]:
+        figs["sparsification.png"] = _sparsification_figure(summary)
+    if not any(m in paper.SUCCESS for m in spec.models):
+        figs["structure.png"] = _structure_figure(cells)
+    if any(c.mean_scores() for c in cells):
+        figs["learned_attention.png"] = _scores_figure(spec, cells)
+    return figs
+
+
+def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
+    """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
+    cell, beside the true set matrix where the data has one."""
+    shown = [c for c in cells if c.mean_scores()]
+    data = spec.configs(shown[0].cell)[0]
+    truth = set_matrix(data) if isinstance(data, SpatialDataConfig) else None
+    panels = len(shown) + (truth is not None)
+    fig, axes = _subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
+    for ax, c in zip(axes[0], shown):
+        scores = c.mean_scores()
+        n = max(scores)
+        image = ax.imshow(scores[n], cmap="viridis")
+        ax.set_title(f"{c.cell.label}\nlearned scores, N={n}", fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    if truth is not None:
+        axes[0][-1].imshow(truth, cmap="Greys")
+        axes[0][-1].set_title("true sets (same-set pairs)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _structure_figure(cells: list[CellResult]):
+    """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step
+    (those the models have)."""
+    names = {"test_error": "test error", "patch_association": "rows of A associated", "cos_v_wstar": "cos(v, w*)"}
+    names = {k: v for k, v in names.items() if any(c.curves(k) for c in cells)}
+    fig, axes = _subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    axes = axes[0]
+    for c in cells:
+        for ax, name in zip(axes, names):
+            curves = c.curves(name)
+            if curves:
+                n = max(curves)
+                ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
+    for ax, (name, title) in zip(axes, names.items()):
+        ax.set(xlabel="SGD step", title=title + " (mean over seeds)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _success_figure(spec: SweepSpec, summary: dict):
+    """Success rate against N, one line per cell, one panel per model."""
+    fig, axes = _subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
+    for ax, model in zip(axes[0], spec.models):
+        rows = [r for r in summary["cells"] if r["model"] == model and any(v == v for v in r["rates"].values())]
+        for r in rows:
+            label = " ".join(f"{k}={v}" for k, v in r["values"].items()) or model
+            points = [(int(n), v) for n, v in r["rates"].items() if v == v]  # NaN: no model of that N converged
+            ax.plot(*zip(*points), marker="o", label=label)
+        ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
+        ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
+        if rows:
+            ax.set_xscale("log")
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    return fig
+
+
+def _outcomes_figure(summary: dict):
+    """Per cell, the share of each outcome class at every N (stacked bars)."""
+    rows = [r for r in summary["cells"] if r["outcomes"]] or summary["cells"][:1]
+    cols = min(4, len(rows))
+    fig, axes = _subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
+    colours = {"succeeded": "tab:green", "failed_converged": "tab:red", "failed": "tab:purple", "not_converged": "tab:orange", "diverged": "black"}
+    for ax, r in zip(axes.flat, rows):
+        ns = list(r["outcomes"])
+        bottom = np.zeros(len(ns))
+        for name, colour in colours.items():
+            share = np.array([r["outcomes"][n][name] / max(1, sum(r["outcomes"][n].values())) for n in ns])
+            ax.bar(range(len(ns)), share, bottom=bottom, color=colour, label=name.replace("_", "-"))
+            bottom += share
+        ax.set_xticks(range(len(ns)), ns, fontsize=7)
+        ax.set(xlabel="N", ylabel="share of models", title=r["label"] + (" (flagged)" if r["flagged"] else ""), ylim=(0, 1))
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _attention_figure(cells: list[CellResult]):
+    """Mean label-relevant attention mass against the SGD step, beside the paper's Fig 2(a)."""
+    fig, ax = _subplots(figsize=(6, 4.5))
+    for c in cells:
+        curves = c.curves("attention_mass")
+        if c.cell.model == "vit" and curves:
+            n = max(curves)
+            ax.plot(*zip(*curves[n]), label=f"{' '.join(f'{k}={v}' for k, v in c.cell.values.items())} N={n}")
+    ax.plot(*paper.attention_mass(), "kx--", label="paper (Fig 2a)")
+    ax.set(xlabel="SGD step", ylabel="attention mass on label-relevant tokens", ylim=(0, 1.02), title="attention concentration (Prop. 2)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _sparsification_figure(summary: dict):
+    """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
+    fig, ax = _subplots(figsize=(6, 4.5))
+    for group, ks in summary["sparsification"].items():
+        k = np.array(sorted(ks))
+        mean = np.array([ks[i]["test_loss"]["mean"] for i in k])
+        ci = np.array([ks[i]["test_loss"]["ci95"] for i in k]).T
+        ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
+    for strategy, points in paper.sparsification().items():
+        ax.plot(*zip(*points), "x--", lw=0.8, label=f"paper: {strategy}")
+    ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):
+    """pyplot.subplots without pyplot: (figure, axes)."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, cols, **kw)

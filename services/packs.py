@@ -1,0 +1,58 @@
+"""Packs: the unit of work of a sweep. A pack is some (N, seed) models of one cell trained together
+(vit_core.train_pack), and one Ray Tune trial; here is how a sweep's models are cut into packs."""
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.spec import SweepSpec
+
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Models of one cell trained at once: model k has N = n_train[k] and seed seeds[k]."""
+
+    cell: int  # index into SweepSpec.cells
+    n_train: tuple[int, ...]
+    seeds: tuple[int, ...]
+    max_steps: int | None = None  # a retry's larger step budget (None: the cell's own)
+
+    def config(self) -> dict:
+        """The pack as a Ray Tune trial's config entry (plain JSON values); from_config reads it."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Pack":
+        return cls(config["cell"], tuple(config["n_train"]), tuple(config["seeds"]), config.get("max_steps"))
+
+    @property
+    def name(self) -> str:
+        """A short name for trial folders: its cell, N range and first seed."""
+        return f"cell{self.cell}-n{self.n_train[0]}-{self.n_train[-1]}-s{self.seeds[0]}"
+
+
+def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
+    """The packs of a sweep: for each cell, its (N, seed) pairs cut into packs of at most
+    ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
+    once), small enough that there are at least two packs per slot, so that no CPU idles through
+    a long tail; a cell's packs are of equal size."""
+    pairs = [[(n, seed) for n in spec.n_values(cell) for seed in range(spec.seeds)] for cell in spec.cells]
+    size = spec.resources.models_per_pack
+    if slots:
+        size = min(size, max(1, math.ceil(sum(map(len, pairs)) / (2 * slots))))
+    return [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
+
+
+def cut(cell: int, pairs: list[tuple[int, int]], size: int, max_steps: int | None = None) -> list[Pack]:
+    """A cell's (N, seed) pairs as packs of at most ``size`` models, of equal size."""
+    count = math.ceil(len(pairs) / size)
+    chunks = (pairs[len(pairs) * i // count : len(pairs) * (i + 1) // count] for i in range(count))
+    return [Pack(cell, tuple(n for n, _ in chunk), tuple(s for _, s in chunk), max_steps) for chunk in chunks]
+
+
+def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
+    """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample; None
+    for the sample_complexity search, whose rounds depend on the results."""
+    return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)

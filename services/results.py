@@ -1,0 +1,189 @@
+"""What a sweep produces, apart from how it ran: a cell, one model's record, a cell's and a sweep's
+results. Plain data and numpy, so that the report, the MLflow module and the state files read
+results without Ray or torch."""
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from services.analysis import Outcomes
+from services.cache import CURVES_KEPT
+from vit_core.outcomes import summarize_by_n
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of a sweep: a model kind and one value per axis."""
+
+    model: str
+    values: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        """The cell for people: the model and every axis value ("vit alpha_star=0.1"); MLflow's run name."""
+        return self.group(())
+
+    def group(self, without: tuple[str, ...]) -> str:
+        """The label without the axes in ``without``: the name of the cells fitted together along them."""
+        return " ".join([self.model, *(f"{k}={v}" for k, v in self.values.items() if k not in without)])
+
+    @property
+    def setting(self) -> str:
+        """The axis values alone ("alpha_star=0.1", "all" without axes): where two models meet."""
+        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
+
+    @property
+    def key(self) -> str:
+        """The cell as canonical JSON: the stable tag MLflow finds its child run by (from_key reads it)."""
+        return json.dumps({"model": self.model, "values": self.values}, sort_keys=True)
+
+    @classmethod
+    def from_key(cls, key: str) -> "Cell":
+        raw = json.loads(key)
+        return cls(raw["model"], raw["values"])
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One trained model at one N (one pass: one per evaluated N of its run), as vit_core reports
+    it (``PackResult.model_records``), typed; ``metrics`` are its final curve values."""
+
+    n_train: int
+    seed: int
+    outcome: str  # one of vit_core.outcomes.OUTCOMES
+    lr: float
+    success: bool
+    diverged: bool
+    settled: bool
+    steps: int
+    iterations_to_zero: int  # first evaluated step with zero test error; -1: never
+    metrics: dict[str, float]  # test_error, test_loss, train_error, attention_mass, ... (NaN: not measured)
+    max_steps: int | None = None  # the step budget it trained with (a retry's is larger)
+    batch_size: int | None = None  # one pass: B
+    n_first_zero: int | None = None  # one pass: its first N with zero test error (-1: never)
+    n_stable: int | None = None  # one pass: the N from which its test error stays zero (-1: never)
+
+    @property
+    def test_error(self) -> float:
+        return self.metrics["test_error"]
+
+    @property
+    def test_loss(self) -> float:
+        return self.metrics["test_loss"]
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "ModelRecord":
+        """A record from vit_core's flat dict (or a table row); every other number is a metric.
+        ``seeds``: the name recorded sweeps before 2026-11-23 gave the seed."""
+        row = dict(row)
+        if "seeds" in row:
+            row["seed"] = row.pop("seeds")
+        named = {f.name for f in fields(cls)} - {"metrics"}
+        known = {k: v for k, v in row.items() if k in named}
+        metrics = {k: float("nan") if v is None else float(v) for k, v in row.items() if k not in named}
+        return cls(**known, metrics=metrics)
+
+    def as_dict(self) -> dict:
+        """The flat dict from_dict reads: vit_core's keys, the metrics beside them."""
+        flat = {k: v for k, v in asdict(self).items() if k != "metrics" and v is not None}
+        return flat | self.metrics
+
+
+def latest_budget(records: list[ModelRecord]) -> list[ModelRecord]:
+    """One record per (N, seed): where a model was trained again with a larger step budget, the retry's."""
+    best: dict[tuple[int, int], ModelRecord] = {}
+    for r in records:
+        key = (r.n_train, r.seed)
+        if key not in best or (r.max_steps or 0) > (best[key].max_steps or 0):
+            best[key] = r
+    return list(best.values())
+
+
+@dataclass
+class CellResult:
+    """Every trained model of one cell, and the packs of it that failed."""
+
+    cell: Cell
+    records: list[ModelRecord] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    curve_parts: list[dict] = field(default_factory=list)  # per pack: curve -> N -> steps, sums, counts
+
+    def curve_names(self) -> list[str]:
+        return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]
+
+    def mean_scores(self) -> dict[int, np.ndarray]:
+        """Paper B, per N: the positional attention scores (D, D) averaged over the cell's models."""
+        parts = [part["scores"] for part in self.curve_parts if "scores" in part]
+        out = {}
+        for n in sorted({int(n) for part in parts for n in part}):
+            mine = [part[str(n)] for part in parts if str(n) in part]
+            out[n] = sum(np.array(p["sum"]) for p in mine) / sum(p["count"] for p in mine)
+        return out
+
+    def curves(self, name: str) -> dict[int, list[tuple[int, float]]]:
+        """Per N: the mean of curve ``name`` over the cell's models at every evaluated step.
+
+        A pack stops once its models settled, and a settled model no longer changes, so a pack
+        that ended earlier counts with its last values at later steps."""
+        curves = {}
+        mine = [part[name] for part in self.curve_parts if name in part]
+        for n in sorted({int(n) for part in mine for n in part}):
+            parts = [part[str(n)] for part in mine if str(n) in part]
+            steps = sorted({s for p in parts for s in p["steps"]})
+            means = []
+            for step in steps:
+                total = count = 0.0
+                for p in parts:
+                    i = min(np.searchsorted(p["steps"], step), len(p["steps"]) - 1)
+                    total, count = total + p["sum"][i], count + p["count"][i]
+                if count:  # else every model had diverged by this step
+                    means.append((step, total / count))
+            curves[n] = means
+        return curves
+
+    def by_n(self) -> list[dict]:
+        """Per N, ascending: vit_core.outcomes.summarize_by_n over the cell's models."""
+        return summarize_by_n([r.as_dict() for r in self.records])
+
+    def outcomes(self) -> Outcomes:
+        return Outcomes.from_records(self.records)
+
+    def n_star(self, p: float) -> int | None:
+        """The stable N* at threshold p: the smallest N from which every larger N reaches success
+        rate p; None when a pack of the cell failed (an N may be missing) or the largest N misses p."""
+        return None if self.failures or not self.records else self.outcomes().n_star(p)
+
+    def per_seed(self) -> dict | None:
+        """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""
+        firsts = {r.seed: (r.n_first_zero, r.n_stable) for r in self.records if r.n_stable is not None}
+        seeds = sorted(firsts)
+        return {"seeds": seeds, "n_first_zero": [firsts[s][0] for s in seeds], "n_stable": [firsts[s][1] for s in seeds]} if firsts else None
+
+
+@dataclass
+class SweepResult:
+    """A finished (or interrupted) sweep: its cells in spec order and what running it cost."""
+
+    sweep_id: str
+    cells: list[CellResult]
+    trainings: int
+    wall_s: float
+    storage: str
+    best: dict | None = None  # optuna: the best trial's sampled values and objective
+    unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
+    cache_hits: int = 0  # models read from the result cache instead of trained
+    train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
+
+    def to_json(self) -> str:
+        cells = [{"model": c.cell.model, "values": c.cell.values, "records": [r.as_dict() for r in c.records], "failures": c.failures,
+                  "curve_parts": c.curve_parts} for c in self.cells]
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)} | {"cells": cells})
+
+    @classmethod
+    def from_json(cls, text: str) -> "SweepResult":
+        saved = json.loads(text)
+        cells = [CellResult(Cell(c["model"], c["values"]), [ModelRecord.from_dict(r) for r in c["records"]], c["failures"], c["curve_parts"])
+                 for c in saved.pop("cells")]
+        return cls(cells=cells, **saved)

@@ -1,0 +1,246 @@
+"""What `vitsweep run`, `sync`, `report` and `status` do, without the command line: the flow from
+a spec to a recorded sweep, with its state explicit (``Stage``) so that every path is testable.
+
+Running a spec again continues its newest sweep under the home, whatever stopped it: a sweep
+whose trials did not all finish RESUMEs (Ray Tune's state), a FINISHED one (results saved under
+the home) is logged to MLflow, or shown when its record is already there; a NEW one starts when
+there is none, or when asked (``new``). Nothing here prints: messages go to ``say``. Ray,
+MLflow and matplotlib load in the functions that use them, so that each command loads only what it
+needs (``status`` of a home with no Tune state loads none of them).
+"""
+
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from services import state
+from services.results import SweepResult
+from services.spec import SweepSpec
+from services.uris import redact, resolve_tracking_uri, unreachable
+
+if TYPE_CHECKING:
+    from services.tracking import Record
+
+
+class Stage(Enum):
+    NEW = "new"  # no sweep of this spec under the home (or a new one was asked for): train
+    RESUME = "resume"  # an earlier run stopped before every trial finished: train what is left
+    FINISHED = "finished"  # every trial finished earlier: log it, or show its record
+
+
+class Progress(Protocol):
+    """Follows a sweep's trials (a progress bar): ``start`` once Ray knows how many trials run."""
+
+    def start(self, sweep_id: str, trials: int | None) -> None: ...
+
+    def advance(self, done: int, failed: int, models: int) -> None: ...
+
+
+class Interrupted(Exception):
+    """The sweep stopped before every trial finished (Ctrl-C); the finished ones are kept."""
+
+    def __init__(self, result: SweepResult):
+        super().__init__(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in Ray Tune's state at "
+                         f"{result.storage} and in the result cache; nothing was logged to MLflow yet. Run the same command again to resume.")
+
+
+@dataclass
+class Plan:
+    """What running a spec under a home will do: its stage, the sweep it continues (None: a new
+    one) and that sweep's saved results (FINISHED only)."""
+
+    stage: Stage
+    sweep_id: str | None
+    result: SweepResult | None = None
+
+
+@dataclass
+class Outcome:
+    """A run's end: the sweep's results, its summary, and its MLflow record (None: MLflow was
+    unreachable and the results wait under the home for `vitsweep sync`)."""
+
+    plan: Plan
+    result: SweepResult
+    summary: dict
+    record: "Record | None"
+    uri: str
+
+
+def plan(spec: SweepSpec, home: Path, new: bool) -> Plan:
+    """The stage of this spec's newest sweep under ``home`` (``new``: a new sweep whatever exists)."""
+    sweep_id = None if new else state.latest_sweep(spec, home)
+    if sweep_id is None:
+        return Plan(Stage.NEW, None)
+    result = state.load_result(home, sweep_id)
+    return Plan(Stage.FINISHED, sweep_id, result) if result else Plan(Stage.RESUME, sweep_id)
+
+
+def run(spec: SweepSpec, spec_text: str, home: Path, uri: str, uri_given: bool, ray_address: str | None, cache: Path | None,
+        new: bool, progress: Progress, say: Callable[[str], None]) -> Outcome:
+    """Run, resume, log or show this spec's sweep (see the module's docstring)."""
+    home.mkdir(parents=True, exist_ok=True)
+    step, stop_ray = plan(spec, home, new), None
+    result = step.result
+    if step.stage is not Stage.FINISHED:
+        warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back", say)
+        if step.stage is Stage.RESUME:
+            say(f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept")
+        else:
+            step.sweep_id = state.new_sweep_id(spec, home)
+            state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
+        _open_store_in_background(uri)
+        result, stop_ray = train(spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress)
+        state.save_result(result, home)
+    record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
+    if record and record.earlier:
+        say(f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run {record.run_id}); its summary "
+            f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks).")
+    elif record and step.stage is Stage.FINISHED:
+        say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
+    return Outcome(step, result, summary, record, uri)
+
+
+def train(spec: SweepSpec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool,
+          progress: Progress) -> tuple[SweepResult, Callable[[], None] | None]:
+    """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
+    None); Interrupted when it stopped before every trial finished."""
+    import ray
+
+    from services.execution.ray_tune import run_sweep, start_ray, trial_slots
+    from services.execution.trial import train_pack_trial
+    from services.packs import trial_count
+
+    started = start_ray(ray_address)
+    progress.start(sweep_id, trial_count(spec, trial_slots(spec)))
+    result = run_sweep(spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache)
+    if result.unfinished:
+        raise Interrupted(result)
+    return result, ray.shutdown if started else None
+
+
+def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", dict]:
+    """record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
+    in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
+    if work is None:
+        return record(*args)
+    with ThreadPoolExecutor(1, thread_name_prefix="record") as pool:
+        recording = pool.submit(record, *args)
+        work()
+        return recording.result()
+
+
+def record(spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]) -> tuple["Record | None", dict]:
+    """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
+    record, or None when the server is unreachable and the results wait under ``home``, and the
+    sweep's summary)."""
+    from services import figures, report
+    from services.summary import summarize
+    from services.tracking import record_sweep
+
+    summary = summarize(spec, result.sweep_id, result.cells)
+    later = f"its results are kept under {home}; log them with: vitsweep sync --home {home}"
+    if not warn_if_unreachable(uri, later, say):
+        return None, summary
+    try:
+        made = record_sweep(spec, result, uri, home, spec_text, summary, figures.figures(spec, summary, result.cells), report.markdown(summary))
+    except Exception:
+        if warn_if_unreachable(uri, later, say):
+            raise  # the server is up: a real error, not an outage
+        return None, summary
+    state.set_recorded(home, result.sweep_id, made.run_id)
+    return made, summary
+
+
+def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tuple[list[tuple[str, str, str]], int]:
+    """Log every finished sweep under ``home`` that is not logged yet: ([(sweep id, parent run,
+    tracking URI)] logged now, how many are left)."""
+    from services.spec import parse_spec
+
+    logged, left = [], 0
+    for sweep_id, marker in state.markers(home):
+        if marker["recorded"] is not None:
+            continue
+        result = state.load_result(home, sweep_id)
+        if result is None:
+            say(f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
+                f"(spec: {state.folder(home, sweep_id) / state.SPEC})")
+        elif marker.get("uri_given") and not tracking_uri:
+            say(f"{sweep_id}: it ran with --tracking-uri; give it again")
+        else:
+            text = state.spec_text(home, sweep_id)
+            spec = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
+            uri = resolve_tracking_uri(spec, tracking_uri, home)
+            made, _ = record(spec, result, uri, home, text, say)
+            if made is not None:
+                logged.append((sweep_id, made.run_id, redact(uri)))
+                continue
+        left += 1
+    return logged, left
+
+
+def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple[dict, Path]:
+    """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
+    (the summary, the folder). LookupError when the store has no such sweep."""
+    from services import figures
+    from services.report import write
+    from services.summary import summarize
+    from services.tracking import load_sweep
+
+    spec, found_id, cells = load_sweep(uri, sweep_id)
+    summary = summarize(spec, found_id, cells)
+    return summary, write(out or home / "reports" / found_id, summary, figures.figures(spec, summary, cells))
+
+
+def status(home: Path) -> list[dict]:
+    """Every sweep under ``home``: its trials by status (from Ray Tune's own state), the models
+    its finished trials trained or read from the cache, and its MLflow parent run once logged."""
+    logged = {sweep_id: m["recorded"] for sweep_id, m in state.markers(home)}
+    rows = []
+    for sweep_id in state.sweep_ids(home):
+        counts, models, trials = {"NO_STATE": 1}, 0, 0  # stopped before Tune saved any state
+        if state.has_tune_state(home, sweep_id):
+            from services.execution.ray_tune import trial_status
+
+            counts, models = trial_status(state.folder(home, sweep_id))
+            trials = sum(counts.values())
+        rows.append({"sweep_id": sweep_id, "trials": trials, "by_status": counts, "models_done": models,
+                     "mlflow_parent_run_id": logged.get(sweep_id)})
+    return rows
+
+
+def warn_if_unreachable(uri: str, consequence: str, say: Callable[[str], None]) -> bool:
+    """Say so when the tracking server cannot be reached; True when it can."""
+    why = unreachable(uri)
+    if why:
+        say(f"warning: MLflow at {redact(uri)} is unreachable ({why}): {consequence}")
+    return why is None
+
+
+def _open_store_in_background(uri: str) -> threading.Thread:
+    """Load MLflow and open a SQLite store in a thread while Ray starts and the sweep runs, so that
+    recording starts at once: loading takes ~2 s, creating a new store's tables ~2 s more (MLflow
+    keeps the store it opened for this URI). Not a daemon thread: an interrupted sweep waits for it,
+    so a store is never left half-created. Returns the thread."""
+
+    def open_store() -> None:
+        try:
+            from mlflow.tracking import MlflowClient
+
+            if uri.startswith("sqlite:"):
+                MlflowClient(uri).search_experiments(max_results=1)
+        except Exception:  # recording the sweep meets the same error and reports it
+            pass
+
+    thread = threading.Thread(target=open_store, name="open-mlflow-store")
+    thread.start()
+    return thread
+
+
+def stderr(message: str) -> None:
+    """The default ``say``: one line on stderr."""
+    print(message, file=sys.stderr)
