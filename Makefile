@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test chaos system-tools bench bench-full bench-packing bench-device clean
+.PHONY: run test lint chaos system-tools bench bench-full bench-packing bench-device clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -27,8 +27,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/vitsweep run sweeps/sample_complexity.yaml
 
-test: $(VENV)/.installed system-tools
+test: $(VENV)/.installed system-tools lint
 	$(BIN)/python -m pytest -q
+
+# ruff's lint rules and formatting (pyproject.toml [tool.ruff]); `$(BIN)/ruff format .` applies the format
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The kill-anywhere loop, longer than the suite's: a grid and an adaptive sweep killed (kill -9 of
 # the driver's process group) at every phase of tests/kill_at.py, then at random moments, each

@@ -36,8 +36,14 @@ def packed(work: list[dict], device: str) -> tuple[float, dict]:
     success = {}
     start = time.perf_counter()
     for (model, alpha), mine in cells.items():
-        result = train_pack(TokenDataConfig(alpha_star=alpha), ModelConfig(kind=model), TrainConfig(),
-                            [t["n"] for t in mine], [t["seed"] for t in mine], device=device)
+        result = train_pack(
+            TokenDataConfig(alpha_star=alpha),
+            ModelConfig(kind=model),
+            TrainConfig(),
+            [t["n"] for t in mine],
+            [t["seed"] for t in mine],
+            device=device,
+        )
         success |= {_key(t): bool(s) for t, s in zip(mine, result.success)}
     return time.perf_counter() - start, success
 
@@ -79,13 +85,18 @@ def main() -> None:
     peak = matmul_flops(None, 8192 if gpu else 2048, device=args.device)
     achieved = sum(flops[t["model"]] for t in work) / pack_s
     result |= {
-        "packed_wall_s": round(pack_s, 2), "packed_trainings_per_s": round(pack_rate, 3),
-        "loop_trainings": len(sample), "loop_wall_s": round(loop_s, 2), "loop_trainings_per_s": round(loop_rate, 3),
+        "packed_wall_s": round(pack_s, 2),
+        "packed_trainings_per_s": round(pack_rate, 3),
+        "loop_trainings": len(sample),
+        "loop_wall_s": round(loop_s, 2),
+        "loop_trainings_per_s": round(loop_rate, 3),
         "ratio_packed_vs_loop": round(pack_rate / loop_rate, 2),
         "loop_outcomes_equal_packed": float(np.mean([loop_success[k] == pack_success[k] for k in loop_success])),
         "success_rate": float(np.mean(list(pack_success.values()))),
-        "matmul_flop_per_s": round(peak), "flops_per_training": {m: round(f) for m, f in flops.items()},
-        "packed_flop_per_s": round(achieved), "flop_fraction": round(achieved / peak, 5),
+        "matmul_flop_per_s": round(peak),
+        "flops_per_training": {m: round(f) for m, f in flops.items()},
+        "packed_flop_per_s": round(achieved),
+        "flop_fraction": round(achieved / peak, 5),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -67,13 +67,25 @@ def w1(alpha_every: int = 1, n_every: int = 1) -> dict[str, tuple[list[float], l
 
 def trainings(grid: dict, seeds: int) -> list[dict]:
     """Every (model, alpha*, N, seed) of the grid."""
-    return [{"model": m, "alpha_star": a, "n": n, "seed": s} for m, (alphas, ns) in grid.items() for a in alphas for n in ns for s in range(seeds)]
+    return [
+        {"model": m, "alpha_star": a, "n": n, "seed": s}
+        for m, (alphas, ns) in grid.items()
+        for a in alphas
+        for n in ns
+        for s in range(seeds)
+    ]
 
 
 def train_one(t: dict, device: str = "cpu"):
     """One training with the bundled defaults: what (a) and (b) run per model."""
-    return train_pack(TokenDataConfig(alpha_star=t["alpha_star"]), ModelConfig(kind=t["model"]), TrainConfig(), [t["n"]], [t["seed"]],
-                      device=device)
+    return train_pack(
+        TokenDataConfig(alpha_star=t["alpha_star"]),
+        ModelConfig(kind=t["model"]),
+        TrainConfig(),
+        [t["n"]],
+        [t["seed"]],
+        device=device,
+    )
 
 
 def loop(work: list[dict]) -> float:
@@ -95,7 +107,9 @@ def ray_per_trial(work: list[dict], storage: Path) -> float:
 
     start = time.perf_counter()
     ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    tuner = tune.Tuner(trainable, param_space=tune.grid_search(work), run_config=tune.RunConfig(storage_path=str(storage), verbose=0))
+    tuner = tune.Tuner(
+        trainable, param_space=tune.grid_search(work), run_config=tune.RunConfig(storage_path=str(storage), verbose=0)
+    )
     grid = tuner.fit()
     seconds = time.perf_counter() - start
     ray.shutdown()
@@ -107,9 +121,13 @@ def ray_per_trial(work: list[dict], storage: Path) -> float:
 def spec_text(grid: dict, seeds: int) -> str:
     """The vitsweep spec of the grid: each model on its own alpha* and N values (per_model),
     bundled defaults otherwise."""
-    per_model = "".join(f"  {m}: {{n_train: {ns}, axes: {{alpha_star: {alphas}}}}}\n" for m, (alphas, ns) in grid.items())
-    return (f"name: w1\nmodels: {list(grid)}\nn_train: {grid['vit'][1]}\nseeds: {seeds}\nper_model:\n{per_model}"
-            f"max_trainings: 1000000\nresources: {{cpus_per_trial: 1}}\n").replace("'", "")
+    per_model = "".join(
+        f"  {m}: {{n_train: {ns}, axes: {{alpha_star: {alphas}}}}}\n" for m, (alphas, ns) in grid.items()
+    )
+    return (
+        f"name: w1\nmodels: {list(grid)}\nn_train: {grid['vit'][1]}\nseeds: {seeds}\nper_model:\n{per_model}"
+        f"max_trainings: 1000000\nresources: {{cpus_per_trial: 1}}\n"
+    ).replace("'", "")
 
 
 def vitsweep(path: Path, folder: Path, log: Path) -> tuple[float, float, float, int]:
@@ -117,8 +135,12 @@ def vitsweep(path: Path, folder: Path, log: Path) -> tuple[float, float, float, 
     summed over trials, trainings) of one `vitsweep run --no-cache` of the spec at ``path``; its
     output (the table of every cell) goes to ``log``."""
     start = time.perf_counter()
-    out = subprocess.run([str(VITSWEEP), "run", str(path), "--home", str(folder / "home"), "--no-cache", "--json"],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [str(VITSWEEP), "run", str(path), "--home", str(folder / "home"), "--no-cache", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     total = time.perf_counter() - start
     log.write_text(out.stdout)
     if out.returncode != 0:
@@ -138,7 +160,9 @@ def matmul_flops(threads: int | None, size: int = 2048, repeats: int = 10, devic
     return 2 * size**3 / best
 
 
-def attention_matmul_flops(models: int = 50, batch: int = 16, tokens: int = 60, dim: int = 20, repeats: int = 10) -> float:
+def attention_matmul_flops(
+    models: int = 50, batch: int = 16, tokens: int = 60, dim: int = 20, repeats: int = 10
+) -> float:
     """FLOP/s on one core of the batched products a ViT step is made of (scores X_A X^T and
     softmax(.) X for every sample of a K = 50 pack's mini-batches): the ceiling for the FLOP
     fraction of this model's training, whatever the code around them."""
@@ -175,20 +199,36 @@ def main() -> None:
     parser.add_argument("--n-every", type=int, default=3, help="subset: every k-th N of Fig 1")
     parser.add_argument("--seeds", type=int, default=8, help="subset: seeds per (alpha*, N)")
     parser.add_argument("--a-every", type=int, default=4, help="(a) trains every k-th training of the subset")
-    parser.add_argument("--b-every", type=int, help="(b) trains every k-th training (default: all of the subset; with --full 10)")
-    parser.add_argument("--flop-every", type=int, help="count the FLOPs of every k-th training (default 8; with --full 20)")
-    parser.add_argument("--full", action="store_true", help="all of W1 (4,000 trainings): (c), then (b) and the FLOPs on samples of it; no (a)")
+    parser.add_argument(
+        "--b-every", type=int, help="(b) trains every k-th training (default: all of the subset; with --full 10)"
+    )
+    parser.add_argument(
+        "--flop-every", type=int, help="count the FLOPs of every k-th training (default 8; with --full 20)"
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="all of W1 (4,000 trainings): (c), then (b) and the FLOPs on samples of it; no (a)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     grid, seeds = (w1(), SEEDS) if args.full else (w1(args.alpha_every, args.n_every), args.seeds)
     b_every, flop_every = args.b_every or (10 if args.full else 1), args.flop_every or (20 if args.full else 8)
     work = trainings(grid, seeds)
-    result: dict = {"workload": "W1 (full)" if args.full else "W1 subset", "grid": grid, "seeds": seeds, "trainings": len(work),
-                    "cpus": os.cpu_count(), "torch": torch.__version__}
+    result: dict = {
+        "workload": "W1 (full)" if args.full else "W1 subset",
+        "grid": grid,
+        "seeds": seeds,
+        "trainings": len(work),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+    }
     # first, while nothing else runs (Ray's processes take a while to go after (a))
     core = matmul_flops(1)
-    peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
+    peak = max(
+        matmul_flops(os.cpu_count()), os.cpu_count() * core
+    )  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
     attention = attention_matmul_flops()
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
         spec = FIG1 if args.full else Path(tmp) / "w1.yaml"
@@ -197,29 +237,51 @@ def main() -> None:
         c_total, c_inside, c_packed, trained = vitsweep(spec, Path(tmp), args.out.with_suffix(".run.txt"))
         assert trained == len(work), (trained, len(work))
         c_rate = len(work) / c_total
-        result |= {"c_wall_s": round(c_total, 2), "c_sweep_wall_s": round(c_inside, 2), "c_train_s": round(c_packed, 2),
-                   "c_trainings_per_s": round(c_rate, 3)}
-        print(f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweep)", flush=True)
+        result |= {
+            "c_wall_s": round(c_total, 2),
+            "c_sweep_wall_s": round(c_inside, 2),
+            "c_train_s": round(c_packed, 2),
+            "c_trainings_per_s": round(c_rate, 3),
+        }
+        print(
+            f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweep)",
+            flush=True,
+        )
         torch.set_num_threads(os.cpu_count())
         b_work = work[::b_every]
         b = loop(b_work)
         b_rate = len(b_work) / b
         print(f"(b) loop: {len(b_work)} trainings in {b:.1f} s", flush=True)
-        result |= {"b_trainings": len(b_work), "b_wall_s": round(b, 2), "b_trainings_per_s": round(b_rate, 3),
-                   "ratio_vs_loop": round(c_rate / b_rate, 2)}
+        result |= {
+            "b_trainings": len(b_work),
+            "b_wall_s": round(b, 2),
+            "b_trainings_per_s": round(b_rate, 3),
+            "ratio_vs_loop": round(c_rate / b_rate, 2),
+        }
         if not args.full:
             sample = work[:: args.a_every]
             a = ray_per_trial(sample, Path(tmp) / "per-trial")
             print(f"(a) one model per Ray Tune trial: {len(sample)} trainings in {a:.1f} s", flush=True)
             a_rate = len(sample) / a
-            result |= {"a_trainings": len(sample), "a_wall_s": round(a, 2), "a_trainings_per_s": round(a_rate, 3),
-                       "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2)}
+            result |= {
+                "a_trainings": len(sample),
+                "a_wall_s": round(a, 2),
+                "a_trainings_per_s": round(a_rate, 3),
+                "ratio_vs_ray_per_trial": round(c_rate / a_rate, 2),
+            }
     per = flops_per_training(work, flop_every)
     flops = sum(per[t["model"]] for t in work)
-    result |= {"matmul_flop_per_s": round(peak), "matmul_flop_per_s_one_core": round(core), "flops_per_training": {m: round(f) for m, f in per.items()},
-               "c_flop_per_s": round(flops / c_inside), "flop_fraction": round(flops / c_inside / peak, 4),
-               "flop_fraction_in_packs": round(flops / c_packed / core, 4), "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
-               "attention_matmul_flop_per_s": round(attention), "attention_matmul_fraction": round(attention / core, 4)}
+    result |= {
+        "matmul_flop_per_s": round(peak),
+        "matmul_flop_per_s_one_core": round(core),
+        "flops_per_training": {m: round(f) for m, f in per.items()},
+        "c_flop_per_s": round(flops / c_inside),
+        "flop_fraction": round(flops / c_inside / peak, 4),
+        "flop_fraction_in_packs": round(flops / c_packed / core, 4),
+        "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
+        "attention_matmul_flop_per_s": round(attention),
+        "attention_matmul_fraction": round(attention / core, 4),
+    }
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 

@@ -46,16 +46,24 @@ def main() -> None:
     loop_rate = args.loop_models / loop_s
     same = np.mean([s.success[0] == packed.success[k] for k, s in enumerate(single)])
     summary = {
-        "model": args.model, "K": args.K, "loop_models": args.loop_models, "threads": args.threads,
-        "packed_trainings_per_s": round(packed_rate, 3), "loop_trainings_per_s": round(loop_rate, 3),
+        "model": args.model,
+        "K": args.K,
+        "loop_models": args.loop_models,
+        "threads": args.threads,
+        "packed_trainings_per_s": round(packed_rate, 3),
+        "loop_trainings_per_s": round(loop_rate, 3),
         "ratio_packed_vs_loop": round(packed_rate / loop_rate, 2),
-        "packed_wall_s": round(packed.wall_s, 2), "loop_wall_s": round(loop_s, 2),
-        "mean_steps": float(packed.steps.mean()), "success_rate": float(packed.success.mean()),
+        "packed_wall_s": round(packed.wall_s, 2),
+        "loop_wall_s": round(loop_s, 2),
+        "mean_steps": float(packed.steps.mean()),
+        "success_rate": float(packed.success.mean()),
         "loop_outcomes_equal_packed": float(same),
     }
-    print(f"packed: {packed_rate:.2f} trainings/s ({args.K} in {packed.wall_s:.1f} s); "
-          f"loop: {loop_rate:.2f} trainings/s ({args.loop_models} in {loop_s:.1f} s); "
-          f"ratio {packed_rate / loop_rate:.2f}x")
+    print(
+        f"packed: {packed_rate:.2f} trainings/s ({args.K} in {packed.wall_s:.1f} s); "
+        f"loop: {loop_rate:.2f} trainings/s ({args.loop_models} in {loop_s:.1f} s); "
+        f"ratio {packed_rate / loop_rate:.2f}x"
+    )
     print(json.dumps(summary))
 
 

@@ -42,7 +42,8 @@ class Outcomes:
 
     ns: np.ndarray  # ascending training-set sizes
     seeds: np.ndarray
-    success: np.ndarray  # (N, seed): 1.0 succeeded, 0.0 failed (converged, or one pass), NaN not counted (not trained, not converged, diverged)
+    success: np.ndarray  # (N, seed): 1.0 succeeded, 0.0 failed (converged, or one pass); NaN: not counted
+    # (not trained, not converged, diverged)
     steps_to_zero: np.ndarray  # (N, seed): first evaluated step with zero test error; NaN if never
     test_loss: np.ndarray  # (N, seed): final test hinge loss
     batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
@@ -125,8 +126,13 @@ class Fit:
 
     def as_dict(self) -> dict:
         r = lambda v: None if v is None else round(v, 4)  # noqa: E731 (bootstrap noise is far above 1e-4)
-        return {"value": r(self.value), "ci95": [r(v) for v in self.ci95] if self.ci95 else None, "intercept": self.intercept,
-                "points": [list(p) for p in self.points], "resamples": self.resamples}
+        return {
+            "value": r(self.value),
+            "ci95": [r(v) for v in self.ci95] if self.ci95 else None,
+            "intercept": self.intercept,
+            "points": [list(p) for p in self.points],
+            "resamples": self.resamples,
+        }
 
 
 def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> Fit:
@@ -173,8 +179,12 @@ def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int
     if not a or not b:
         return {"value": None, "ci95": None}
     rng = np.random.default_rng(seed)
-    ratios = [r for _ in range(boot)
-              if (r := _ratio(slow.steps(resample(len(slow.seeds), rng)), fast.steps(resample(len(fast.seeds), rng)))) is not None]
+    ratios = [
+        r
+        for _ in range(boot)
+        if (r := _ratio(slow.steps(resample(len(slow.seeds), rng)), fast.steps(resample(len(fast.seeds), rng))))
+        is not None
+    ]
     return {"value": a / b, "ci95": [float(v) for v in np.percentile(ratios, CI)] if ratios else None}
 
 

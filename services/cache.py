@@ -42,23 +42,34 @@ def _config(cfg) -> dict:
 
 def model_keys(data, model, training, n_train: list[int], seeds: list[int], device: str) -> list[str]:
     """The cache key of each (N, seed) model trained with these configs."""
-    base = {"data": _config(data), "model": _config(model), "training": _config(training), "vit_core": code_version(),
-            "torch": version("torch"), "device": device.split(":")[0]}
-    return [hashlib.sha256(json.dumps(base | {"n": n, "seed": s}, sort_keys=True, default=str).encode()).hexdigest()
-            for n, s in zip(n_train, seeds)]
+    base = {
+        "data": _config(data),
+        "model": _config(model),
+        "training": _config(training),
+        "vit_core": code_version(),
+        "torch": version("torch"),
+        "device": device.split(":")[0],
+    }
+    return [
+        hashlib.sha256(json.dumps(base | {"n": n, "seed": s}, sort_keys=True, default=str).encode()).hexdigest()
+        for n, s in zip(n_train, seeds)
+    ]
 
 
 def model_entries(result: "PackResult") -> list[dict]:
     """One cache entry per model of a pack: its N, its records (one, or one per evaluated N in
     one_pass), its kept curves at the pack's evaluation steps, and its snapshots."""
     steps = result.eval_steps.tolist()
-    return [{
-        "n_train": int(result.n_train[k]),
-        "records": result.model_records(k),
-        "eval_steps": steps,
-        "curves": {name: values[:, k].tolist() for name, values in result.curves.items() if name in CURVES_KEPT},
-        "snapshots": {name: values[k].tolist() for name, values in result.snapshots.items()},
-    } for k in range(len(result.seeds))]
+    return [
+        {
+            "n_train": int(result.n_train[k]),
+            "records": result.model_records(k),
+            "eval_steps": steps,
+            "curves": {name: values[:, k].tolist() for name, values in result.curves.items() if name in CURVES_KEPT},
+            "snapshots": {name: values[k].tolist() for name, values in result.snapshots.items()},
+        }
+        for k in range(len(result.seeds))
+    ]
 
 
 class ResultCache:
@@ -105,9 +116,15 @@ def curve_sums(entries: list[dict]) -> list[dict]:
                 values = np.array([e["curves"][name] for e in mine], dtype=float).T  # (steps, models)
                 finite = np.isfinite(values)
                 if finite.any():
-                    part.setdefault(name, {})[str(n)] = {"steps": list(steps), "sum": np.where(finite, values, 0).sum(1).tolist(),
-                                                         "count": finite.sum(1).tolist()}
+                    part.setdefault(name, {})[str(n)] = {
+                        "steps": list(steps),
+                        "sum": np.where(finite, values, 0).sum(1).tolist(),
+                        "count": finite.sum(1).tolist(),
+                    }
             if "scores" in mine[0]["snapshots"]:
-                part.setdefault("scores", {})[str(n)] = {"sum": np.sum([e["snapshots"]["scores"] for e in mine], axis=0).tolist(), "count": len(mine)}
+                part.setdefault("scores", {})[str(n)] = {
+                    "sum": np.sum([e["snapshots"]["scores"] for e in mine], axis=0).tolist(),
+                    "count": len(mine),
+                }
         parts.append(part)
     return parts

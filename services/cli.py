@@ -83,11 +83,15 @@ def _device(name: str) -> str:
 def _configs(values: dict[str, Any]) -> tuple[TokenDataConfig, ModelConfig, TrainConfig]:
     """Build the three configs from the flags; a bad value is a usage error (exit code 2)."""
     try:
-        data, model, training = (cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)}) for cls in CONFIGS.values())
+        data, model, training = (
+            cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)}) for cls in CONFIGS.values()
+        )
         check_fits_data(model, data.dim, data.n_patterns)
         return data, model, training
     except ConfigError as error:
-        raise typer.BadParameter(f"{error.value!r}: {error.allowed}", param_hint=f"'{_flag_name(error.field)}'") from None
+        raise typer.BadParameter(
+            f"{error.value!r}: {error.allowed}", param_hint=f"'{_flag_name(error.field)}'"
+        ) from None
 
 
 def _table(title: str, rows: list[dict]) -> Table:
@@ -96,8 +100,16 @@ def _table(title: str, rows: list[dict]) -> Table:
         table.add_column(column, justify="right")
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in rows:
-        table.add_row(str(r["n"]), str(r["models"]), fmt(r["success_rate"], ".2f"), fmt(r["mean_test_error"], ".4f"),
-                      fmt(r["median_iterations_to_zero"], ".0f"), str(r["settled"]), str(r["diverged"]), fmt(r["mean_attention_mass"], ".3f"))
+        table.add_row(
+            str(r["n"]),
+            str(r["models"]),
+            fmt(r["success_rate"], ".2f"),
+            fmt(r["mean_test_error"], ".4f"),
+            fmt(r["median_iterations_to_zero"], ".0f"),
+            str(r["settled"]),
+            str(r["diverged"]),
+            fmt(r["mean_attention_mass"], ".3f"),
+        )
     return table
 
 
@@ -109,35 +121,86 @@ def train(**values: Any) -> None:
         torch.set_num_threads(values["threads"])
     n_train = [n for n in n_values for _ in seeds]
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(f"{model.kind}: {len(n_train)} models", total=training.max_steps)
-        report = lambda step, left: bar.update(task, completed=step if left else training.max_steps, description=f"{model.kind}: {left} of {len(n_train)} models training")  # noqa: E731
-        result = train_pack(data, model, training, n_train, seeds * len(n_values), device=values["device"], progress=report)
+
+        def report(step: int, left: int) -> None:
+            done = step if left else training.max_steps
+            bar.update(task, completed=done, description=f"{model.kind}: {left} of {len(n_train)} models training")
+
+        result = train_pack(
+            data, model, training, n_train, seeds * len(n_values), device=values["device"], progress=report
+        )
     rows = result.by_n()
-    Console().print(_table(f"{model.kind}, alpha*={data.alpha_star} (effective {data.effective_alpha_star:.4f}), "
-                           f"{len(seeds)} seeds, {result.wall_s:.1f} s", rows))
+    Console().print(
+        _table(
+            f"{model.kind}, alpha*={data.alpha_star} (effective {data.effective_alpha_star:.4f}), "
+            f"{len(seeds)} seeds, {result.wall_s:.1f} s",
+            rows,
+        )
+    )
     if values["json"]:
         summary = {
-            "model": model.kind, "alpha_star": data.alpha_star, "effective_alpha_star": data.effective_alpha_star,
-            "trainings": len(n_train), "wall_s": round(result.wall_s, 3), "per_n": rows, "models": result.records(),
+            "model": model.kind,
+            "alpha_star": data.alpha_star,
+            "effective_alpha_star": data.effective_alpha_star,
+            "trainings": len(n_train),
+            "wall_s": round(result.wall_s, 3),
+            "per_n": rows,
+            "models": result.records(),
             "config": {name.lower(): dataclasses.asdict(cfg) for name, cfg in zip(CONFIGS, (data, model, training))},
         }
         print(json.dumps(summary))
 
 
 _RUN_FLAGS = [
-    inspect.Parameter("n", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
-        "10,20,40,80", "--n", help="training-set sizes N, comma-separated", parser=_int_list, rich_help_panel="Pack")),
-    inspect.Parameter("seeds", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
-        8, "--seeds", min=1, help="seeds per N", rich_help_panel="Pack")),
-    inspect.Parameter("seed_start", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
-        0, "--seed-start", min=0, help="first seed", rich_help_panel="Pack")),
-    inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=typer.Option(
-        "cpu", "--device", help="cpu, cuda, cuda:N, or auto", parser=_device, rich_help_panel="Pack")),
-    inspect.Parameter("threads", inspect.Parameter.KEYWORD_ONLY, annotation=int, default=typer.Option(
-        0, "--threads", min=0, help="torch threads (0: torch's default)", rich_help_panel="Pack")),
-    inspect.Parameter("json", inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
-        False, "--json", help="end stdout with one JSON object of the results")),
+    inspect.Parameter(
+        "n",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=str,
+        default=typer.Option(
+            "10,20,40,80", "--n", help="training-set sizes N, comma-separated", parser=_int_list, rich_help_panel="Pack"
+        ),
+    ),
+    inspect.Parameter(
+        "seeds",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=int,
+        default=typer.Option(8, "--seeds", min=1, help="seeds per N", rich_help_panel="Pack"),
+    ),
+    inspect.Parameter(
+        "seed_start",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=int,
+        default=typer.Option(0, "--seed-start", min=0, help="first seed", rich_help_panel="Pack"),
+    ),
+    inspect.Parameter(
+        "device",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=str,
+        default=typer.Option(
+            "cpu", "--device", help="cpu, cuda, cuda:N, or auto", parser=_device, rich_help_panel="Pack"
+        ),
+    ),
+    inspect.Parameter(
+        "threads",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=int,
+        default=typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)", rich_help_panel="Pack"),
+    ),
+    inspect.Parameter(
+        "json",
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=bool,
+        default=typer.Option(False, "--json", help="end stdout with one JSON object of the results"),
+    ),
 ]
 train.__signature__ = inspect.Signature(
     [_flag(f, panel) for panel, cls in CONFIGS.items() for f in dataclasses.fields(cls)] + _RUN_FLAGS
@@ -150,8 +213,11 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
     """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
     spec = _load_or_exit(path)
     if spec.search.mode == "sample_complexity":
-        print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings in the first round of the adaptive N* search "
-              f"(at most {spec.max_trainings_bound})")
+        print(
+            f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings in the first round of the adaptive N* "
+            "search "
+            f"(at most {spec.max_trainings_bound})"
+        )
     else:
         print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
 
@@ -180,13 +246,23 @@ RECORDING_PENDING = 3  # exit code of run: the sweep finished but MLflow was unr
 @app.command()
 def run(
     path: str = typer.Argument(..., help="a sweep spec (YAML)"),
-    ray_address: str = typer.Option(None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on this machine)"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="sweep home: Ray's trial state, the result cache and the embedded MLflow store"),
-    cache: Path = typer.Option(None, "--cache", help="result cache folder (default: HOME/cache; on a cluster, a folder every node mounts)"),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on this machine)"
+    ),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"
+    ),
+    home: Path = typer.Option(
+        Path("runs"), "--home", help="sweep home: Ray's trial state, the result cache and the embedded MLflow store"
+    ),
+    cache: Path = typer.Option(
+        None, "--cache", help="result cache folder (default: HOME/cache; on a cluster, a folder every node mounts)"
+    ),
     no_cache: bool = typer.Option(False, "--no-cache", help="train every model; read and write no result cache"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
-    new: bool = typer.Option(False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"),
+    new: bool = typer.Option(
+        False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"
+    ),
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
 
@@ -198,11 +274,27 @@ def run(
     spec = _load_or_exit(path)
     from services import runs
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     try:
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-            out = runs.run(spec, Path(path).read_text(), home, resolve_tracking_uri(spec, tracking_uri, home), tracking_uri is not None,
-                           ray_address, None if no_cache else (cache or home / "cache"), new, _ProgressBar(bar, spec), runs.stderr)
+            out = runs.run(
+                spec,
+                Path(path).read_text(),
+                home,
+                resolve_tracking_uri(spec, tracking_uri, home),
+                tracking_uri is not None,
+                ray_address,
+                None if no_cache else (cache or home / "cache"),
+                new,
+                _ProgressBar(bar, spec),
+                runs.stderr,
+            )
     except runs.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         raise typer.Exit(130) from None
@@ -228,26 +320,43 @@ class _ProgressBar:
         self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
 
     def advance(self, done: int, failed: int, models: int) -> None:
-        self.bar.update(self.task, completed=done, description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials")
+        self.bar.update(
+            self.task,
+            completed=done,
+            description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials",
+        )
 
 
 def _run_json(spec, out) -> dict:
     """`vitsweep run --json`: where the sweep is recorded and what it found."""
     summary, result = out.summary, out.result
     return {
-        "sweep_id": result.sweep_id, "mlflow_parent_run_id": out.record.run_id if out.record else None, "tracking_uri": redact(out.uri),
-        "n_star": _n_star(spec, result), "recorded_earlier": bool(out.record and out.record.earlier),
-        "exponent": _exponents(summary), "t_star_exponent": _exponents(summary, "t_star_exponent"), "protocol": summary["protocol"],
-        "adaptive": summary["adaptive"], "patch_association": summary["patch_association"], "cos_v_wstar": summary["cos_v_wstar"],
-        "test_error": summary["test_error"], "trainings": result.trainings, "cache_hits": result.cache_hits, "wall_s": round(result.wall_s, 3),
-        "train_s": round(result.train_s, 3), "best": result.best,
+        "sweep_id": result.sweep_id,
+        "mlflow_parent_run_id": out.record.run_id if out.record else None,
+        "tracking_uri": redact(out.uri),
+        "n_star": _n_star(spec, result),
+        "recorded_earlier": bool(out.record and out.record.earlier),
+        "exponent": _exponents(summary),
+        "t_star_exponent": _exponents(summary, "t_star_exponent"),
+        "protocol": summary["protocol"],
+        "adaptive": summary["adaptive"],
+        "patch_association": summary["patch_association"],
+        "cos_v_wstar": summary["cos_v_wstar"],
+        "test_error": summary["test_error"],
+        "trainings": result.trainings,
+        "cache_hits": result.cache_hits,
+        "wall_s": round(result.wall_s, 3),
+        "train_s": round(result.train_s, 3),
+        "best": result.best,
     }
 
 
 @app.command()
 def sync(
     home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: each spec's, else SQLite under --home"),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI; default: each spec's, else SQLite under --home"
+    ),
 ) -> None:
     """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
     from services import runs
@@ -265,7 +374,9 @@ def _n_star(spec, result) -> dict:
     """model -> cell (its axis value, or k=v pairs) -> N* or None."""
     out: dict = {}
     for cell in result.cells:
-        key = " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
+        key = (
+            " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
+        )
         out.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.success_rate)
     return out
 
@@ -280,7 +391,9 @@ def _print_summary(summary: dict) -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
     from services.report import TABLE_HEADER, notes, table_rows
 
-    table = Table(title=f"{summary['sweep_id']}: N* = smallest N from which the success rate stays >= {summary['success_rate']}")
+    table = Table(
+        title=f"{summary['sweep_id']}: N* = smallest N from which the success rate stays >= {summary['success_rate']}"
+    )
     for column in TABLE_HEADER:
         table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
     for row in table_rows(summary):
@@ -314,7 +427,10 @@ def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> N
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
         console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
-    console.print(f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s.", markup=False)
+    console.print(
+        f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s.",
+        markup=False,
+    )
     if parent_id is None:
         return
     console.print(f"MLflow: {uri} (parent run {parent_id})", markup=False)
@@ -328,16 +444,23 @@ def report_command(
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
     home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
     out: Path = typer.Option(None, "--out", help="folder for the figures and summary (default: HOME/reports/SWEEP_ID)"),
-    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"),
+    as_json: bool = typer.Option(
+        False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"
+    ),
 ) -> None:
     """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
     from services import runs
 
     if not tracking_uri and not (home / "mlflow.db").exists():
-        print(f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri", file=sys.stderr)
+        print(
+            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri",
+            file=sys.stderr,
+        )
         raise typer.Exit(2)
     try:
-        summary, folder = runs.report(tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}", sweep_id, out, home)
+        summary, folder = runs.report(
+            tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}", sweep_id, out, home
+        )
     except LookupError as error:
         print(error, file=sys.stderr)
         raise typer.Exit(2) from None
@@ -363,8 +486,13 @@ def status(
     for column in ("sweep", "trials", "by status", "models done", "MLflow parent run"):
         table.add_column(column)
     for r in rows:
-        table.add_row(r["sweep_id"], str(r["trials"]), " ".join(f"{k}:{v}" for k, v in r["by_status"].items()), str(r["models_done"]),
-                      r["mlflow_parent_run_id"] or "not logged")
+        table.add_row(
+            r["sweep_id"],
+            str(r["trials"]),
+            " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
+            str(r["models_done"]),
+            r["mlflow_parent_run_id"] or "not logged",
+        )
     Console().print(table)
 
 
@@ -380,22 +508,32 @@ def ui(
         print(f"{store}: no MLflow store yet; run a sweep with --home {home} first", file=sys.stderr)
         raise typer.Exit(2)
     mlflow = Path(sys.executable).parent / "mlflow"
-    os.execv(str(mlflow), [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)])
+    os.execv(
+        str(mlflow),
+        [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)],
+    )
 
 
 @app.command()
 def submit(
     path: str = typer.Argument(..., help="a sweep spec (YAML), relative to the project root"),
     address: str = typer.Option(..., "--address", help="the cluster's dashboard, e.g. http://HEAD:8265"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="an MLflow server the cluster reaches (default: the spec's)"),
-    home: str = typer.Option(None, "--home", help="a path on the cluster that outlives the job, for Ray's state and a SQLite store"),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="an MLflow server the cluster reaches (default: the spec's)"
+    ),
+    home: str = typer.Option(
+        None, "--home", help="a path on the cluster that outlives the job, for Ray's state and a SQLite store"
+    ),
     follow: bool = typer.Option(False, "--follow", help="wait for the job, print its log, exit 1 unless it succeeded"),
 ) -> None:
     """Submit `vitsweep run` to a Ray cluster through the Ray Jobs API; prints the job id."""
     spec = _load_or_exit(path)
     if not (tracking_uri or spec.tracking.tracking_uri or home):
-        print("submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
-              "directory is deleted when it ends, and the embedded store with it", file=sys.stderr)
+        print(
+            "submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
+            "directory is deleted when it ends, and the embedded store with it",
+            file=sys.stderr,
+        )
         raise typer.Exit(2)
     from services.execution import jobs
 

@@ -27,9 +27,15 @@ def _phase(ax, group: str, rows: list[dict], fit: dict, p: float) -> None:
         ax.plot(*zip(*sorted(stars)), "r-o", ms=4, label=f"our N* (p = {p})")
     if fit["value"] is not None:
         grid = np.linspace(min(x), max(x), 50)
-        ax.plot(grid, np.exp(fit["intercept"]) * grid ** (fit["value"] / power), "r--", lw=1, label=f"fit: N* ~ (1/alpha*)^{fit['value']:.2f}")
+        ax.plot(
+            grid,
+            np.exp(fit["intercept"]) * grid ** (fit["value"] / power),
+            "r--",
+            lw=1,
+            label=f"fit: N* ~ (1/alpha*)^{fit['value']:.2f}",
+        )
     ref = paper.n_star(model, p)
-    ax.plot([a ** -power for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N* (Fig 1)")
+    ax.plot([a**-power for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N* (Fig 1)")
     ax.set(xlabel=f"alpha*^-{power} (effective alpha*)", ylabel="N", yscale="log", title=f"{group}: success rate")
     ax.legend(fontsize=7)
     ax.figure.colorbar(scatter, ax=ax, label="success rate")
@@ -40,11 +46,16 @@ def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
         if not fit["points"]:
             continue
         xs, ys = np.array(fit["points"]).T
-        line, = ax.plot(xs, ys, "o", label=None)
+        (line,) = ax.plot(xs, ys, "o", label=None)
         if fit["value"] is not None:
             grid = np.geomspace(xs.min(), xs.max(), 20)
-            ax.plot(grid, np.exp(fit["intercept"]) * grid ** fit["value"], "-", color=line.get_color(),
-                    label=f"{group}: k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}")
+            ax.plot(
+                grid,
+                np.exp(fit["intercept"]) * grid ** fit["value"],
+                "-",
+                color=line.get_color(),
+                label=f"{group}: k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}",
+            )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
 
 
@@ -63,7 +74,12 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
         _loglog(ax, summary, "exponent", "N*", "1 / alpha* (effective)")
         for model in spec.models:
             ref = paper.n_star(model, spec.success_rate)
-            ax.plot([1 / a for a, _ in ref], [s for _, s in ref], "x", label=f"paper {model}: k = {paper.exponent(model, spec.success_rate):.2f}")
+            ax.plot(
+                [1 / a for a, _ in ref],
+                [s for _, s in ref],
+                "x",
+                label=f"paper {model}: k = {paper.exponent(model, spec.success_rate):.2f}",
+            )
         ax.set_title("N* against 1/alpha* (theory: ViT <= 2, CNN 4)")
         ax.legend(fontsize=7)
         figs["n_star_fit.png"] = fig
@@ -71,7 +87,13 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
         keys = [k for k in ("iterations_exponent", "lr_exponent") if summary[k]]
         fig, axes = _subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
         for ax, key in zip(axes[0], keys):
-            _loglog(ax, summary, key, "T: steps to zero test error", "1 / alpha* (effective)" if key == "iterations_exponent" else "1 / eta")
+            _loglog(
+                ax,
+                summary,
+                key,
+                "T: steps to zero test error",
+                "1 / alpha* (effective)" if key == "iterations_exponent" else "1 / eta",
+            )
             ax.set_title("theory: slope 1")
             ax.legend(fontsize=7)
         fig.tight_layout()
@@ -121,7 +143,7 @@ def _structure_figure(cells: list[CellResult]):
             if curves:
                 n = max(curves)
                 ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
-    for ax, (name, title) in zip(axes, names.items()):
+    for ax, title in zip(axes, names.values()):
         ax.set(xlabel="SGD step", title=title + " (mean over seeds)")
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -143,7 +165,9 @@ def _success_figure(spec: SweepSpec, summary: dict):
             ax.set_xscale("log")
             ax.legend(fontsize=7)
         else:
-            ax.text(0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes)
+            ax.text(
+                0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes
+            )
     fig.tight_layout()
     return fig
 
@@ -153,7 +177,13 @@ def _outcomes_figure(summary: dict):
     rows = [r for r in summary["cells"] if r["outcomes"]] or summary["cells"][:1]
     cols = min(4, len(rows))
     fig, axes = _subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
-    colours = {"succeeded": "tab:green", "failed_converged": "tab:red", "failed": "tab:purple", "not_converged": "tab:orange", "diverged": "black"}
+    colours = {
+        "succeeded": "tab:green",
+        "failed_converged": "tab:red",
+        "failed": "tab:purple",
+        "not_converged": "tab:orange",
+        "diverged": "black",
+    }
     for ax, r in zip(axes.flat, rows):
         ns = list(r["outcomes"])
         bottom = np.zeros(len(ns))
@@ -162,8 +192,10 @@ def _outcomes_figure(summary: dict):
             ax.bar(range(len(ns)), share, bottom=bottom, color=colour, label=name.replace("_", "-"))
             bottom += share
         ax.set_xticks(range(len(ns)), ns, fontsize=7)
-        ax.set(xlabel="N", ylabel="share of models", title=r["label"] + (" (flagged)" if r["flagged"] else ""), ylim=(0, 1))
-    for ax in list(axes.flat)[len(rows):]:
+        ax.set(
+            xlabel="N", ylabel="share of models", title=r["label"] + (" (flagged)" if r["flagged"] else ""), ylim=(0, 1)
+        )
+    for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
@@ -179,7 +211,12 @@ def _attention_figure(cells: list[CellResult]):
             n = max(curves)
             ax.plot(*zip(*curves[n]), label=f"{' '.join(f'{k}={v}' for k, v in c.cell.values.items())} N={n}")
     ax.plot(*paper.attention_mass(), "kx--", label="paper (Fig 2a)")
-    ax.set(xlabel="SGD step", ylabel="attention mass on label-relevant tokens", ylim=(0, 1.02), title="attention concentration (Prop. 2)")
+    ax.set(
+        xlabel="SGD step",
+        ylabel="attention mass on label-relevant tokens",
+        ylim=(0, 1.02),
+        title="attention concentration (Prop. 2)",
+    )
     ax.legend(fontsize=7)
     return fig
 

@@ -14,8 +14,8 @@ packs (new Tune trials); cells run their rounds independently and in parallel. P
 """
 
 import math
-from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,11 +36,15 @@ class Bracket:
     precision: float
     factor: float
     n_max: int
-    outcomes: dict[int, list[float | None]] = field(default_factory=dict)  # per seed: 1 succeeded, 0 failed, None not counted
+    outcomes: dict[int, list[float | None]] = field(
+        default_factory=dict
+    )  # per seed: 1 succeeded, 0 failed, None not counted
     failed: bool = False
     rounds: int = 0
     adaptive: bool = True  # False for a one_pass cell: its one round gives every N
-    retries: list[list[int]] = field(default_factory=list)  # [N, seed, max_steps] of models to train again with a larger budget
+    retries: list[list[int]] = field(
+        default_factory=list
+    )  # [N, seed, max_steps] of models to train again with a larger budget
 
     def rates(self) -> tuple[np.ndarray, np.ndarray]:
         """The trained N and their success rates over the counted models (NaN where none counts)."""
@@ -92,8 +96,17 @@ class NStarSearch:
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
-        self.cells = [Bracket(list(spec.n_values(c)), spec.success_rate, search.precision, search.factor, spec.n_max, adaptive=not spec.one_pass(c))
-                      for c in spec.cells]
+        self.cells = [
+            Bracket(
+                list(spec.n_values(c)),
+                spec.success_rate,
+                search.precision,
+                search.factor,
+                spec.n_max,
+                adaptive=not spec.one_pass(c),
+            )
+            for c in spec.cells
+        ]
         self.queue: list[Pack] = []
         self.in_flight: dict[str, Pack] = {}  # trial id -> pack
 
@@ -114,7 +127,9 @@ class NStarSearch:
                 continue
             if cell.retries:  # models that did not converge, again with a larger budget, before the next N
                 for budget in sorted({b for _, _, b in cell.retries}):
-                    self.queue += cut(index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget)
+                    self.queue += cut(
+                        index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget
+                    )
                 cell.retries = []
                 continue
             pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
@@ -140,10 +155,15 @@ class NStarSearch:
             cell.record(r.n_train, r.seed, counted_success(r.outcome), self.seeds)
 
     def get_state(self) -> dict:
-        return {"cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],
-                "queue": [p.config() for p in self.queue], "in_flight": {t: p.config() for t, p in self.in_flight.items()}}
+        return {
+            "cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],
+            "queue": [p.config() for p in self.queue],
+            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
+        }
 
     def set_state(self, state: dict) -> None:
-        self.cells = [Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in state["cells"]]
+        self.cells = [
+            Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in state["cells"]
+        ]
         self.queue = [Pack.from_config(p) for p in state["queue"]]
         self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}

@@ -9,7 +9,6 @@ if TYPE_CHECKING:
     from services.spec import SweepSpec
 
 
-
 @dataclass(frozen=True)
 class Pack:
     """Models of one cell trained at once: model k has N = n_train[k] and seed seeds[k]."""

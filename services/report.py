@@ -28,37 +28,74 @@ def table_rows(summary: dict) -> list[list[str]]:
         elif r["n_star"] is None:  # even the largest N missed p
             star, bracket = "-", f"> {r['bracket_lo']}"
         else:  # "<= N": the smallest N tried already reached p
-            star, bracket = ("" if r["n_star_known"] else "<= ") + str(r["n_star"]), f"({r['bracket_lo'] or 0}, {r['n_star']}]"
-        counted = list(r["outcomes"].values())[-1:] if r["protocol"] == "one_pass" else r["outcomes"].values()  # one pass: at its budget N
+            star, bracket = (
+                ("" if r["n_star_known"] else "<= ") + str(r["n_star"]),
+                f"({r['bracket_lo'] or 0}, {r['n_star']}]",
+            )
+        counted = (
+            list(r["outcomes"].values())[-1:] if r["protocol"] == "one_pass" else r["outcomes"].values()
+        )  # one pass: at its budget N
         totals = [sum(counts[name] for counts in counted) for name in OUTCOMES]
-        rows.append([r["label"] + (" (FLAGGED)" if r["flagged"] else ""), fmt(r["alpha_effective"], ".4f"), star, bracket, fmt(r["n_star_ci95"]),
-                     "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"), fmt(r["steps_to_zero"], ".0f"), fmt(r["t_star"], ".0f"),
-                     str(r["trainings"]), "/".join(map(str, totals))])
+        rows.append(
+            [
+                r["label"] + (" (FLAGGED)" if r["flagged"] else ""),
+                fmt(r["alpha_effective"], ".4f"),
+                star,
+                bracket,
+                fmt(r["n_star_ci95"]),
+                "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"),
+                fmt(r["steps_to_zero"], ".0f"),
+                fmt(r["t_star"], ".0f"),
+                str(r["trainings"]),
+                "/".join(map(str, totals)),
+            ]
+        )
     return rows
 
 
-TABLE_HEADER = ["cell", "alpha* (effective)", "N*", "bracket", "N* 95% CI", "monotone", "T (steps to 0)", "T* = N*/B", "trainings",
-                "outcomes s/fc/f/nc/d"]
-OUTCOMES_LEGEND = ("outcomes: s succeeded, fc failed-converged, f failed (one pass), nc not-converged, d diverged; "
-                   "over every N (one pass: at the cell's largest N)")
+TABLE_HEADER = [
+    "cell",
+    "alpha* (effective)",
+    "N*",
+    "bracket",
+    "N* 95% CI",
+    "monotone",
+    "T (steps to 0)",
+    "T* = N*/B",
+    "trainings",
+    "outcomes s/fc/f/nc/d",
+]
+OUTCOMES_LEGEND = (
+    "outcomes: s succeeded, fc failed-converged, f failed (one pass), nc not-converged, d diverged; "
+    "over every N (one pass: at the cell's largest N)"
+)
 
 
 def _fit_lines(summary: dict) -> list[str]:
     lines = []
-    for key, title, theory in (("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
-                               ("iterations_exponent", "T ~ (1/alpha*)^k", None), ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
-                               ("lr_exponent", "T ~ (1/eta)^k", None)):
+    for key, title, theory in (
+        ("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
+        ("iterations_exponent", "T ~ (1/alpha*)^k", None),
+        ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
+        ("lr_exponent", "T ~ (1/eta)^k", None),
+    ):
         unfitted = [group for group, fit in summary[key].items() if fit["value"] is None]
         if unfitted:
-            lines.append(f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value")
+            lines.append(
+                f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value"
+            )
         for group, fit in summary[key].items():
             expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
             if fit["value"] is not None:
-                lines.append(f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')} (theory: {expected:g})")
+                lines.append(
+                    f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')} (theory: {expected:g})"
+                )
     fitted = any(fit["value"] is not None for fit in summary["exponent"].values())
     for model, ref in summary["paper"].items():
         if ref["exponent"] is not None and fitted:
-            lines.append(f"paper's Fig 1, {model}: k = {ref['exponent']:.2f} from its own N* at p = {summary['success_rate']}")
+            lines.append(
+                f"paper's Fig 1, {model}: k = {ref['exponent']:.2f} from its own N* at p = {summary['success_rate']}"
+            )
     return lines
 
 
@@ -68,34 +105,60 @@ def notes(summary: dict) -> list[str]:
     lines = [*_fit_lines(summary), OUTCOMES_LEGEND]
     flagged = [r["label"] for r in summary["cells"] if r["flagged"]]
     if flagged:
-        lines.append(f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left out of the fits; "
-                     f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}")
+        lines.append(
+            f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left "
+            "out of the fits; "
+            f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}"
+        )
     for values, gap in summary.get("iteration_gap", {}).items():
         if gap["value"] is not None:
-            lines.append(f"iteration gap, {values}: the CNN needs {gap['value']:.2f}x the ViT's steps to zero test error, 95% CI {fmt(gap['ci95'], '.2f')}")
+            lines.append(
+                f"iteration gap, {values}: the CNN needs {gap['value']:.2f}x the ViT's steps to zero test error, 95% "
+                f"CI {fmt(gap['ci95'], '.2f')}"
+            )
     if summary["adaptive"]:
         a = summary["adaptive"]
-        lines.append(f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "
-                     f"{1 + a['precision']:g} over the same N range ({fmt(a['ratio'], '.1f')}x fewer)")
+        lines.append(
+            f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "
+            f"{1 + a['precision']:g} over the same N range ({fmt(a['ratio'], '.1f')}x fewer)"
+        )
     for label, a in summary["attention"].items():
-        lines.append(f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, {'monotone' if a['monotone'] else 'not monotone'}")
+        lines.append(
+            f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, "
+            f"{'monotone' if a['monotone'] else 'not monotone'}"
+        )
     if not any(m in paper.SUCCESS for m in summary["models"]):
         for label, error in summary["test_error"].items():
-            lines.append(f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over {error['seeds']} seeds")
+            lines.append(
+                f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "
+                f"{error['seeds']} seeds"
+            )
     for label, share in summary["patch_association"].items():
-        lines.append(f"patch association, {label}: every row associated in {share:.0%} of seeds, {summary['patch_association_rows'][label]:.0%} "
-                     f"of rows on average; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}")
+        lines.append(
+            f"patch association, {label}: every row associated in {share:.0%} of seeds, "
+            f"{summary['patch_association_rows'][label]:.0%} "
+            f"of rows on average; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}"
+        )
     for group, ks in summary["sparsification"].items():
         k = max(ks)
         change = ks[k]["change"]
-        lines.append(f"sparsification, {group}: test loss change at k = {k}: {fmt(change['mean'], '+.4f')}, 95% CI {fmt(change['ci95'], '+.4f')}")
+        lines.append(
+            f"sparsification, {group}: test loss change at k = {k}: {fmt(change['mean'], '+.4f')}, 95% CI "
+            f"{fmt(change['ci95'], '+.4f')}"
+        )
     return lines
 
 
 def markdown(summary: dict) -> str:
     """The summary table and the notes as Markdown."""
-    lines = [f"# {summary['sweep_id']}", "", f"N*: the smallest N from which the success rate stays >= {summary['success_rate']}.", "",
-             "| " + " | ".join(TABLE_HEADER) + " |", "|" + " --- |" * len(TABLE_HEADER)]
+    lines = [
+        f"# {summary['sweep_id']}",
+        "",
+        f"N*: the smallest N from which the success rate stays >= {summary['success_rate']}.",
+        "",
+        "| " + " | ".join(TABLE_HEADER) + " |",
+        "|" + " --- |" * len(TABLE_HEADER),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
     return "\n".join([*lines, "", *[f"- {line}" for line in notes(summary)]]) + "\n"
 
@@ -117,5 +180,8 @@ def _html(summary: dict, images: list[str]) -> str:
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in table_rows(summary))
     fits = "".join(f"<li>{escape(line)}</li>" for line in notes(summary))
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in images)
-    return (f"<!doctype html><meta charset=utf-8><title>{escape(summary['sweep_id'])}</title><h1>{escape(summary['sweep_id'])}</h1>"
-            f"<table border=1><tr>{head}</tr>{body}</table><ul>{fits}</ul>{pictures}")
+    return (
+        "<!doctype html><meta "
+        f"charset=utf-8><title>{escape(summary['sweep_id'])}</title><h1>{escape(summary['sweep_id'])}</h1>"
+        f"<table border=1><tr>{head}</tr>{body}</table><ul>{fits}</ul>{pictures}"
+    )

@@ -159,7 +159,11 @@ class CellResult:
         """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""
         firsts = {r.seed: (r.n_first_zero, r.n_stable) for r in self.records if r.n_stable is not None}
         seeds = sorted(firsts)
-        return {"seeds": seeds, "n_first_zero": [firsts[s][0] for s in seeds], "n_stable": [firsts[s][1] for s in seeds]} if firsts else None
+        return (
+            {"seeds": seeds, "n_first_zero": [firsts[s][0] for s in seeds], "n_stable": [firsts[s][1] for s in seeds]}
+            if firsts
+            else None
+        )
 
 
 @dataclass
@@ -177,13 +181,28 @@ class SweepResult:
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
 
     def to_json(self) -> str:
-        cells = [{"model": c.cell.model, "values": c.cell.values, "records": [r.as_dict() for r in c.records], "failures": c.failures,
-                  "curve_parts": c.curve_parts} for c in self.cells]
+        cells = [
+            {
+                "model": c.cell.model,
+                "values": c.cell.values,
+                "records": [r.as_dict() for r in c.records],
+                "failures": c.failures,
+                "curve_parts": c.curve_parts,
+            }
+            for c in self.cells
+        ]
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)} | {"cells": cells})
 
     @classmethod
     def from_json(cls, text: str) -> "SweepResult":
         saved = json.loads(text)
-        cells = [CellResult(Cell(c["model"], c["values"]), [ModelRecord.from_dict(r) for r in c["records"]], c["failures"], c["curve_parts"])
-                 for c in saved.pop("cells")]
+        cells = [
+            CellResult(
+                Cell(c["model"], c["values"]),
+                [ModelRecord.from_dict(r) for r in c["records"]],
+                c["failures"],
+                c["curve_parts"],
+            )
+            for c in saved.pop("cells")
+        ]
         return cls(cells=cells, **saved)

@@ -45,8 +45,12 @@ class Interrupted(Exception):
     """The sweep stopped before every trial finished (Ctrl-C); the finished ones are kept."""
 
     def __init__(self, result: SweepResult):
-        super().__init__(f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in Ray Tune's state at "
-                         f"{result.storage} and in the result cache; nothing was logged to MLflow yet. Run the same command again to resume.")
+        super().__init__(
+            f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in Ray Tune's state "
+            "at "
+            f"{result.storage} and in the result cache; nothing was logged to MLflow yet. Run the same command again "
+            "to resume."
+        )
 
 
 @dataclass
@@ -80,8 +84,18 @@ def plan(spec: SweepSpec, home: Path, new: bool) -> Plan:
     return Plan(Stage.FINISHED, sweep_id, result) if result else Plan(Stage.RESUME, sweep_id)
 
 
-def run(spec: SweepSpec, spec_text: str, home: Path, uri: str, uri_given: bool, ray_address: str | None, cache: Path | None,
-        new: bool, progress: Progress, say: Callable[[str], None]) -> Outcome:
+def run(
+    spec: SweepSpec,
+    spec_text: str,
+    home: Path,
+    uri: str,
+    uri_given: bool,
+    ray_address: str | None,
+    cache: Path | None,
+    new: bool,
+    progress: Progress,
+    say: Callable[[str], None],
+) -> Outcome:
     """Run, resume, log or show this spec's sweep (see the module's docstring)."""
     home.mkdir(parents=True, exist_ok=True)
     step, stop_ray = plan(spec, home, new), None
@@ -89,7 +103,10 @@ def run(spec: SweepSpec, spec_text: str, home: Path, uri: str, uri_given: bool, 
     if step.stage is not Stage.FINISHED:
         warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back", say)
         if step.stage is Stage.RESUME:
-            say(f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished trials are kept")
+            say(
+                f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished "
+                "trials are kept"
+            )
         else:
             step.sweep_id = state.new_sweep_id(spec, home)
             state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
@@ -98,15 +115,25 @@ def run(spec: SweepSpec, spec_text: str, home: Path, uri: str, uri_given: bool, 
         state.save_result(result, home)
     record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
     if record and record.earlier:
-        say(f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run {record.run_id}); its summary "
-            f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks).")
+        say(
+            f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
+            f"{record.run_id}); its summary "
+            f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks)."
+        )
     elif record and step.stage is Stage.FINISHED:
         say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
     return Outcome(step, result, summary, record, uri)
 
 
-def train(spec: SweepSpec, sweep_id: str, home: Path, ray_address: str | None, cache: Path | None, resume: bool,
-          progress: Progress) -> tuple[SweepResult, Callable[[], None] | None]:
+def train(
+    spec: SweepSpec,
+    sweep_id: str,
+    home: Path,
+    ray_address: str | None,
+    cache: Path | None,
+    resume: bool,
+    progress: Progress,
+) -> tuple[SweepResult, Callable[[], None] | None]:
     """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
     None); Interrupted when it stopped before every trial finished."""
     import ray
@@ -117,7 +144,9 @@ def train(spec: SweepSpec, sweep_id: str, home: Path, ray_address: str | None, c
 
     started = start_ray(ray_address)
     progress.start(sweep_id, trial_count(spec, trial_slots(spec)))
-    result = run_sweep(spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache)
+    result = run_sweep(
+        spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache
+    )
     if result.unfinished:
         raise Interrupted(result)
     return result, ray.shutdown if started else None
@@ -134,7 +163,9 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record |
         return recording.result()
 
 
-def record(spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]) -> tuple["Record | None", dict]:
+def record(
+    spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+) -> tuple["Record | None", dict]:
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
     record, or None when the server is unreachable and the results wait under ``home``, and the
     sweep's summary)."""
@@ -147,7 +178,16 @@ def record(spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text
     if not warn_if_unreachable(uri, later, say):
         return None, summary
     try:
-        made = record_sweep(spec, result, uri, home, spec_text, summary, figures.figures(spec, summary, result.cells), report.markdown(summary))
+        made = record_sweep(
+            spec,
+            result,
+            uri,
+            home,
+            spec_text,
+            summary,
+            figures.figures(spec, summary, result.cells),
+            report.markdown(summary),
+        )
     except Exception:
         if warn_if_unreachable(uri, later, say):
             raise  # the server is up: a real error, not an outage
@@ -167,8 +207,10 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
             continue
         result = state.load_result(home, sweep_id)
         if result is None:
-            say(f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
-                f"(spec: {state.folder(home, sweep_id) / state.SPEC})")
+            say(
+                f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
+                f"(spec: {state.folder(home, sweep_id) / state.SPEC})"
+            )
         elif marker.get("uri_given") and not tracking_uri:
             say(f"{sweep_id}: it ran with --tracking-uri; give it again")
         else:
@@ -208,8 +250,15 @@ def status(home: Path) -> list[dict]:
 
             counts, models = trial_status(state.folder(home, sweep_id))
             trials = sum(counts.values())
-        rows.append({"sweep_id": sweep_id, "trials": trials, "by_status": counts, "models_done": models,
-                     "mlflow_parent_run_id": logged.get(sweep_id)})
+        rows.append(
+            {
+                "sweep_id": sweep_id,
+                "trials": trials,
+                "by_status": counts,
+                "models_done": models,
+                "mlflow_parent_run_id": logged.get(sweep_id),
+            }
+        )
     return rows
 
 

@@ -14,11 +14,29 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from services.analysis import full_grid_size
 from services.results import Cell
-from vit_core import ConfigError, ImageDataConfig, ModelConfig, PositionalConfig, SpatialDataConfig, TokenDataConfig, TrainConfig
+from vit_core import (
+    ConfigError,
+    ImageDataConfig,
+    ModelConfig,
+    PositionalConfig,
+    SpatialDataConfig,
+    TokenDataConfig,
+    TrainConfig,
+)
 from vit_core.models import check_fits_data
 from vit_core.positional import check_fits_data as check_positional_fits
 
@@ -30,8 +48,12 @@ def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
     """A Pydantic model with one optional field per dataclass field (default: the dataclass's; a
     ``partial`` section's default is None, so that only the values it sets survive a dump)."""
     fields = {
-        f.name: (f.type | None if partial else f.type, Field(None if partial else f.default, description=f.metadata["help"]))
-        for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
+        f.name: (
+            f.type | None if partial else f.type,
+            Field(None if partial else f.default, description=f.metadata["help"]),
+        )
+        for f in dataclasses.fields(cls)
+        if f.name not in SPEC_ONLY
     }
     return create_model(name, __config__=FORBID, __doc__=cls.__doc__, **fields)
 
@@ -40,9 +62,13 @@ def _axes(name: str, sections: dict[str, type]) -> type[BaseModel]:
     """Any data, model or training field as a sweep axis: a non-empty list of its values."""
     fields = {
         f.name: (Annotated[list[f.type], Field(min_length=1)] | None, Field(None, description=f.metadata["help"]))
-        for cls in sections.values() for f in dataclasses.fields(cls) if f.name not in SPEC_ONLY
+        for cls in sections.values()
+        for f in dataclasses.fields(cls)
+        if f.name not in SPEC_ONLY
     }
-    return create_model(name, __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields)
+    return create_model(
+        name, __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields
+    )
 
 
 def _distinct(values: list) -> list:
@@ -55,9 +81,17 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
     """One model kind's own grid: N values, training values and axis values that replace the sweep's for it."""
     n_train = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1), AfterValidator(_distinct)]
     return create_model(
-        name, __config__=FORBID, __doc__="A model's own n_train, training values and axes (each replaces the sweep's of that name).",
-        n_train=(n_train | None, Field(None, description="this model's training-set sizes N (default: the sweep's n_train)")),
-        training=(OwnTraining | None, Field(None, description="this model's training values (those it sets replace the sweep's)")),
+        name,
+        __config__=FORBID,
+        __doc__="A model's own n_train, training values and axes (each replaces the sweep's of that name).",
+        n_train=(
+            n_train | None,
+            Field(None, description="this model's training-set sizes N (default: the sweep's n_train)"),
+        ),
+        training=(
+            OwnTraining | None,
+            Field(None, description="this model's training values (those it sets replace the sweep's)"),
+        ),
         axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
     )
 
@@ -75,8 +109,13 @@ SpatialAxes = _axes("SpatialAxes", JELASSI_SECTIONS)
 IMAGE_SECTIONS = {"data": ImageDataConfig, "model": PositionalConfig, "training": TrainConfig}
 ImageDataSpec = _section("ImageDataSpec", ImageDataConfig)
 ImageAxes = _axes("ImageAxes", IMAGE_SECTIONS)
-LiModelGrid, SpatialModelGrid, ImageModelGrid = (_model_grid(f"{n}ModelGrid", a) for n, a in (("Li", Axes), ("Spatial", SpatialAxes), ("Image", ImageAxes)))
-PER_MODEL = "a model's own n_train and axis values, replacing the sweep's for that model (Fig 1: the ViT and the CNN on different grids)"
+LiModelGrid, SpatialModelGrid, ImageModelGrid = (
+    _model_grid(f"{n}ModelGrid", a) for n, a in (("Li", Axes), ("Spatial", SpatialAxes), ("Image", ImageAxes))
+)
+PER_MODEL = (
+    "a model's own n_train and axis values, replacing the sweep's for that model "
+    "(Fig 1: the ViT and the CNN on different grids)"
+)
 
 
 class Resources(BaseModel):
@@ -114,13 +153,24 @@ class Search(BaseModel):
 
     model_config = FORBID
     mode: Literal["grid", "sample_complexity", "optuna"] = "grid"
-    precision: float = Field(0.1, gt=0, le=1, description="sample_complexity: stop once N* is bracketed within this relative width")
+    precision: float = Field(
+        0.1, gt=0, le=1, description="sample_complexity: stop once N* is bracketed within this relative width"
+    )
     factor: float = Field(2.0, gt=1, description="sample_complexity: grid step when N* lies beyond an end of n_train")
-    n_max: int | None = Field(None, ge=1, description="sample_complexity: never train above this N (default: 16x the largest n_train)")
-    max_steps_cap: int | None = Field(None, ge=1, description="sample_complexity: a model whose training error is not 0 when its step "
-                                      "budget runs out trains again with twice the budget, up to this many steps (None: never)")
+    n_max: int | None = Field(
+        None, ge=1, description="sample_complexity: never train above this N (default: 16x the largest n_train)"
+    )
+    max_steps_cap: int | None = Field(
+        None,
+        ge=1,
+        description="sample_complexity: a model whose training error is not 0 when its step "
+        "budget runs out trains again with twice the budget, up to this many steps (None: never)",
+    )
     metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
-        "success_rate", description="optuna objective, over all models of a trial (median_iterations_to_zero counts max_steps for a model that never reaches zero)")
+        "success_rate",
+        description="optuna objective, over the models of a trial (success_rate: over those that count, as everywhere; "
+        "median_iterations_to_zero counts max_steps for a model that never reaches zero)",
+    )
     direction: Literal["max", "min"] = "max"
     num_samples: int = Field(20, ge=1, description="optuna trials")
     seed: int = Field(0, description="seed of Optuna's sampler")
@@ -132,7 +182,9 @@ class Tracking(BaseModel):
 
     model_config = FORBID
     experiment: str = Field("vitsweep", min_length=1, description="MLflow experiment name")
-    tracking_uri: str | None = Field(None, description="MLflow tracking URI; default: a SQLite store under the sweep home")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default: a SQLite store under the sweep home"
+    )
 
 
 class SweepSpec(BaseModel):
@@ -143,12 +195,21 @@ class SweepSpec(BaseModel):
     SECTIONS: ClassVar[dict[str, type]]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
     training: TrainingSpec = Field(default_factory=TrainingSpec)
-    n_train: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="training-set sizes N of every multi_pass "
-                                                           "cell (one_pass cells need none: one run gives every N up to B·max_steps)")
+    n_train: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None,
+        min_length=1,
+        description="training-set sizes N of every multi_pass "
+        "cell (one_pass cells need none: one run gives every N up to B·max_steps)",
+    )
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
-    max_not_converged: float = Field(0.1, ge=0, le=1, description="flag a cell where more than this share of an N's models did not "
-                                     "converge (training error above 0 at the step budget); flagged cells are left out of the fits")
+    max_not_converged: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="flag a cell where more than this share of an N's models did not "
+        "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
+    )
     search: Search = Field(default_factory=Search)
     max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
     resources: Resources = Field(default_factory=Resources)
@@ -162,7 +223,9 @@ class SweepSpec(BaseModel):
     def axes_of(self, model: str) -> dict[str, list]:
         """A model's axes, in spec order: the sweep's, with its own (per_model) replacing or added."""
         own = self.per_model.get(model)
-        return self.axes.model_dump(exclude_none=True) | (own.axes.model_dump(exclude_none=True) if own and own.axes else {})
+        return self.axes.model_dump(exclude_none=True) | (
+            own.axes.model_dump(exclude_none=True) if own and own.axes else {}
+        )
 
     def n_train_of(self, model: str) -> list[int] | None:
         """A model's training-set sizes: its own (per_model), else the sweep's."""
@@ -177,7 +240,11 @@ class SweepSpec(BaseModel):
         """The N a cell trains each seed at: its model's n_train (multi_pass), or the sample
         budget B·max_steps (one_pass: that one run is evaluated at every N below it)."""
         training = self.configs(cell)[2]
-        return [training.batch_size * training.max_steps] if training.protocol == "one_pass" else self.n_train_of(cell.model)
+        return (
+            [training.batch_size * training.max_steps]
+            if training.protocol == "one_pass"
+            else self.n_train_of(cell.model)
+        )
 
     @property
     def swept(self) -> dict[str, list]:
@@ -218,8 +285,12 @@ class SweepSpec(BaseModel):
     @cached_property
     def cells(self) -> list[Cell]:
         """Every (model, axis values) combination of each model's axes, in a stable order."""
-        return [Cell(model, dict(zip(axes, values)))
-                for model in self.models for axes in [self.axes_of(model)] for values in itertools.product(*axes.values())]
+        return [
+            Cell(model, dict(zip(axes, values)))
+            for model in self.models
+            for axes in [self.axes_of(model)]
+            for values in itertools.product(*axes.values())
+        ]
 
     def configs(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
         """vit_core's configs of one cell: the sections, its model's own training values
@@ -227,7 +298,9 @@ class SweepSpec(BaseModel):
         built = []
         own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():
-            values = getattr(self, section).model_dump() | (own.model_dump(exclude_none=True) if own and section == "training" else {})
+            values = getattr(self, section).model_dump() | (
+                own.model_dump(exclude_none=True) if own and section == "training" else {}
+            )
             values |= {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
             if section == "training":
                 values = self.scaled_training(cell, built[0], values)
@@ -252,26 +325,34 @@ class AlphaScaling(BaseModel):
 
     model_config = FORBID
     reference: float = Field(gt=0, lt=1, description="the alpha* at which the training values hold as given")
-    batch_size: float = Field(0.0, ge=0, description="power of reference/alpha* the batch size B grows with (1: B ~ 1/alpha*)")
+    batch_size: float = Field(
+        0.0, ge=0, description="power of reference/alpha* the batch size B grows with (1: B ~ 1/alpha*)"
+    )
     max_steps: float = Field(0.0, ge=0, description="power of reference/alpha* the step budget grows with")
 
     def apply(self, alpha_star: float, values: dict) -> dict:
         factor = self.reference / alpha_star
-        return values | {name: max(1, round(values[name] * factor ** getattr(self, name))) for name in ("batch_size", "max_steps")}
+        return values | {
+            name: max(1, round(values[name] * factor ** getattr(self, name))) for name in ("batch_size", "max_steps")
+        }
 
 
 class LiSweep(SweepSpec):
     """Paper A (Li et al., ICLR 2023): the shallow ViT and the CNN of the same size on token data."""
 
     SECTIONS: ClassVar[dict[str, type]] = LI_SECTIONS
-    family: Literal["li2023"] = Field("li2023", description="li2023: Li et al. ICLR 2023 (Paper A); jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)")
+    family: Literal["li2023"] = Field(
+        "li2023",
+        description="li2023: Li et al. ICLR 2023 (Paper A); jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)",
+    )
     models: list[Literal["vit", "cnn"]] = Field(min_length=1, description="which models every cell trains")
     data: DataSpec = Field(default_factory=DataSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
     axes: Axes = Field(default_factory=Axes)
     per_model: dict[Literal["vit", "cnn"], LiModelGrid] = Field(default_factory=dict, description=PER_MODEL)
     alpha_scaling: dict[Literal["vit", "cnn"], AlphaScaling] = Field(
-        default_factory=dict, description="per model: batch_size and max_steps that grow as alpha* falls (AlphaScaling)")
+        default_factory=dict, description="per model: batch_size and max_steps that grow as alpha* falls (AlphaScaling)"
+    )
 
     def scaled_training(self, cell: Cell, data: TokenDataConfig, values: dict) -> dict:
         rule = self.alpha_scaling.get(cell.model)
@@ -290,7 +371,9 @@ class JelassiSweep(SweepSpec):
     data: SpatialDataSpec = Field(default_factory=SpatialDataSpec)
     model: PositionalSpec = Field(default_factory=PositionalSpec)
     axes: SpatialAxes = Field(default_factory=SpatialAxes)
-    per_model: dict[Literal["positional", "vanilla"], SpatialModelGrid] = Field(default_factory=dict, description=PER_MODEL)
+    per_model: dict[Literal["positional", "vanilla"], SpatialModelGrid] = Field(
+        default_factory=dict, description=PER_MODEL
+    )
 
     def check_cell(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
         check_positional_fits(model, data)
@@ -303,10 +386,16 @@ class ImageSweep(JelassiSweep):
     family: Literal["jelassi2022_images"] = Field(description="jelassi2022_images: Paper B's models on real images")
     data: ImageDataSpec = Field(default_factory=ImageDataSpec)
     axes: ImageAxes = Field(default_factory=ImageAxes)
-    per_model: dict[Literal["positional", "vanilla"], ImageModelGrid] = Field(default_factory=dict, description=PER_MODEL)
+    per_model: dict[Literal["positional", "vanilla"], ImageModelGrid] = Field(
+        default_factory=dict, description=PER_MODEL
+    )
 
 
-FAMILIES: dict[str, type[SweepSpec]] = {"li2023": LiSweep, "jelassi2022": JelassiSweep, "jelassi2022_images": ImageSweep}
+FAMILIES: dict[str, type[SweepSpec]] = {
+    "li2023": LiSweep,
+    "jelassi2022": JelassiSweep,
+    "jelassi2022_images": ImageSweep,
+}
 SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep | ImageSweep, Field(discriminator="family")])
 
 
@@ -354,20 +443,34 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     checks on every cell, each problem named by where its value came from."""
     problems = [
         Problem(f"axes.{axis}", values, f"also set in {_section_of(spec, axis)}.{axis}: keep one")
-        for axis, values in spec.swept.items() if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
+        for axis, values in spec.swept.items()
+        if axis in getattr(spec, _section_of(spec, axis)).model_fields_set
     ]
-    problems += [Problem(f"{field}.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})")
-                 for field in ("per_model", "alpha_scaling") for m in getattr(spec, field, {}) if m not in spec.models]
+    problems += [
+        Problem(f"{field}.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})")
+        for field in ("per_model", "alpha_scaling")
+        for m in getattr(spec, field, {})
+        if m not in spec.models
+    ]
     cells = _cell_problems(spec)
     if cells:  # the checks below build every cell's configs
         return problems + cells
-    problems += [Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
-                 for model in spec.models if spec.n_train_of(model) is None and not all(spec.one_pass(c) for c in spec.cells if c.model == model)][:1]
+    problems += [
+        Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
+        for model in spec.models
+        if spec.n_train_of(model) is None and not all(spec.one_pass(c) for c in spec.cells if c.model == model)
+    ][:1]
     if problems:
         return problems
     problems += _search_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
-        problems.append(Problem("max_trainings", spec.max_trainings, f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes"))
+        problems.append(
+            Problem(
+                "max_trainings",
+                spec.max_trainings,
+                f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes",
+            )
+        )
     return problems
 
 
@@ -375,9 +478,13 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
     """Optuna tunes the fields of `space` in one cell, one pack per trial; grid has no space."""
     search, problems = spec.search, []
     if search.mode != "optuna":
-        problems += [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
+        problems += (
+            [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
+        )
         if search.mode == "sample_complexity" and search.n_max is not None and search.n_max < spec.largest_n:
-            problems.append(Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({spec.largest_n})"))
+            problems.append(
+                Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({spec.largest_n})")
+            )
         return problems
     if not search.space:
         problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
@@ -385,7 +492,13 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
     per_trial = len(spec.n_values(spec.cells[0])) * spec.seeds
     if per_trial > spec.resources.models_per_pack:
-        problems.append(Problem("resources.models_per_pack", spec.resources.models_per_pack, f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack"))
+        problems.append(
+            Problem(
+                "resources.models_per_pack",
+                spec.resources.models_per_pack,
+                f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
+            )
+        )
     for name, bounds in search.space.items():
         section = _section_of(spec, name)
         if not section or name in SPEC_ONLY:
@@ -410,7 +523,11 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
         except ConfigError as error:
             if error.field in cell.values:
                 own = spec.per_model.get(cell.model)
-                where = f"per_model.{cell.model}.axes" if own and own.axes and error.field in own.axes.model_fields_set else "axes"
+                where = (
+                    f"per_model.{cell.model}.axes"
+                    if own and own.axes and error.field in own.axes.model_fields_set
+                    else "axes"
+                )
                 path = f"{where}.{error.field}[{spec.axes_of(cell.model)[error.field].index(error.value)}]"
             else:
                 section = _section_of(spec, error.field)

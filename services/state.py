@@ -12,7 +12,7 @@ continues from (docs/resume.md).
 import hashlib
 import itertools
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +28,10 @@ MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
 
 def new_sweep_id(spec: "SweepSpec", home: Path) -> str:
     """The spec's name and the UTC time; -2, -3, ... after it when a sweep of that second exists."""
-    base = f"{spec.name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
-    return next(sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists())
+    base = f"{spec.name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    return next(
+        sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists()
+    )
 
 
 def spec_key(spec: "SweepSpec") -> str:
@@ -60,8 +62,17 @@ def mark_sweep(spec: "SweepSpec", sweep_id: str, home: Path, spec_text: str, uri
     """Write the sweep's marker and spec: its key, whether the tracking URI came from the command
     line (never the URI itself: it may hold credentials); set_recorded adds its MLflow parent run."""
     write_atomic(folder(home, sweep_id) / SPEC, spec_text)
-    write_atomic(folder(home, sweep_id) / MARKER, json.dumps({"spec_key": spec_key(spec), "recorded": None, "uri_given": uri_given,
-                                                               "created": datetime.now(timezone.utc).isoformat()}))
+    write_atomic(
+        folder(home, sweep_id) / MARKER,
+        json.dumps(
+            {
+                "spec_key": spec_key(spec),
+                "recorded": None,
+                "uri_given": uri_given,
+                "created": datetime.now(UTC).isoformat(),
+            }
+        ),
+    )
 
 
 def marker(home: Path, sweep_id: str) -> dict:

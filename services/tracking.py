@@ -30,16 +30,28 @@ PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
 
 # The schema: what vitsweep writes, and reads back
-SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = "vitsweep.sweep_id", "vitsweep.cell", "vitsweep.model", "vitsweep.failures"
+SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = (
+    "vitsweep.sweep_id",
+    "vitsweep.cell",
+    "vitsweep.model",
+    "vitsweep.failures",
+)
 CODE_TAG, STORAGE_TAG, PARENT_TAG = "vitsweep.code_version", "vitsweep.ray_storage", "mlflow.parentRunId"
-SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = "spec.yaml", "resolved_spec.yaml", "models.json", "curves.json"
+SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
+    "spec.yaml",
+    "resolved_spec.yaml",
+    "models.json",
+    "curves.json",
+)
 SUMMARY_MD, SUMMARY_JSON = "summary.md", "summary.json"
 
 
 def code_version() -> str:
     """The git commit of the code that ran, or 'unknown' outside a checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10
+        )
     except OSError:
         return "unknown"
     return out.stdout.strip() or "unknown"
@@ -53,7 +65,13 @@ def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) 
     return client.create_experiment(name, artifact_location=location)
 
 
-def _log(client: MlflowClient, run_id: str, params: dict | None = None, metrics: list[Metric] | None = None, tags: dict | None = None) -> None:
+def _log(
+    client: MlflowClient,
+    run_id: str,
+    params: dict | None = None,
+    metrics: list[Metric] | None = None,
+    tags: dict | None = None,
+) -> None:
     """log_batch in chunks that respect MLflow's per-request limits."""
     params = [Param(k, str(v)) for k, v in (params or {}).items()]
     tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
@@ -75,8 +93,16 @@ class Record(NamedTuple):
     earlier: bool
 
 
-def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: Path, spec_text: str, summary: dict,
-                 figures: dict[str, Figure], summary_md: str) -> Record:
+def record_sweep(
+    spec: SweepSpec,
+    result: SweepResult,
+    tracking_uri: str,
+    home: Path,
+    spec_text: str,
+    summary: dict,
+    figures: dict[str, Figure],
+    summary_md: str,
+) -> Record:
     """Log the sweep to MLflow with its report (the summary, its figures and its Markdown table),
     once: a sweep already recorded whole is not logged again."""
     client = MlflowClient(tracking_uri)
@@ -87,38 +113,66 @@ def record_sweep(spec: SweepSpec, result: SweepResult, tracking_uri: str, home: 
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id})
     pid = parent.info.run_id
     base = spec.configs(spec.cells[0])
-    params = {"name": spec.name, "family": spec.family, "models": ",".join(spec.models), "n_train": ",".join(map(str, spec.n_train or [])),
-              "seeds": spec.seeds, "success_rate_p": spec.success_rate, **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()}}
+    params = {
+        "name": spec.name,
+        "family": spec.family,
+        "models": ",".join(spec.models),
+        "n_train": ",".join(map(str, spec.n_train or [])),
+        "seeds": spec.seeds,
+        "success_rate_p": spec.success_rate,
+        **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()},
+    }
     for model, rule in getattr(spec, "alpha_scaling", {}).items():
         params |= {f"alpha_scaling.{model}.{k}": v for k, v in rule.model_dump().items()}
     for model, own in spec.per_model.items():
-        params |= {f"per_model.{model}.{k}": v for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()}
+        params |= {
+            f"per_model.{model}.{k}": v
+            for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()
+        }
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
-        params |= {f"per_model.{model}.training.{k}": v for k, v in own.training.model_dump(exclude_none=True).items()} if own.training else {}
+        params |= (
+            {f"per_model.{model}.training.{k}": v for k, v in own.training.model_dump(exclude_none=True).items()}
+            if own.training
+            else {}
+        )
     for section, cfg in zip(("data", "model", "training"), base):
-        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept and k != "model.kind"}
-    metrics = [Metric("trainings", result.trainings, 0, 0), Metric("wall_s", result.wall_s, 0, 0),
-               Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0)]
+        params |= {
+            k: v
+            for k, v in _flat(section, vars(cfg)).items()
+            if k.split(".", 1)[1] not in spec.swept and k != "model.kind"
+        }
+    metrics = [
+        Metric("trainings", result.trainings, 0, 0),
+        Metric("wall_s", result.wall_s, 0, 0),
+        Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0),
+    ]
     if result.best:
         params |= {f"best.{k}": v for k, v in result.best["values"].items()}
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
     params |= {f"search.{k}": v for k, v in spec.search.model_dump(exclude={"space"}).items()}
-    params |= {f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()}
-    _log(client, pid, params=params, metrics=metrics,
-         tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
+    params |= {
+        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()
+    }
+    _log(client, pid, params=params, metrics=metrics, tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
     secret = spec.tracking.tracking_uri
     resolved = spec.model_copy(update={"tracking": spec.tracking.model_copy(update={"tracking_uri": redact(secret)})})
     client.log_text(pid, spec_text.replace(secret, redact(secret)) if secret else spec_text, SPEC_FILE)
     client.log_text(pid, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
     for cell in result.cells:
         _record_cell(client, experiment, pid, spec, cell)
-    exponents = [Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0) for group, fit in summary["exponent"].items() if fit["value"] is not None]
+    exponents = [
+        Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0)
+        for group, fit in summary["exponent"].items()
+        if fit["value"] is not None
+    ]
     _log(client, pid, metrics=exponents)
     for name, fig in figures.items():
         client.log_figure(pid, fig, name)
     client.log_text(pid, summary_md, SUMMARY_MD)
     client.log_dict(pid, summary, SUMMARY_JSON)
-    client.set_terminated(pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED")  # last: the record is whole
+    client.set_terminated(
+        pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED"
+    )  # last: the record is whole
     return Record(pid, False)
 
 
@@ -140,22 +194,41 @@ def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str
 def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
     """One child run per cell: its values as params, per-N metrics (step = N: the success-rate
     curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed)."""
-    run = client.create_run(experiment, run_name=cell.cell.label, tags={PARENT_TAG: parent_id, CELL_TAG: cell.cell.key, MODEL_TAG: cell.cell.model})
+    run = client.create_run(
+        experiment,
+        run_name=cell.cell.label,
+        tags={PARENT_TAG: parent_id, CELL_TAG: cell.cell.key, MODEL_TAG: cell.cell.model},
+    )
     rows = cell.by_n()
     metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
-    metrics += [Metric(f"{name}_n{n}", value, 0, step) for name in cell.curve_names()
-                for n, curve in cell.curves(name).items() for step, value in curve]
+    metrics += [
+        Metric(f"{name}_n{n}", value, 0, step)
+        for name in cell.curve_names()
+        for n, curve in cell.curves(name).items()
+        for step, value in curve
+    ]
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, 0, 0))
     per_seed = cell.per_seed() or {"seeds": []}
-    metrics += [Metric(name, per_seed[name][i], 0, seed) for i, seed in enumerate(per_seed["seeds"]) for name in ("n_first_zero", "n_stable")]
+    metrics += [
+        Metric(name, per_seed[name][i], 0, seed)
+        for i, seed in enumerate(per_seed["seeds"])
+        for name in ("n_first_zero", "n_stable")
+    ]
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
-    _log(client, run.info.run_id, params={"model": cell.cell.model, **cell.cell.values}, metrics=metrics,
-         tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None)
+    _log(
+        client,
+        run.info.run_id,
+        params={"model": cell.cell.model, **cell.cell.values},
+        metrics=metrics,
+        tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None,
+    )
     if cell.records:
         rows = [r.as_dict() for r in cell.records]
-        client.log_table(run.info.run_id, data={key: [row.get(key) for row in rows] for key in rows[0]}, artifact_file=MODELS_FILE)
+        client.log_table(
+            run.info.run_id, data={key: [row.get(key) for row in rows] for key in rows[0]}, artifact_file=MODELS_FILE
+        )
     if cell.curve_parts:
         client.log_dict(run.info.run_id, cell.curve_parts, CURVES_FILE)
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")
@@ -171,12 +244,18 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     client = MlflowClient(tracking_uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     where = f"tags.`{SWEEP_TAG}` = '{sweep_id}'" if sweep_id else f"tags.`{SWEEP_TAG}` LIKE '%'"
-    parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    parents = (
+        client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1)
+        if experiments
+        else []
+    )
     if not parents:
         raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
     parent = parents[0]
     spec = spec_from_dict(yaml.safe_load(_read(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
-    cells = [_read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)]
+    cells = [
+        _read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)
+    ]
     order = {cell.key: i for i, cell in enumerate(spec.cells)}
     cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
     return spec, parent.data.tags[SWEEP_TAG], cells
@@ -195,7 +274,9 @@ def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     if MODELS_FILE in artifacts:
         table = json.loads(_read(client, run_id, MODELS_FILE))
-        result.records = [ModelRecord.from_dict(dict(zip(table["columns"], row))) for row in table["data"]]  # JSON null was NaN
+        result.records = [
+            ModelRecord.from_dict(dict(zip(table["columns"], row))) for row in table["data"]
+        ]  # JSON null was NaN
     if CURVES_FILE in artifacts:
         result.curve_parts = json.loads(_read(client, run_id, CURVES_FILE))
     return result

@@ -24,7 +24,11 @@ def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
     if not uri.startswith(("http://", "https://")):
         return None
     parts = urlsplit(uri)
-    health = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""), path=parts.path.rstrip("/") + "/health"))
+    health = urlunsplit(
+        parts._replace(
+            netloc=parts.hostname + (f":{parts.port}" if parts.port else ""), path=parts.path.rstrip("/") + "/health"
+        )
+    )
     try:
         urllib.request.urlopen(health, timeout=timeout_s).close()
     except urllib.error.HTTPError:

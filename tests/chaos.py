@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # read at import
-from mlflow.tracking import MlflowClient  # noqa: E402
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
@@ -48,8 +48,18 @@ search: {mode: sample_complexity, precision: 0.5}
 resources: {models_per_pack: 4}
 """
 # (phase, K) of tests/kill_at.py, in the order of a sweep: one kill each, the same command run again after it
-EVERY_PHASE = [("start_ray", 1), ("fit", 1), ("trial_start", 2), ("trial_result", 1), ("trial_complete", 2),
-               ("trial_complete", 3), ("saved", 1), ("record_cell", 2), ("recorded", 1), ("marked", 1)]
+EVERY_PHASE = [
+    ("start_ray", 1),
+    ("fit", 1),
+    ("trial_start", 2),
+    ("trial_result", 1),
+    ("trial_complete", 2),
+    ("trial_complete", 3),
+    ("saved", 1),
+    ("record_cell", 2),
+    ("recorded", 1),
+    ("marked", 1),
+]
 
 
 @dataclass
@@ -73,8 +83,14 @@ class KilledSweep:
         self.tally = Tally()
         self.entries: dict[str, tuple[int, int]] = {}  # cache entry -> (inode, mtime) when first seen
 
-    def run(self, kill: tuple[str, int] | None = None, after_s: float | None = None, action: str = "kill",
-            extra: tuple[str, ...] = (), on_stop=None) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        kill: tuple[str, int] | None = None,
+        after_s: float | None = None,
+        action: str = "kill",
+        extra: tuple[str, ...] = (),
+        on_stop=None,
+    ) -> subprocess.CompletedProcess:
         """The command, to its end, or until ``action`` (tests/kill_at.py) at ``kill`` = (phase, K)
         from inside, or a SIGKILL after ``after_s`` seconds from outside; then wait until every
         process it started is gone (its session: the run starts one). Action ``stop``:
@@ -84,7 +100,9 @@ class KilledSweep:
             argv = [sys.executable, str(ROOT / "tests" / "kill_at.py"), action, kill[0], str(kill[1]), *args]
         else:
             argv = [str(BIN / "vitsweep"), *args]
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         if action == "stop":
             while proc.poll() is None and psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
                 time.sleep(0.1)
@@ -182,15 +200,22 @@ def check(sweep: KilledSweep, reference: dict) -> dict:
     assert logged_records(final) == logged_records(reference)
     again = summary_of(sweep.run())
     assert again["recorded_earlier"] and again["mlflow_parent_run_id"] == final["mlflow_parent_run_id"]
-    counts = {"kills": sweep.tally.kills, "phases_hit": sweep.tally.phases_hit, "runs": sweep.tally.runs,
-              "trainings_redone": len(sweep.tally.retrained), "duplicate_mlflow_runs": duplicate_runs(again)}
+    counts = {
+        "kills": sweep.tally.kills,
+        "phases_hit": sweep.tally.phases_hit,
+        "runs": sweep.tally.runs,
+        "trainings_redone": len(sweep.tally.retrained),
+        "duplicate_mlflow_runs": duplicate_runs(again),
+    }
     assert counts["trainings_redone"] == 0 and counts["duplicate_mlflow_runs"] == 0, counts
     return counts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--random-kills", type=int, default=6, help="kills at random moments after the kill at every phase")
+    parser.add_argument(
+        "--random-kills", type=int, default=6, help="kills at random moments after the kill at every phase"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -200,13 +225,19 @@ def main() -> None:
             start = time.monotonic()
             reference = summary_of(KilledSweep(text, Path(tmp) / name / "reference").run(extra=("--no-cache",)))
             took = time.monotonic() - start
-            at_phases, at_random = KilledSweep(text, Path(tmp) / name / "phases"), KilledSweep(text, Path(tmp) / name / "random")
+            at_phases, at_random = (
+                KilledSweep(text, Path(tmp) / name / "phases"),
+                KilledSweep(text, Path(tmp) / name / "random"),
+            )
             for phase in EVERY_PHASE:
                 at_phases.run(phase)
             for _ in range(args.random_kills):  # each lands somewhere in what is left of the sweep, or after it
                 at_random.run(after_s=rng.uniform(0, took))
-            results[name] = {"at_every_phase": check(at_phases, reference), "at_random_moments": check(at_random, reference),
-                             "uninterrupted_s": round(took, 1)}
+            results[name] = {
+                "at_every_phase": check(at_phases, reference),
+                "at_random_moments": check(at_random, reference),
+                "uninterrupted_s": round(took, 1),
+            }
             print(f"{name}: {json.dumps(results[name])}", file=sys.stderr)
     print(json.dumps(results))
 

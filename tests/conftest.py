@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import ray
 import torch
-
 from chaos import kill_session
+
 from services.execution.ray_tune import start_local_ray
 
 BIN = Path(sys.executable).parent
@@ -68,14 +68,29 @@ def start_ray_nodes(free_port, workers: int = 0, cpus: int = 2) -> tuple[str, st
     port, dashboard = free_port(), free_port()
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay under 108 bytes
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
     # Each node's agent gets its own HTTP port: on one machine they would all take Ray's default
     # (52365), and a head whose agent loses that race takes no jobs ("No available agent").
-    common = lambda: ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}", f"--dashboard-agent-listen-port={free_port()}"]  # noqa: E731
-    _ray_start(temp, env, "--head", f"--port={port}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
-               "--include-dashboard=true", "--temp-dir", temp, *common())
+    def common() -> list[str]:
+        return ["--node-ip-address", "127.0.0.1", f"--num-cpus={cpus}", f"--dashboard-agent-listen-port={free_port()}"]
+
+    _ray_start(
+        temp,
+        env,
+        "--head",
+        f"--port={port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}",
+        "--include-dashboard=true",
+        "--temp-dir",
+        temp,
+        *common(),
+    )
     for index in range(workers):  # the head wrote its token to ~/.ray/auth_token; a joining node must use it
         own = Path(temp) / f"w{index}"  # its own runtime-env folder: one node's cleanup must not delete another's
-        _ray_start(temp, {**env, "RAY_AUTH_MODE": "token"}, f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common())
+        _ray_start(
+            temp, {**env, "RAY_AUTH_MODE": "token"}, f"--address=127.0.0.1:{port}", "--temp-dir", str(own), *common()
+        )
     _wait_for_nodes(f"127.0.0.1:{port}", 1 + workers, env)
     _wait_for_job_agent(f"http://127.0.0.1:{dashboard}", env)
     return f"http://127.0.0.1:{dashboard}", f"127.0.0.1:{port}", temp
@@ -86,8 +101,12 @@ def _wait_for_job_agent(dashboard: str, env: dict) -> None:
     starts, for over a minute on a busy machine): submits a job that does nothing."""
 
     def accepts() -> bool:
-        done = subprocess.run([str(BIN / "ray"), "job", "submit", "--no-wait", "--address", dashboard, "--", "true"],
-                              env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True)
+        done = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--no-wait", "--address", dashboard, "--", "true"],
+            env={**env, "RAY_AUTH_MODE": "token"},
+            capture_output=True,
+            text=True,
+        )
         if done.returncode and "No available agent" not in done.stdout + done.stderr:
             pytest.fail(f"the head at {dashboard} refused a job: {done.stderr[-2000:]}")
         return done.returncode == 0
@@ -99,8 +118,12 @@ def _wait_for_nodes(address: str, count: int, env: dict) -> None:
     """Until `ray status` lists ``count`` active nodes: a node that has not registered yet gets no trials."""
 
     def active() -> bool:
-        status = subprocess.run([str(BIN / "ray"), "status", f"--address={address}"], env={**env, "RAY_AUTH_MODE": "token"},
-                                capture_output=True, text=True).stdout
+        status = subprocess.run(
+            [str(BIN / "ray"), "status", f"--address={address}"],
+            env={**env, "RAY_AUTH_MODE": "token"},
+            capture_output=True,
+            text=True,
+        ).stdout
         return (status.split("Active:")[-1].split("Pending:")[0] if "Active:" in status else "").count("node_") >= count
 
     wait_until(active, f"{count} Ray nodes at {address}")
@@ -136,8 +159,14 @@ NODE_SESSIONS: dict[str, list[int]] = {}  # start_ray_nodes' temp dir -> the ses
 
 def _ray_start(temp: str, env: dict, *args: str) -> None:
     """`ray start ARGS` in a session of its own, which the daemons it leaves keep: stop_ray_nodes kills them by it."""
-    proc = subprocess.Popen([str(BIN / "ray"), "start", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "ray"), "start", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     NODE_SESSIONS.setdefault(temp, []).append(proc.pid)
     out, _ = proc.communicate()
     if proc.returncode:
@@ -155,9 +184,22 @@ def stop_ray_nodes(temp: str) -> None:
 def mlflow_server_at(port: int, folder: Path):
     """`mlflow server` on 127.0.0.1:port with its store and artifacts in ``folder``; yields its URL."""
     proc = subprocess.Popen(
-        [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{folder / 'server.db'}", "--artifacts-destination", str(folder / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{folder / 'server.db'}",
+            "--artifacts-destination",
+            str(folder / "artifacts"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -172,6 +214,17 @@ def model_record(n: int, seed: int, outcome: str, **values) -> dict:
     """One model's record as vit_core reports it (PackResult.model_records), with neutral values
     for what a test does not set: success follows the outcome."""
     succeeded = outcome == "succeeded"
-    return {"n_train": n, "seed": seed, "outcome": outcome, "lr": 0.5, "success": succeeded, "diverged": outcome == "diverged",
-            "settled": outcome != "not_converged", "steps": 10, "iterations_to_zero": 10 if succeeded else -1,
-            "test_error": 0.0 if succeeded else 0.1, "test_loss": 0.0, "attention_mass": float("nan")} | values
+    return {
+        "n_train": n,
+        "seed": seed,
+        "outcome": outcome,
+        "lr": 0.5,
+        "success": succeeded,
+        "diverged": outcome == "diverged",
+        "settled": outcome != "not_converged",
+        "steps": 10,
+        "iterations_to_zero": 10 if succeeded else -1,
+        "test_error": 0.0 if succeeded else 0.1,
+        "test_loss": 0.0,
+        "attention_mass": float("nan"),
+    } | values

@@ -24,7 +24,11 @@ from services.execution import ray_tune
 PHASES = {
     "start_ray": (ray_tune, "start_ray", "before"),  # the sweep's marker is written; Ray is not started
     "fit": (tune.Tuner, "fit", "before"),  # Ray is up; Tune has not started
-    "trial_start": (ray_tune._TrialDone, "on_trial_start", "after"),  # the K-th trial was started (trials are being created)
+    "trial_start": (
+        ray_tune._TrialDone,
+        "on_trial_start",
+        "after",
+    ),  # the K-th trial was started (trials are being created)
     "trial_result": (ray_tune._TrialDone, "on_trial_result", "after"),  # the K-th result reached the driver
     "trial_complete": (ray_tune._TrialDone, "on_trial_complete", "after"),  # the K-th trial finished
     "saved": (state, "save_result", "after"),  # every trial done and the results saved; MLflow has nothing

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-
 from conftest import model_record
+
 from services import paper
-from services.results import ModelRecord
 from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
+from services.results import ModelRecord
 
 SEEDS = 20
 NS = np.unique(np.round(np.geomspace(1, 1e5, 300)).astype(int))
@@ -58,8 +58,19 @@ def test_stable_n_star_ignores_an_early_success_below_a_dip():
 
 
 def test_outcomes_from_records_bracket_and_monotonicity():
-    records = [_converged({"n_train": n, "seed": s, "success": (n >= 20) or (n == 5 and s < 3), "iterations_to_zero": 40 if n >= 20 else -1, "test_loss": 0.1})
-               for n in (5, 10, 20, 40) for s in range(4)]
+    records = [
+        _converged(
+            {
+                "n_train": n,
+                "seed": s,
+                "success": (n >= 20) or (n == 5 and s < 3),
+                "iterations_to_zero": 40 if n >= 20 else -1,
+                "test_loss": 0.1,
+            }
+        )
+        for n in (5, 10, 20, 40)
+        for s in range(4)
+    ]
     o = _outcomes(records)
     assert o.n_star(0.5) == 20 and o.bracket(0.5) == (10, 20)
     assert not o.monotone(0.5)  # N = 5 reached p (3 of 4 seeds), N = 10 did not
@@ -90,7 +101,10 @@ def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
 
 def _converged(record: dict) -> dict:
     """A record of a model that converged: succeeded or failed_converged by its success."""
-    return model_record(record["n_train"], record["seed"], "succeeded" if record["success"] else "failed_converged") | record
+    return (
+        model_record(record["n_train"], record["seed"], "succeeded" if record["success"] else "failed_converged")
+        | record
+    )
 
 
 def _outcomes(records: list[dict]) -> Outcomes:
@@ -98,7 +112,11 @@ def _outcomes(records: list[dict]) -> Outcomes:
 
 
 def _records(ns, success, steps=40):
-    return [_converged({"n_train": n, "seed": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0}) for n in ns for s in range(4)]
+    return [
+        _converged({"n_train": n, "seed": s, "success": success(n), "iterations_to_zero": steps, "test_loss": 0.0})
+        for n in ns
+        for s in range(4)
+    ]
 
 
 def test_an_n_star_at_the_smallest_n_tried_is_known_only_at_n_1():

@@ -16,9 +16,24 @@ def _bench(script: str, out: Path, *args: str) -> dict:
     """Run bench/``script`` with ``args`` on 4 trainings (the ViT and the CNN at 2 alpha* and
     their smallest N, one seed) and return its last stdout line's JSON, checked against ``out``."""
     run = subprocess.run(
-        [sys.executable, f"bench/{script}", "--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--flop-every", "1",
-         "--out", str(out), *args],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            f"bench/{script}",
+            "--alpha-every",
+            "6",
+            "--n-every",
+            "10",
+            "--seeds",
+            "1",
+            "--flop-every",
+            "1",
+            "--out",
+            str(out),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
@@ -44,7 +59,11 @@ def test_fig1_bench_runs_all_three_ways_on_a_tiny_subset(tmp_path):
     assert result["trainings"] == result["b_trainings"] == 4 and result["a_trainings"] == 2
     for rate in ("a_trainings_per_s", "b_trainings_per_s", "c_trainings_per_s"):
         assert result[rate] > 0
-    assert result["ratio_vs_loop"] == pytest.approx(result["c_trainings_per_s"] / result["b_trainings_per_s"], rel=0.02, abs=0.01)
-    assert result["ratio_vs_ray_per_trial"] == pytest.approx(result["c_trainings_per_s"] / result["a_trainings_per_s"], rel=0.02, abs=0.01)
+    assert result["ratio_vs_loop"] == pytest.approx(
+        result["c_trainings_per_s"] / result["b_trainings_per_s"], rel=0.02, abs=0.01
+    )
+    assert result["ratio_vs_ray_per_trial"] == pytest.approx(
+        result["c_trainings_per_s"] / result["a_trainings_per_s"], rel=0.02, abs=0.01
+    )
     assert 0 < result["flop_fraction"] < 1 and 0 < result["attention_matmul_fraction"] < 1
     assert out.with_suffix(".run.txt").read_text().strip()  # vitsweep's own output, kept

@@ -11,7 +11,9 @@ SMALL = ["--dim", "12", "--n-patterns", "8", "--n-tokens", "24", "--n-test", "20
 
 
 def test_train_json_summary_matches_the_table_and_the_flags():
-    result = runner.invoke(app, ["train", *SMALL, "--model", "cnn", "--alpha-star", "0.25", "--n", "8,16", "--seeds", "3", "--json"])
+    result = runner.invoke(
+        app, ["train", *SMALL, "--model", "cnn", "--alpha-star", "0.25", "--n", "8,16", "--seeds", "3", "--json"]
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["model"] == "cnn" and summary["trainings"] == 6
@@ -23,7 +25,9 @@ def test_train_json_summary_matches_the_table_and_the_flags():
     assert sorted((m["n_train"], m["seed"]) for m in models) == [(8, 0), (8, 1), (8, 2), (16, 0), (16, 1), (16, 2)]
     for row in summary["per_n"]:
         mine = [m for m in models if m["n_train"] == row["n"]]
-        counted = [m for m in mine if m["outcome"] in ("succeeded", "failed_converged")]  # 200 steps leave some CNNs unconverged
+        counted = [
+            m for m in mine if m["outcome"] in ("succeeded", "failed_converged")
+        ]  # 200 steps leave some CNNs unconverged
         assert row["success_rate"] == (sum(m["success"] for m in counted) / len(counted) if counted else None)
         assert sum(row[o] for o in ("succeeded", "failed_converged", "not_converged", "diverged")) == row["models"]
 
@@ -68,14 +72,16 @@ def test_ui_serves_the_embedded_store_on_loopback(tmp_path, free_port):
     import urllib.request
     from pathlib import Path
 
-    from mlflow.tracking import MlflowClient
-
     from conftest import answers, wait_until
+    from mlflow.tracking import MlflowClient
 
     MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").create_experiment("probe")  # makes the store
     port = free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(tmp_path), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(tmp_path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get-by-name?experiment_name=probe"
     try:
         wait_until(lambda: answers(url), "vitsweep ui", proc)
@@ -86,8 +92,6 @@ def test_ui_serves_the_embedded_store_on_loopback(tmp_path, free_port):
         proc.wait()
 
 
-
-
 def test_the_embedded_store_opens_in_the_background(tmp_path):
     """`vitsweep run` creates a new SQLite store's tables while Ray starts."""
     import sqlite3
@@ -95,7 +99,12 @@ def test_the_embedded_store_opens_in_the_background(tmp_path):
     from services.runs import _open_store_in_background
 
     _open_store_in_background(f"sqlite:///{tmp_path / 'mlflow.db'}").join()
-    tables = {row[0] for row in sqlite3.connect(tmp_path / "mlflow.db").execute("select name from sqlite_master where type = 'table'")}
+    tables = {
+        row[0]
+        for row in sqlite3.connect(tmp_path / "mlflow.db").execute(
+            "select name from sqlite_master where type = 'table'"
+        )
+    }
     assert {"experiments", "runs", "metrics"} <= tables
 
 
@@ -103,15 +112,19 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path):
     """`vitsweep run` with no Ray up starts one, and stops it (in the main thread, while MLflow
     records in another) before it returns; the record is whole."""
     import ray
+    from conftest import run_spec
     from mlflow.tracking import MlflowClient
 
-    from conftest import run_spec
-
     assert not ray.is_initialized()
-    summary, _ = run_spec("name: tiny\nmodels: [cnn]\nn_train: [8]\nseeds: 1\naxes: {alpha_star: [0.3]}\n"
-                          "data: {n_tokens: 12, dim: 8, n_patterns: 8}\ntraining: {n_test: 100, max_steps: 200}\n", tmp_path)
+    summary, _ = run_spec(
+        "name: tiny\nmodels: [cnn]\nn_train: [8]\nseeds: 1\naxes: {alpha_star: [0.3]}\n"
+        "data: {n_tokens: 12, dim: 8, n_patterns: 8}\ntraining: {n_test: 100, max_steps: 200}\n",
+        tmp_path,
+    )
     assert not ray.is_initialized()
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED"
-    assert len(client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")) == 1
+    assert (
+        len(client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")) == 1
+    )

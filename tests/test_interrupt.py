@@ -9,7 +9,6 @@ import signal
 import sqlite3
 
 import psutil
-
 from chaos import GRID, KilledSweep, session
 
 

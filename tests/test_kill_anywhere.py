@@ -6,15 +6,16 @@ logging it again. Grid and adaptive (sample_complexity) sweeps; `make chaos` kil
 (before Ray starts and before any trial too) and at random moments (docs/resume.md)."""
 
 import pytest
-
 from chaos import ADAPTIVE, GRID, KilledSweep, check
 from conftest import run_spec
 
-GRID_KILLS = [("trial_start", 2),  # trials are being created, none reported
-              ("trial_complete", 2),  # mid-way
-              ("saved", 1),  # every trial done, nothing in MLflow
-              ("record_cell", 2),  # during the MLflow recording
-              ("recorded", 1)]  # the record is whole, the process has not exited
+GRID_KILLS = [
+    ("trial_start", 2),  # trials are being created, none reported
+    ("trial_complete", 2),  # mid-way
+    ("saved", 1),  # every trial done, nothing in MLflow
+    ("record_cell", 2),  # during the MLflow recording
+    ("recorded", 1),
+]  # the record is whole, the process has not exited
 ADAPTIVE_KILLS = [("trial_complete", 3)]  # past the first round: the searcher's saved brackets matter
 
 

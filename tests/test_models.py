@@ -53,7 +53,7 @@ def test_vit_matches_equation_1_written_out():
     F, _ = model(X)
     Xp = X[0, 0].T.double()  # d x L, the paper's layout
     WQ, WK, WV, a = (t[0].double() for t in (model.W_Q, model.W_K, model.W_V, model.a))
-    terms = [a @ torch.relu(WV @ Xp @ torch.softmax(Xp.T @ WK.T @ WQ @ Xp[:, l], 0)) for l in range(Xp.shape[1])]
+    terms = [a @ torch.relu(WV @ Xp @ torch.softmax(Xp.T @ WK.T @ WQ @ Xp[:, col], 0)) for col in range(Xp.shape[1])]
     torch.testing.assert_close(F[0, 0].double(), torch.stack(terms).mean(), atol=1e-5, rtol=1e-5)
 
 

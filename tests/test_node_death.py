@@ -10,11 +10,11 @@ import ray
 from ray import tune
 from ray.cluster_utils import Cluster
 
-from services.spec import parse_spec
 from services.execution.ray_tune import run_sweep
 from services.execution.trial import train_pack_trial
 from services.packs import packs
 from services.results import ModelRecord
+from services.spec import parse_spec
 from vit_core import train_pack
 
 SPEC = """name: node-death
@@ -69,5 +69,10 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     assert all(t.status == "TERMINATED" for t in trials) and len(trials) == len(packs(spec))
     (cell,) = result.cells
     got = sorted(cell.records, key=lambda r: (r.n_train, r.seed))
-    expected = [ModelRecord.from_dict(train_pack(*spec.configs(cell.cell), [p.n_train[0]], p.seeds).records()[0] | {"max_steps": 3000}) for p in packs(spec)]
+    expected = [
+        ModelRecord.from_dict(
+            train_pack(*spec.configs(cell.cell), [p.n_train[0]], p.seeds).records()[0] | {"max_steps": 3000}
+        )
+        for p in packs(spec)
+    ]
     assert got == sorted(expected, key=lambda r: (r.n_train, r.seed))

@@ -5,18 +5,22 @@ import json
 from pathlib import Path
 
 import numpy as np
+from chaos import GRID, logged_records
+from conftest import mlflow_server_at
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from chaos import GRID, logged_records
-from conftest import mlflow_server_at
 from services.cache import ResultCache, code_version, curve_sums, model_entries, model_keys
 from services.cli import app
 from services.spec import parse_spec
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 
 runner = CliRunner()
-SPEC = GRID.replace("name: chaos-grid", "name: cached").replace("seeds: 2", "seeds: 3").replace("models_per_pack: 1", "models_per_pack: 4")
+SPEC = (
+    GRID.replace("name: chaos-grid", "name: cached")
+    .replace("seeds: 2", "seeds: 3")
+    .replace("models_per_pack: 1", "models_per_pack: 4")
+)
 SPEC_ = parse_spec(SPEC, "spec")
 
 
@@ -32,16 +36,22 @@ def test_keys_change_with_everything_that_determines_a_model():
     data, model, training = TokenDataConfig(), ModelConfig(), TrainConfig()
     base = model_keys(data, model, training, [4, 4, 8], [0, 1, 0], "cpu")
     assert len(set(base)) == 3 and base == model_keys(data, model, training, [4, 4, 8], [0, 1, 0], "cpu")
-    changed = [model_keys(TokenDataConfig(alpha_star=0.2), model, training, [4], [0], "cpu"),
-               model_keys(data, ModelConfig(kind="cnn"), training, [4], [0], "cpu"),
-               model_keys(data, model, TrainConfig(lr=0.25), [4], [0], "cpu"),
-               model_keys(data, model, training, [4], [0], "cuda")]
+    changed = [
+        model_keys(TokenDataConfig(alpha_star=0.2), model, training, [4], [0], "cpu"),
+        model_keys(data, ModelConfig(kind="cnn"), training, [4], [0], "cpu"),
+        model_keys(data, model, TrainConfig(lr=0.25), [4], [0], "cpu"),
+        model_keys(data, model, training, [4], [0], "cuda"),
+    ]
     assert all(k[0] != base[0] for k in changed)
     assert len(code_version()) == 16
 
 
 def test_entries_round_trip_and_sum_to_the_packs_curves(tmp_path):
-    data, model, training = TokenDataConfig(n_tokens=20, dim=10, n_patterns=8), ModelConfig(width=8), TrainConfig(n_test=100, max_steps=200)
+    data, model, training = (
+        TokenDataConfig(n_tokens=20, dim=10, n_patterns=8),
+        ModelConfig(width=8),
+        TrainConfig(n_test=100, max_steps=200),
+    )
     result = train_pack(data, model, training, [4, 4, 16], [0, 1, 0])
     cache = ResultCache(tmp_path)
     keys = model_keys(data, model, training, [4, 4, 16], [0, 1, 0], "cpu")
@@ -71,7 +81,9 @@ def test_a_second_sweep_reuses_every_training_it_shares(local_ray, tmp_path):
     assert (again["trainings"], again["cache_hits"]) == (0, spec.trainings)
     assert again["sweep_id"] != first["sweep_id"] and again["n_star"] == first["n_star"]
     assert logged_records(again) == logged_records(first)
-    wider, _ = _run(SPEC.replace("n_train: [4, 16]", "n_train: [4, 8, 16]"), tmp_path)  # another sweep: only N = 8 is new
+    wider, _ = _run(
+        SPEC.replace("n_train: [4, 16]", "n_train: [4, 8, 16]"), tmp_path
+    )  # another sweep: only N = 8 is new
     assert (wider["trainings"], wider["cache_hits"]) == (2 * 3, spec.trainings)
     fresh, _ = _run(SPEC, tmp_path, "--no-cache", "--new")
     assert (fresh["trainings"], fresh["cache_hits"]) == (spec.trainings, 0)
@@ -122,12 +134,17 @@ def test_sync_says_what_it_cannot_log(tmp_path):
 
 
 def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_ray, tmp_path):
-    text = SPEC.replace("models: [vit, cnn]", "models: [vit]").replace("resources:", "axes: {lr: [0.5, 1.0e+35]}\nresources:")
+    text = SPEC.replace("models: [vit, cnn]", "models: [vit]").replace(
+        "resources:", "axes: {lr: [0.5, 1.0e+35]}\nresources:"
+    )
     summary, _ = _run(text, tmp_path)
     assert summary["failed_trials"] == [] and summary["n_star"]["vit"]["1e+35"] is None
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
-    children = {c.data.params["lr"]: c for c in client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    children = {
+        c.data.params["lr"]: c
+        for c in client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    }
     diverged = {m.step: m.value for m in client.get_metric_history(children["1e+35"].info.run_id, "diverged")}
     assert diverged == {4: 3, 16: 3}  # every seed at every N
     assert {m.value for m in client.get_metric_history(children["0.5"].info.run_id, "diverged")} == {0}

@@ -4,10 +4,10 @@ import json
 
 import numpy as np
 import pytest
+from conftest import model_record
 from ray.tune.search import Searcher
 
 from services.analysis import full_grid_size
-from conftest import model_record
 from services.execution.ray_tune import NStarSearcher
 from services.nstar import Bracket
 from services.spec import parse_spec
@@ -44,7 +44,7 @@ def test_finds_a_known_n_star_to_the_precision_with_fewer_trainings_than_the_gri
         t = thresholds(target, seed=target)
         star = true_n_star(t, 0.5)
         bracket = Bracket([5, 10, 20, 40, 80, 160, 320, 640], 0.5, 0.1, 2.0, 10_000)
-        used = drive(bracket, lambda n, s: n >= t[s])
+        used = drive(bracket, lambda n, s, t=t: n >= t[s])
         ns, rates = bracket.rates()
         found = ns[np.argmax(rates >= 0.5)]
         lo = ns[np.argmax(rates >= 0.5) - 1]
@@ -78,14 +78,19 @@ def test_non_monotone_success_refines_the_whole_dip_and_keeps_the_stable_n_star(
 
 def _searcher(cells: int) -> NStarSearcher:
     axes = ", ".join(str(a) for a in np.linspace(0.1, 0.5, cells).round(3))
-    spec = parse_spec(f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
-                      "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n")
+    spec = parse_spec(
+        f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
+        "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n"
+    )
     return NStarSearcher(spec)
 
 
 def _report(searcher: NStarSearcher, trial: str, config: dict, t: np.ndarray) -> None:
     pack = config["pack"]
-    records = [model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged") for n, s in zip(pack["n_train"], pack["seeds"])]
+    records = [
+        model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged")
+        for n, s in zip(pack["n_train"], pack["seeds"])
+    ]
     searcher.on_trial_complete(trial, {"records": json.dumps(records)})
 
 
@@ -132,12 +137,15 @@ def test_state_survives_save_and_restore(tmp_path):
     assert restored.search.cells[0].outcomes == searcher.search.cells[0].outcomes
 
 
-@pytest.mark.parametrize("text, path", [
-    ("search: {mode: sample_complexity, n_max: 20}", "search.n_max"),
-    ("search: {mode: sample_complexity, precision: 0}", "search.precision"),
-    ("search: {mode: sample_complexity, factor: 1}", "search.factor"),
-    ("search: {mode: sample_complexity, space: {lr: {low: 0.1, high: 1}}}", "search.space"),
-])
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("search: {mode: sample_complexity, n_max: 20}", "search.n_max"),
+        ("search: {mode: sample_complexity, precision: 0}", "search.precision"),
+        ("search: {mode: sample_complexity, factor: 1}", "search.factor"),
+        ("search: {mode: sample_complexity, space: {lr: {low: 0.1, high: 1}}}", "search.space"),
+    ],
+)
 def test_bad_search_settings_name_their_field(text, path):
     from services.spec import SpecError
 
@@ -147,13 +155,18 @@ def test_bad_search_settings_name_their_field(text, path):
 
 
 def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the_cap():
-    spec = parse_spec("name: s\nmodels: [vit]\nn_train: [10, 20]\nseeds: 2\ntraining: {max_steps: 100}\n"
-                      "search: {mode: sample_complexity, max_steps_cap: 300}\n", "spec")
+    spec = parse_spec(
+        "name: s\nmodels: [vit]\nn_train: [10, 20]\nseeds: 2\ntraining: {max_steps: 100}\n"
+        "search: {mode: sample_complexity, max_steps_cap: 300}\n",
+        "spec",
+    )
     searcher = NStarSearcher(spec)
     config = searcher.suggest("t0")
     assert searcher.suggest("t1") is None and "max_steps" not in config["pack"]
     stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731
-    records = [r for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"]) for r in stuck(n, s, config["pack"])]
+    records = [
+        r for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"]) for r in stuck(n, s, config["pack"])
+    ]
     searcher.on_trial_complete("t0", {"records": json.dumps(records)})
     assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
     retry = searcher.suggest("t2")["pack"]

@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from vit_core import ConfigError, ModelConfig, SpatialDataConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.seeding import Stream
 from vit_core.outcomes import summarize_by_n
+from vit_core.seeding import Stream
 from vit_core.train import FreshBatches
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
-ONE_PASS = TrainConfig(protocol="one_pass", batch_size=8, max_steps=60, eval_every=5, eval_ratio=1.3, n_test=200, eval_subset=50)
+ONE_PASS = TrainConfig(
+    protocol="one_pass", batch_size=8, max_steps=60, eval_every=5, eval_ratio=1.3, n_test=200, eval_subset=50
+)
 
 
 @pytest.mark.parametrize("data", [SMALL, SpatialDataConfig()], ids=["tokens", "patches"])

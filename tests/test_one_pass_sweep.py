@@ -4,15 +4,15 @@ MLflow and back through `vitsweep report`, and censoring."""
 import json
 
 import pytest
+from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
-from conftest import model_record, run_spec
 from services.cli import app
 from services.execution.ray_tune import NStarSearcher
-from services.spec import SpecError, parse_spec, spec_from_dict
 from services.packs import packs
+from services.spec import SpecError, parse_spec, spec_from_dict
 
 BOTH = """name: both
 models: [vit, cnn]
@@ -56,7 +56,11 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     one_pass = {i for i, c in enumerate(spec.cells) if spec.one_pass(c)}
     for trial, pack in suggested.items():
         if pack["cell"] in one_pass:  # every evaluated N of the run: the seeds fail below 600 and succeed from it
-            records = [model_record(n, s, "succeeded" if n >= 600 else "failed") for s in pack["seeds"] for n in range(40, 1201, 40)]
+            records = [
+                model_record(n, s, "succeeded" if n >= 600 else "failed")
+                for s in pack["seeds"]
+                for n in range(40, 1201, 40)
+            ]
             searcher.on_trial_complete(trial, {"records": json.dumps(records)})
     assert all(searcher.search.cells[i].rounds == 1 and searcher.search.cells[i].next_round() == [] for i in one_pass)
     assert not any(p.cell in one_pass for p in searcher.search.queue)
@@ -65,7 +69,9 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
         if pack["cell"] not in one_pass:
             records = [model_record(n, s, "succeeded") for n, s in zip(pack["n_train"], pack["seeds"])]
             searcher.on_trial_complete(trial, {"records": json.dumps(records)})
-    while isinstance(config := searcher.suggest("next"), dict):  # multi-pass cells extend down; one-pass cells never return
+    while isinstance(
+        config := searcher.suggest("next"), dict
+    ):  # multi-pass cells extend down; one-pass cells never return
         assert config["pack"]["cell"] not in one_pass
         records = [model_record(n, s, "succeeded") for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"])]
         searcher.on_trial_complete("next", {"records": json.dumps(records)})
@@ -74,13 +80,24 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
 
 def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_ray, tmp_path):
     summary, output = run_spec(BOTH, tmp_path)
-    assert summary["protocol"] == {f"{m} alpha_star={a} protocol={p}": p for m in ("vit", "cnn") for a in (0.2, 0.4)
-                                   for p in ("one_pass", "multi_pass")}
-    assert {"vit protocol=one_pass", "cnn protocol=one_pass", "vit protocol=multi_pass"} <= set(summary["exponent"])  # one fit per protocol
+    assert summary["protocol"] == {
+        f"{m} alpha_star={a} protocol={p}": p
+        for m in ("vit", "cnn")
+        for a in (0.2, 0.4)
+        for p in ("one_pass", "multi_pass")
+    }
+    assert {"vit protocol=one_pass", "cnn protocol=one_pass", "vit protocol=multi_pass"} <= set(
+        summary["exponent"]
+    )  # one fit per protocol
     assert set(summary["t_star_exponent"]) == {"vit protocol=one_pass", "cnn protocol=one_pass"}
     client = MlflowClient(summary["tracking_uri"])
-    children = {r.info.run_name: r for r in client.search_runs(
-        [client.get_run(summary["mlflow_parent_run_id"]).info.experiment_id], f"tags.mlflow.parentRunId = '{summary['mlflow_parent_run_id']}'")}
+    children = {
+        r.info.run_name: r
+        for r in client.search_runs(
+            [client.get_run(summary["mlflow_parent_run_id"]).info.experiment_id],
+            f"tags.mlflow.parentRunId = '{summary['mlflow_parent_run_id']}'",
+        )
+    }
     run = children["vit alpha_star=0.4 protocol=one_pass"]
     curve = client.get_metric_history(run.info.run_id, "success_rate")
     assert len(curve) > 5 and [m.step for m in curve] == sorted(m.step for m in curve)  # the success-rate curve over N
@@ -93,12 +110,15 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
     reached = sorted(v for v in stable.values() if v >= 0)
     assert star is None or star == reached[1] or star == 40  # 2 of 4 seeds (p = 0.5), or the first evaluated N
 
-    reported = CliRunner().invoke(app, ["report", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "report"), "--json"])
+    reported = CliRunner().invoke(
+        app, ["report", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "report"), "--json"]
+    )
     assert reported.exit_code == 0, reported.output
     rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
     assert rebuilt["protocol"] == summary["protocol"]
     assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
-        f"{m} {k}": v for m in summary["n_star"] for k, v in summary["n_star"][m].items()}
+        f"{m} {k}": v for m in summary["n_star"] for k, v in summary["n_star"][m].items()
+    }
     row = next(r for r in rebuilt["cells"] if r["label"] == "vit alpha_star=0.4 protocol=one_pass")
     assert row["per_seed"]["n_stable"] == [stable[s] for s in range(4)]
     assert "T* = N*/B" in reported.stdout
@@ -110,11 +130,21 @@ def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
     from services.summary import summarize
     from vit_core import train_pack
 
-    spec = parse_spec("name: c\nmodels: [cnn]\ndata: {n_tokens: 24, dim: 12, n_patterns: 8}\n"
-                      "training: {protocol: one_pass, batch_size: 8, max_steps: 3, eval_every: 1, n_test: 100, lr: 0.0001}\n"
-                      "axes: {alpha_star: [0.2, 0.4]}\nseeds: 3\n")
-    cells = [CellResult(cell, [ModelRecord.from_dict(r) for r in train_pack(*spec.configs(cell), [24] * 3, [0, 1, 2]).records()]) for cell in spec.cells]
+    spec = parse_spec(
+        "name: c\nmodels: [cnn]\ndata: {n_tokens: 24, dim: 12, n_patterns: 8}\n"
+        "training: {protocol: one_pass, batch_size: 8, max_steps: 3, eval_every: 1, n_test: 100, lr: 0.0001}\n"
+        "axes: {alpha_star: [0.2, 0.4]}\nseeds: 3\n"
+    )
+    cells = [
+        CellResult(
+            cell, [ModelRecord.from_dict(r) for r in train_pack(*spec.configs(cell), [24] * 3, [0, 1, 2]).records()]
+        )
+        for cell in spec.cells
+    ]
     summary = summarize(spec, "c-1", cells)
     assert [r["n_star"] for r in summary["cells"]] == [None, None]
-    assert [row[3] for row in table_rows(summary)] == ["> 24", "> 24"]  # beyond the budget B * max_steps, never a silent cap
+    assert [row[3] for row in table_rows(summary)] == [
+        "> 24",
+        "> 24",
+    ]  # beyond the budget B * max_steps, never a silent cap
     assert summary["exponent"]["cnn"]["value"] is None

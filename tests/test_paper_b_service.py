@@ -3,11 +3,10 @@
 import json
 
 import pytest
-
+from conftest import run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from conftest import run_spec
 from services.cli import app
 
 runner = CliRunner()
@@ -31,7 +30,9 @@ def test_a_paper_b_sweep_reports_patch_association_and_the_learned_scores(local_
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
     assert {"structure.png", "learned_attention.png", "summary.json"} <= logged
-    reported = runner.invoke(app, ["report", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "report"), "--json"])
+    reported = runner.invoke(
+        app, ["report", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "report"), "--json"]
+    )
     assert reported.exit_code == 0, reported.output
     rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
     assert rebuilt["patch_association"] == summary["patch_association"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
 from ray import tune
 from typer.testing import CliRunner
 
-from conftest import model_record, run_spec
 from services.analysis import full_grid_size
 from services.cli import app
 from services.spec import parse_spec
@@ -39,10 +39,24 @@ def _synthetic_trainable(config: dict, spec, cache) -> None:
 
     cell = trial_cell(spec, config)
     pack, alpha = config["pack"], cell.values["alpha_star"]
-    records = [model_record(n, s, "succeeded" if n >= known_threshold(cell.model, alpha, s) else "failed_converged", iterations_to_zero=10,
-                            test_error=0.0) for n, s in zip(pack["n_train"], pack["seeds"])]
-    tune.report({"trainings": len(records), "success_rate": float(np.mean([r["success"] for r in records])),
-                 "records": json.dumps(records), "curves": "{}"})
+    records = [
+        model_record(
+            n,
+            s,
+            "succeeded" if n >= known_threshold(cell.model, alpha, s) else "failed_converged",
+            iterations_to_zero=10,
+            test_error=0.0,
+        )
+        for n, s in zip(pack["n_train"], pack["seeds"])
+    ]
+    tune.report(
+        {
+            "trainings": len(records),
+            "success_rate": float(np.mean([r["success"] for r in records])),
+            "records": json.dumps(records),
+            "curves": "{}",
+        }
+    )
 
 
 def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):
@@ -89,19 +103,32 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     assert set(summary["exponent"]) == {"vit", "cnn"} and summary["adaptive"]["trainings"] == summary["trainings"]
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
-    assert {"phase_diagram.png", "n_star_fit.png", "iterations.png", "attention_mass.png", "summary.md", "summary.json"} <= logged
+    assert {
+        "phase_diagram.png",
+        "n_star_fit.png",
+        "iterations.png",
+        "attention_mass.png",
+        "summary.md",
+        "summary.json",
+    } <= logged
 
     out = tmp_path / "report"
     reported = runner.invoke(app, ["report", "--home", str(home), "--out", str(out), "--json"])
     assert reported.exit_code == 0, reported.output
     rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
     assert rebuilt["sweep_id"] == summary["sweep_id"]
-    assert set(rebuilt["iteration_gap"]) == {"alpha_star=0.1", "alpha_star=0.3"}  # one CNN/ViT ratio of steps per alpha*
+    assert set(rebuilt["iteration_gap"]) == {
+        "alpha_star=0.1",
+        "alpha_star=0.3",
+    }  # one CNN/ViT ratio of steps per alpha*
     assert all(gap["value"] > 0 for gap in rebuilt["iteration_gap"].values())
     assert {k: {"value": v["value"], "ci95": v["ci95"]} for k, v in rebuilt["exponent"].items()} == summary["exponent"]
     assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
-        f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]}
-    assert {"phase_diagram.png", "n_star_fit.png", "summary.md", "summary.html", "summary.json"} <= {p.name for p in out.iterdir()}
+        f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]
+    }
+    assert {"phase_diagram.png", "n_star_fit.png", "summary.md", "summary.html", "summary.json"} <= {
+        p.name for p in out.iterdir()
+    }
     assert "| vit alpha_star=0.1 |" in (out / "summary.md").read_text()
     assert "vit alpha_star=0.1" in reported.stdout  # the table is printed too
     by_id = runner.invoke(app, ["report", summary["sweep_id"], "--home", str(home), "--out", str(tmp_path / "again")])
@@ -122,12 +149,17 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
     from services.results import CellResult, ModelRecord
     from services.summary import summarize
 
-    spec = parse_spec("name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec")
+    spec = parse_spec(
+        "name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec"
+    )
     cells = []
     for cell in spec.cells:
         stars = {0.1: 32, 0.2: 16, 0.4: 8}[cell.values["alpha_star"]]
-        records = [model_record(n, s, "succeeded" if n >= stars else "failed_converged", test_error=0.0, attention_mass=0.5)
-                   for n in spec.n_train for s in range(4)]
+        records = [
+            model_record(n, s, "succeeded" if n >= stars else "failed_converged", test_error=0.0, attention_mass=0.5)
+            for n in spec.n_train
+            for s in range(4)
+        ]
         if cell.values["alpha_star"] == 0.1:
             for r in records[:2]:  # N = 4: two of four models ran out of steps (50% > max_not_converged = 10%)
                 r |= {"outcome": "not_converged", "settled": False}
@@ -135,7 +167,16 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
     summary = summarize(spec, "f-1", cells)
     flagged = [r["flagged"] for r in summary["cells"]]
     assert flagged == [True, False, False] and summary["cells"][0]["not_converged_share"] == 0.5
-    assert summary["cells"][0]["outcomes"]["4"] == {"succeeded": 0, "failed_converged": 2, "failed": 0, "not_converged": 2, "diverged": 0}
-    assert summary["exponent"]["vit"]["cells"] == ["vit alpha_star=0.2", "vit alpha_star=0.4"]  # the flagged cell is not fitted
+    assert summary["cells"][0]["outcomes"]["4"] == {
+        "succeeded": 0,
+        "failed_converged": 2,
+        "failed": 0,
+        "not_converged": 2,
+        "diverged": 0,
+    }
+    assert summary["exponent"]["vit"]["cells"] == [
+        "vit alpha_star=0.2",
+        "vit alpha_star=0.4",
+    ]  # the flagged cell is not fitted
     assert "(FLAGGED)" in table_rows(summary)[0][0] and table_rows(summary)[0][-1] == "8/10/0/2/0"
     assert "outcomes.png" in figures(spec, summary, cells)

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
+from conftest import mlflow_server_at, run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from conftest import mlflow_server_at, run_spec
 from services.cli import app
 from services.spec import load_spec
 from vit_core import train_pack
@@ -31,7 +31,9 @@ def expected():
         result = train_pack(*spec.configs(cell), [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train))
         out[cell.label] = result.by_n()
         mass = result.curves["attention_mass"]
-        curves[cell.label] = {n: dict(zip(result.eval_steps.tolist(), mass[:, result.n_train == n].mean(1))) for n in spec.n_train}
+        curves[cell.label] = {
+            n: dict(zip(result.eval_steps.tolist(), mass[:, result.n_train == n].mean(1))) for n in spec.n_train
+        }
     return spec, out, curves
 
 
@@ -49,7 +51,14 @@ def _check(summary: dict, expected) -> None:
     assert parent.data.params["name"] == "smoke" and parent.data.params["seeds"] == "4"
     assert parent.data.metrics["trainings"] == spec.trainings == summary["trainings"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"spec.yaml", "resolved_spec.yaml", "success_rate_vs_n.png", "attention_mass.png", "summary.md", "summary.json"} <= artifacts
+    assert {
+        "spec.yaml",
+        "resolved_spec.yaml",
+        "success_rate_vs_n.png",
+        "attention_mass.png",
+        "summary.md",
+        "summary.json",
+    } <= artifacts
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == sorted(rows)  # one child per cell, none per seed
     for child in children:
@@ -57,7 +66,9 @@ def _check(summary: dict, expected) -> None:
         history = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "success_rate")}
         assert history == {r["n"]: r["success_rate"] for r in mine}
         steps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "median_iterations_to_zero")}
-        assert steps == {r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None}
+        assert steps == {
+            r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None
+        }
         assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json", "curves.json"}
         for n in spec.n_train:
             logged = {m.step: m.value for m in client.get_metric_history(child.info.run_id, f"attention_mass_n{n}")}
@@ -65,12 +76,18 @@ def _check(summary: dict, expected) -> None:
                 assert logged == {}
             else:  # one pack per cell in the smoke spec, so the steps are the pack's own
                 assert logged.keys() == curves[child.info.run_name][n].keys()
-                np.testing.assert_allclose([logged[k] for k in sorted(logged)], [curves[child.info.run_name][n][k] for k in sorted(logged)], rtol=1e-6)
+                np.testing.assert_allclose(
+                    [logged[k] for k in sorted(logged)],
+                    [curves[child.info.run_name][n][k] for k in sorted(logged)],
+                    rtol=1e-6,
+                )
         table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
         assert len(table["data"]) == len(spec.n_train) * spec.seeds
         model, alpha = child.data.params["model"], child.data.params["alpha_star"]
         passing = [r["n"] for r in mine if r["success_rate"] >= spec.success_rate]
-        stable = next((r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None)
+        stable = next(
+            (r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None
+        )
         assert summary["n_star"][model][alpha] == stable
         assert (stable is None) == (not passing or passing[-1] != mine[-1]["n"])
 
@@ -83,8 +100,15 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     assert ray.is_initialized()  # a Ray the command found up is left to its owner (here the fixture)
     _check(summary, expected)
     listed = runner.invoke(app, ["status", "--home", str(tmp_path), "--json"])
-    assert json.loads(listed.stdout) == [{"sweep_id": summary["sweep_id"], "trials": 4, "by_status": {"TERMINATED": 4},
-                                          "models_done": expected[0].trainings, "mlflow_parent_run_id": summary["mlflow_parent_run_id"]}]
+    assert json.loads(listed.stdout) == [
+        {
+            "sweep_id": summary["sweep_id"],
+            "trials": 4,
+            "by_status": {"TERMINATED": 4},
+            "models_done": expected[0].trainings,
+            "mlflow_parent_run_id": summary["mlflow_parent_run_id"],
+        }
+    ]
 
 
 @pytest.fixture
@@ -150,8 +174,12 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
 
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
-    result = run_sweep(spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
-                       "failing", tmp_path, _fails_on_cnn)
+    result = run_sweep(
+        spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
+        "failing",
+        tmp_path,
+        _fails_on_cnn,
+    )
     by_label = {c.cell.label: c for c in result.cells}
     assert set(by_label) == set(rows)
     for label, cell in by_label.items():
@@ -164,10 +192,14 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
             assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     summary = summarize(spec, "failing", result.cells)
-    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), summary, figures(spec, summary, result.cells), markdown(summary)).run_id
+    parent_id = record_sweep(
+        spec, result, uri, tmp_path, SMOKE.read_text(), summary, figures(spec, summary, result.cells), markdown(summary)
+    ).run_id
     client = MlflowClient(uri)
     assert client.get_run(parent_id).info.status == "FAILED"
-    children = client.search_runs([client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")
+    children = client.search_runs(
+        [client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
     status = {c.info.run_name: c.info.status for c in children}
     assert {k for k, v in status.items() if v == "FAILED"} == {k for k in rows if k.startswith("cnn")}
     assert {k for k, v in status.items() if v == "FINISHED"} == {k for k in rows if k.startswith("vit")}

@@ -16,7 +16,11 @@ def test_samples_follow_assumption_1_and_the_label_rule():
     batch = sample_patches(cfg, 500, seed=1)
     w, sets = feature(cfg), patch_sets(cfg)
     coefficient = batch.tokens.double().numpy() @ w
-    assert np.allclose(np.round(coefficient), coefficient, atol=1e-5) and set(np.round(coefficient).ravel()) <= {-1.0, 0.0, 1.0}
+    assert np.allclose(np.round(coefficient), coefficient, atol=1e-5) and set(np.round(coefficient).ravel()) <= {
+        -1.0,
+        0.0,
+        1.0,
+    }
     per_set = np.round(coefficient)[:, sets].sum(-1)  # (n, L)
     f_star = np.where(np.abs(per_set) > 0.9 * cfg.set_size, per_set, 0).sum(-1)
     assert np.array_equal(np.sign(f_star), batch.labels.numpy())  # f* = C y: exactly one set counts
@@ -45,10 +49,16 @@ def test_a_seed_s_first_samples_do_not_depend_on_n_and_the_control_uses_gaussian
     assert abs(control.tokens.std().item() - (1 / 30) ** 0.5) < 0.01 and abs(control.labels.mean()) < 0.3
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"n_patches": 10, "set_size": 3}, "set_size"), ({"q": 1.5}, "q"), ({"partition": "blocks"}, "partition"),
-    ({"dim": 0}, "dim"), ({"sigma2": -1.0}, "sigma2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"n_patches": 10, "set_size": 3}, "set_size"),
+        ({"q": 1.5}, "q"),
+        ({"partition": "blocks"}, "partition"),
+        ({"dim": 0}, "dim"),
+        ({"sigma2": -1.0}, "sigma2"),
+    ],
+)
 def test_bad_values_name_their_field(kwargs, field):
     with pytest.raises(ConfigError) as error:
         SpatialDataConfig(**kwargs)
@@ -82,7 +92,9 @@ def test_patch_association_and_cosine_metrics():
 
 def test_training_learns_patch_association_and_the_feature():
     data = SpatialDataConfig(n_patches=10, set_size=2, dim=30)
-    train = TrainConfig(lr=0.01, batch_size=64, max_steps=600, eval_every=100, n_test=500, eval_subset=500, loss="logistic")
+    train = TrainConfig(
+        lr=0.01, batch_size=64, max_steps=600, eval_every=100, n_test=500, eval_subset=500, loss="logistic"
+    )
     result = train_pack(data, PositionalConfig(), train, [1000] * 4, [0, 1, 2, 3])
     assert (result.final["patch_association"] == 1.0).all()
     assert (result.final["cos_v_wstar"] > 0.9).all()
@@ -107,7 +119,9 @@ def test_every_variant_packs_like_its_models_alone(kwargs):
 def test_transfer_freezes_the_pretrained_attention_and_learns_v():
     data = SpatialDataConfig(feature_seed=7)
     cfg = PositionalConfig(transfer=True, pretrain_steps=300, pretrain_n=500)
-    train = TrainConfig(lr=0.01, batch_size=32, max_steps=200, eval_every=100, n_test=300, eval_subset=300, loss="logistic")
+    train = TrainConfig(
+        lr=0.01, batch_size=32, max_steps=200, eval_every=100, n_test=300, eval_subset=300, loss="logistic"
+    )
     result = train_pack(data, cfg, train, [32, 32], [0, 1])
     start = cfg.build(data, [0, 1]).scores()
     assert np.allclose(result.snapshots["scores"], start.numpy(), atol=1e-6)  # A never moved

@@ -14,20 +14,49 @@ runner = CliRunner()
 
 # where each bad spec's (first) problem must point
 EXPECTED_PATH = {
-    "alpha_star_one": "axes.alpha_star[1]", "alpha_star_zero": "data.alpha_star", "axis_and_section": "axes.alpha_star",
-    "bad_name": "name", "confusion_not_below_alpha": "data.alpha_confusion", "dim_below_patterns": "data.dim",
-    "duplicate_n": "n_train", "empty": "", "empty_axis": "axes.alpha_star", "lr_zero": "axes.lr[1]", "missing_name": "name",
-    "n_train_empty": "n_train", "n_train_zero": "n_train[0]", "negative_gpus": "resources.gpus_per_trial",
-    "negative_tau": "data.tau", "not_a_mapping": "", "not_yaml_binary": "", "p_above_one": "success_rate",
-    "sparsify_unknown": "data.sparsify", "too_many_trainings": "max_trainings", "tracking_unknown_key": "tracking.uri",
-    "unknown_axis": "axes.alpha", "unknown_data_key": "data.alpha", "unknown_family": "family", "unknown_model": "models[1]",
-    "unknown_top_key": "colour", "width_below_patterns": "model.width (with model vit)", "wrong_type_seeds": "seeds",
-    "wrong_type_string_number": "data.alpha_star", "yaml_syntax": "", "zero_pack": "resources.models_per_pack",
-    "optuna_two_cells": "models", "optuna_without_space": "search.space", "grid_with_space": "search.space",
-    "space_unknown_field": "search.space.speed", "space_low_not_below_high": "search.space.lr",
-    "space_invalid_low": "search.space.lr.low", "jelassi_paper_a_model": "models[1]", "jelassi_paper_a_field": "data.alpha_star",
-    "jelassi_set_size": "data.set_size", "sample_complexity_n_max": "search.n_max",
-    "images_transfer": "model.transfer (with model positional)", "per_model_not_in_models": "per_model.cnn",
+    "alpha_star_one": "axes.alpha_star[1]",
+    "alpha_star_zero": "data.alpha_star",
+    "axis_and_section": "axes.alpha_star",
+    "bad_name": "name",
+    "confusion_not_below_alpha": "data.alpha_confusion",
+    "dim_below_patterns": "data.dim",
+    "duplicate_n": "n_train",
+    "empty": "",
+    "empty_axis": "axes.alpha_star",
+    "lr_zero": "axes.lr[1]",
+    "missing_name": "name",
+    "n_train_empty": "n_train",
+    "n_train_zero": "n_train[0]",
+    "negative_gpus": "resources.gpus_per_trial",
+    "negative_tau": "data.tau",
+    "not_a_mapping": "",
+    "not_yaml_binary": "",
+    "p_above_one": "success_rate",
+    "sparsify_unknown": "data.sparsify",
+    "too_many_trainings": "max_trainings",
+    "tracking_unknown_key": "tracking.uri",
+    "unknown_axis": "axes.alpha",
+    "unknown_data_key": "data.alpha",
+    "unknown_family": "family",
+    "unknown_model": "models[1]",
+    "unknown_top_key": "colour",
+    "width_below_patterns": "model.width (with model vit)",
+    "wrong_type_seeds": "seeds",
+    "wrong_type_string_number": "data.alpha_star",
+    "yaml_syntax": "",
+    "zero_pack": "resources.models_per_pack",
+    "optuna_two_cells": "models",
+    "optuna_without_space": "search.space",
+    "grid_with_space": "search.space",
+    "space_unknown_field": "search.space.speed",
+    "space_low_not_below_high": "search.space.lr",
+    "space_invalid_low": "search.space.lr.low",
+    "jelassi_paper_a_model": "models[1]",
+    "jelassi_paper_a_field": "data.alpha_star",
+    "jelassi_set_size": "data.set_size",
+    "sample_complexity_n_max": "search.n_max",
+    "images_transfer": "model.transfer (with model positional)",
+    "per_model_not_in_models": "per_model.cnn",
     "per_model_axis_value": "per_model.cnn.axes.alpha_star[1]",
 }
 
@@ -66,13 +95,17 @@ def test_bundled_sweeps_validate_and_open_with_a_header(path):
     spec = load_spec(path)
     assert spec.trainings > 0
     header = path.read_text().split("\n", 6)[:5]
-    assert all(line.startswith("#") for line in header), "a sweep opens with what it reproduces, expects, takes, and its command"
+    assert all(line.startswith("#") for line in header), (
+        "a sweep opens with what it reproduces, expects, takes, and its command"
+    )
     assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
 
 
 def test_cells_are_models_times_the_axes_product_with_overrides_applied():
-    spec = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 3\n"
-                      "data: {n_tokens: 40}\naxes: {alpha_star: [0.1, 0.2], lr: [0.1, 0.5, 1.0]}")
+    spec = parse_spec(
+        "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 3\n"
+        "data: {n_tokens: 40}\naxes: {alpha_star: [0.1, 0.2], lr: [0.1, 0.5, 1.0]}"
+    )
     assert len(spec.cells) == 12 and spec.trainings == 12 * 2 * 3
     data, model, training = spec.configs(spec.cells[-1])
     assert (model.kind, data.alpha_star, training.lr, data.n_tokens) == ("cnn", 0.2, 1.0, 40)
@@ -81,18 +114,28 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
 def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
     from services.packs import packs
 
-    spec = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
-                      "per_model: {cnn: {n_train: [20, 40, 80], axes: {alpha_star: [0.25]}}}")
-    assert [c.label for c in spec.cells] == ["vit alpha_star=0.3 tau=0.1", "vit alpha_star=0.3 tau=0.3", "vit alpha_star=0.4 tau=0.1",
-                                             "vit alpha_star=0.4 tau=0.3", "cnn alpha_star=0.25 tau=0.1", "cnn alpha_star=0.25 tau=0.3"]
+    spec = parse_spec(
+        "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
+        "per_model: {cnn: {n_train: [20, 40, 80], axes: {alpha_star: [0.25]}}}"
+    )
+    assert [c.label for c in spec.cells] == [
+        "vit alpha_star=0.3 tau=0.1",
+        "vit alpha_star=0.3 tau=0.3",
+        "vit alpha_star=0.4 tau=0.1",
+        "vit alpha_star=0.4 tau=0.3",
+        "cnn alpha_star=0.25 tau=0.1",
+        "cnn alpha_star=0.25 tau=0.3",
+    ]
     assert spec.trainings == (4 * 2 + 2 * 3) * 2 and spec.largest_n == 80
     trained = {(p.cell, n, s) for p in packs(spec, slots=2) for n, s in zip(p.n_train, p.seeds)}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
     assert spec.configs(spec.cells[-1])[0].alpha_star == 0.25
     from services.nstar import NStarSearch
 
-    adaptive = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
-                          "per_model: {cnn: {n_train: [20, 40]}}")
+    adaptive = parse_spec(
+        "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
+        "per_model: {cnn: {n_train: [20, 40]}}"
+    )
     assert [c.next_round() for c in NStarSearch(adaptive).cells] == [[5, 10], [20, 40]]
     assert adaptive.n_max == 16 * 40
 
@@ -114,7 +157,19 @@ def test_schema_is_json_schema_with_every_section():
     assert schema["discriminator"]["propertyName"] == "family"
     for family in ("LiSweep", "JelassiSweep"):
         properties = schema["$defs"][family]["properties"]
-        assert set(properties) >= {"name", "family", "models", "data", "model", "training", "axes", "n_train", "seeds", "resources", "tracking"}
+        assert set(properties) >= {
+            "name",
+            "family",
+            "models",
+            "data",
+            "model",
+            "training",
+            "axes",
+            "n_train",
+            "seeds",
+            "resources",
+            "tracking",
+        }
         assert schema["$defs"][family]["additionalProperties"] is False
     assert SCHEMA.json_schema() == schema
 
@@ -124,19 +179,29 @@ def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
 
     grid = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10, 20]\nseeds: 5\nresources: {models_per_pack: 4}")
     assert trial_count(grid) == len(packs(grid)) == 2 * 4  # 15 pairs per cell in packs of 4
-    assert sorted((p.n_train[i], p.seeds[i]) for p in packs(grid) if p.cell == 1 for i in range(len(p.seeds))) == \
-        sorted((n, s) for n in (5, 10, 20) for s in range(5))
-    optuna = parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nseeds: 2\n"
-                        "search: {mode: optuna, num_samples: 7, space: {lr: {low: 0.1, high: 1.0}}}")
+    assert sorted(
+        (p.n_train[i], p.seeds[i]) for p in packs(grid) if p.cell == 1 for i in range(len(p.seeds))
+    ) == sorted((n, s) for n in (5, 10, 20) for s in range(5))
+    optuna = parse_spec(
+        "name: x\nmodels: [vit]\nn_train: [5]\nseeds: 2\n"
+        "search: {mode: optuna, num_samples: 7, space: {lr: {low: 0.1, high: 1.0}}}"
+    )
     assert trial_count(optuna) == 7 and len(packs(optuna)) == 1
 
 
 def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
-    spec = parse_spec("name: x\nmodels: [vit, cnn]\ntraining: {protocol: one_pass, max_steps: 200, batch_size: 16}\n"
-                      "per_model: {vit: {training: {max_steps: 100}}}\naxes: {alpha_star: [0.05, 0.2], lr: [0.5, 1.0]}\n"
-                      "alpha_scaling: {vit: {reference: 0.2, max_steps: 1.5, batch_size: 1}, cnn: {reference: 0.2, max_steps: 2.5}}\nseeds: 2")
+    spec = parse_spec(
+        "name: x\nmodels: [vit, cnn]\ntraining: {protocol: one_pass, max_steps: 200, batch_size: 16}\n"
+        "per_model: {vit: {training: {max_steps: 100}}}\naxes: {alpha_star: [0.05, 0.2], lr: [0.5, 1.0]}\n"
+        "alpha_scaling: "
+        "{vit: {reference: 0.2, max_steps: 1.5, batch_size: 1}, cnn: {reference: 0.2, max_steps: 2.5}}\nseeds: 2"
+    )
     budgets = {c.label: (t.max_steps, t.batch_size, t.lr) for c in spec.cells for t in [spec.configs(c)[2]]}
-    assert budgets["vit alpha_star=0.2 lr=1.0"] == (100, 16, 1.0)  # its own max_steps, the axis's lr, no scaling at the reference
+    assert budgets["vit alpha_star=0.2 lr=1.0"] == (
+        100,
+        16,
+        1.0,
+    )  # its own max_steps, the axis's lr, no scaling at the reference
     assert budgets["vit alpha_star=0.05 lr=0.5"] == (800, 64, 0.5)  # 100 * 4^1.5 steps, 16 * 4 samples a batch
     assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
     assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis

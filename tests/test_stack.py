@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
-
 from conftest import answers, start_ray_nodes, stop_ray_nodes, wait_until
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).parents[1]
 DOCKER = ROOT / "docker"
 BIN = Path(sys.executable).parent
-PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None) if Path("/usr/lib/postgresql").is_dir() else None
+PG_BIN = (
+    next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"))), None)
+    if Path("/usr/lib/postgresql").is_dir()
+    else None
+)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -29,17 +32,35 @@ def _compose() -> dict:
     return yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="needs Debian's docker-compose (make test installs it as root)")
+@pytest.mark.skipif(
+    shutil.which("docker-compose") is None, reason="needs Debian's docker-compose (make test installs it as root)"
+)
 def test_compose_file_validates_with_the_example_env(tmp_path):
     env = tmp_path / ".env"
     shutil.copy(DOCKER / ".env.example", env)
-    result = subprocess.run(["docker-compose", "--env-file", str(env), "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["docker-compose", "--env-file", str(env), "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     (tmp_path / "empty.env").write_text("")
-    missing = subprocess.run(["docker-compose", "--env-file", str(tmp_path / "empty.env"), "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
-                             capture_output=True, text=True)
-    assert missing.returncode != 0 and "set POSTGRES_USER in docker/.env" in missing.stderr  # secrets come from .env only
+    missing = subprocess.run(
+        [
+            "docker-compose",
+            "--env-file",
+            str(tmp_path / "empty.env"),
+            "-f",
+            str(DOCKER / "docker-compose.yml"),
+            "config",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        missing.returncode != 0 and "set POSTGRES_USER in docker/.env" in missing.stderr
+    )  # secrets come from .env only
 
 
 def test_every_service_is_healthchecked_gated_and_published_on_loopback_only():
@@ -56,10 +77,16 @@ def test_every_service_is_healthchecked_gated_and_published_on_loopback_only():
             assert volume.split(":")[0] in compose["volumes"], (name, volume)  # named volumes, nothing lost on restart
     for node in ("ray-head", "ray-worker"):
         assert re.fullmatch(r"\d+gb", services[node]["shm_size"])
-        assert services[node]["environment"]["RAY_AUTH_MODE"] == "token" and "RAY_AUTH_TOKEN" in services[node]["environment"]
+        assert (
+            services[node]["environment"]["RAY_AUTH_MODE"] == "token"
+            and "RAY_AUTH_TOKEN" in services[node]["environment"]
+        )
     assert "postgresql+psycopg2://" in services["mlflow"]["command"]  # SQLAlchemy 2.1 would pick psycopg 3
     assert re.search(r'--allowed-hosts "[^"]*mlflow:5000', services["mlflow"]["command"])
-    assert ".env" in subprocess.run(["git", "check-ignore", "docker/.env"], capture_output=True, text=True, cwd=ROOT).stdout
+    assert (
+        ".env"
+        in subprocess.run(["git", "check-ignore", "docker/.env"], capture_output=True, text=True, cwd=ROOT).stdout
+    )
 
 
 def test_the_commands_the_images_run_exist():
@@ -93,16 +120,38 @@ def postgres(free_port):
     shutil.chown(data, "postgres", "postgres")
     as_postgres = ["runuser", "-u", "postgres", "--"]
     port = free_port()
-    subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres"],
-                   check=True, capture_output=True)
-    subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-l", str(data / "log"), "-w", "start",
-                    "-o", f"-h 127.0.0.1 -p {port} -k {data}"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_postgres, str(PG_BIN / "initdb"), "-D", str(data / "db"), "--auth=trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_postgres,
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(data / "db"),
+            "-l",
+            str(data / "log"),
+            "-w",
+            "start",
+            "-o",
+            f"-h 127.0.0.1 -p {port} -k {data}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        subprocess.run([*as_postgres, str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "mlflow"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [*as_postgres, str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "mlflow"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/mlflow"
     finally:
-        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-m", "fast", "stop"], capture_output=True)
+        subprocess.run(
+            [*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data / "db"), "-m", "fast", "stop"], capture_output=True
+        )
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -111,10 +160,24 @@ def mlflow_on_postgres(postgres, free_port, tmp_path):
     """`mlflow server` as the compose file runs it, on that database, artifacts served from a folder."""
     port = free_port()
     proc = subprocess.Popen(
-        [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", postgres, "--artifacts-destination", str(tmp_path / "mlartifacts"),
-         "--allowed-hosts", f"localhost,localhost:{port},127.0.0.1,127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            postgres,
+            "--artifacts-destination",
+            str(tmp_path / "mlartifacts"),
+            "--allowed-hosts",
+            f"localhost,localhost:{port},127.0.0.1,127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -136,23 +199,42 @@ def two_nodes(free_port):
 
 def _page(url: str) -> str:
     """The DOM of a page after its scripts ran, from headless Chromium."""
-    result = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
-                             "--dump-dom", url], capture_output=True, text=True)
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+    )
     return result.stdout
 
 
 def test_the_stack_on_loopback_runs_a_submitted_sweep_on_two_nodes(mlflow_on_postgres, two_nodes, tmp_path):
     home = tmp_path / "home"  # one path both nodes see, as the compose file's shared volume
     result = subprocess.run(
-        [str(BIN / "vitsweep"), "submit", "sweeps/attention.yaml", "--address", two_nodes, "--tracking-uri", mlflow_on_postgres,
-         "--home", str(home), "--follow"],
-        capture_output=True, text=True, cwd=ROOT,
+        [
+            str(BIN / "vitsweep"),
+            "submit",
+            "sweeps/attention.yaml",
+            "--address",
+            two_nodes,
+            "--tracking-uri",
+            mlflow_on_postgres,
+            "--home",
+            str(home),
+            "--follow",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["failed_trials"] == [] and summary["trainings"] == 64  # 4 trials of 16 models, ~9 s each
-    nodes = {json.loads(line)["node_id"] for f in (home / "ray" / summary["sweep_id"]).glob("*/result.json")
-             for line in f.read_text().splitlines() if line.strip()}
+    nodes = {
+        json.loads(line)["node_id"]
+        for f in (home / "ray" / summary["sweep_id"]).glob("*/result.json")
+        for line in f.read_text().splitlines()
+        if line.strip()
+    }
     assert len(nodes) == 2  # the trials ran on both nodes
     client = MlflowClient(mlflow_on_postgres)
     parent = client.get_run(summary["mlflow_parent_run_id"])

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from conftest import start_ray_nodes, stop_ray_nodes
 from services.cli import app
 
 BIN = Path(sys.executable).parent
@@ -30,7 +30,9 @@ def test_submit_runs_the_sweep_as_a_ray_job(ray_head, tmp_path):
     home = tmp_path / "home"
     result = subprocess.run(
         [str(BIN / "vitsweep"), "submit", "sweeps/smoke.yaml", "--address", ray_head, "--home", str(home), "--follow"],
-        capture_output=True, text=True, cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
@@ -51,7 +53,9 @@ def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
     from services.execution import jobs
 
     class Head:
-        def __init__(self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"):
+        def __init__(
+            self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"
+        ):
             self.busy, self.error, self.calls = busy, error, 0
 
         def submit_job(self, **job):

@@ -25,9 +25,15 @@ def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
 def test_outcome_classes_separate_generalisation_failures_from_unfinished_and_diverged_models():
     from vit_core.outcomes import outcome, summarize_by_n
 
-    assert [outcome(True, 0.0, False), outcome(False, 0.0, True), outcome(False, 0.0, False), outcome(False, 0.1, False)] == \
-        ["diverged", "succeeded", "failed_converged", "not_converged"]
-    short = train_pack(SMALL, ModelConfig(), TrainConfig(max_steps=2, eval_every=1, n_test=100), [40, 40], [0, 1], lr=[0.01, 1e35])
+    assert [
+        outcome(True, 0.0, False),
+        outcome(False, 0.0, True),
+        outcome(False, 0.0, False),
+        outcome(False, 0.1, False),
+    ] == ["diverged", "succeeded", "failed_converged", "not_converged"]
+    short = train_pack(
+        SMALL, ModelConfig(), TrainConfig(max_steps=2, eval_every=1, n_test=100), [40, 40], [0, 1], lr=[0.01, 1e35]
+    )
     assert short.outcomes() == ["not_converged", "diverged"]  # two steps at a tiny step size cannot fit 40 samples
     (row,) = summarize_by_n(short.records())
     assert row["success_rate"] is None and (row["not_converged"], row["diverged"], row["succeeded"]) == (1, 1, 0)
@@ -42,7 +48,9 @@ def test_a_model_trains_the_same_alone_and_in_a_pack():
         assert alone.steps[0] == pack.steps[k]
         assert alone.iterations_to_zero[0] == pack.iterations_to_zero[k]
         for name in ("test_error", "test_loss", "attention_mass"):
-            np.testing.assert_allclose(alone.curves[name][:, 0], pack.curves[name][: len(alone.eval_steps), k], atol=1e-4)
+            np.testing.assert_allclose(
+                alone.curves[name][:, 0], pack.curves[name][: len(alone.eval_steps), k], atol=1e-4
+            )
 
 
 def test_diverging_model_is_flagged_and_frozen_while_the_rest_train():
@@ -77,9 +85,16 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
     def run():
         scored = []
         real = T.outputs
-        monkeypatch.setattr(T, "outputs", lambda model, tokens, *a: scored.append(model.K * tokens.shape[1]) or real(model, tokens, *a))
-        r = train_pack(TokenDataConfig(n_tokens=40, alpha_star=0.2), ModelConfig(kind="cnn"), TrainConfig(max_steps=4000, n_test=200),
-                       [40, 80, 160], [0, 1, 2])
+        monkeypatch.setattr(
+            T, "outputs", lambda model, tokens, *a: scored.append(model.K * tokens.shape[1]) or real(model, tokens, *a)
+        )
+        r = train_pack(
+            TokenDataConfig(n_tokens=40, alpha_star=0.2),
+            ModelConfig(kind="cnn"),
+            TrainConfig(max_steps=4000, n_test=200),
+            [40, 80, 160],
+            [0, 1, 2],
+        )
         return r, sum(scored)
 
     filtered, scored = run()
@@ -119,14 +134,18 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
                 torch.testing.assert_close(got[name][k], source[name][k])
     scored = []
     forward = PackedModel.forward
-    monkeypatch.setattr(PackedModel, "forward", lambda self, X, keep=None: scored.append(self.K * X.shape[-3]) or forward(self, X, keep))
+    monkeypatch.setattr(
+        PackedModel, "forward", lambda self, X, keep=None: scored.append(self.K * X.shape[-3]) or forward(self, X, keep)
+    )
     assert _evaluate_test(model, test, None, train, torch.tensor([True] * 3))["error"][0] == 1 / 300
     assert sum(scored) == 3 * 100 + 200  # every model on the subset, model 0 on the other 200
 
 
 def test_unsettled_models_run_to_max_steps():
     hard = TokenDataConfig(n_tokens=40, alpha_star=0.1)
-    r = train_pack(hard, ModelConfig(kind="cnn"), TrainConfig(max_steps=40, eval_every=20, n_test=100), [50, 50], [0, 1])
+    r = train_pack(
+        hard, ModelConfig(kind="cnn"), TrainConfig(max_steps=40, eval_every=20, n_test=100), [50, 50], [0, 1]
+    )
     assert (r.steps == 40).all() and not r.settled.any()
     assert r.eval_steps.tolist() == [0, 20, 40]
 
@@ -134,7 +153,9 @@ def test_unsettled_models_run_to_max_steps():
 def test_attention_concentrates_on_label_relevant_tokens_during_training():
     """Prop. 2: the attention mass on label-relevant tokens grows with SGD."""
     data = TokenDataConfig(n_tokens=40, alpha_star=0.2)
-    r = train_pack(data, ModelConfig(init="random", qk_gain=0.5), TrainConfig(max_steps=400, n_test=200), [40] * 3, [0, 1, 2])
+    r = train_pack(
+        data, ModelConfig(init="random", qk_gain=0.5), TrainConfig(max_steps=400, n_test=200), [40] * 3, [0, 1, 2]
+    )
     mass = r.curves["attention_mass"]
     assert (mass[0] < 0.3).all()  # near uniform at a random start: about alpha_star
     assert (mass[-1] > mass[0] + 0.2).all()

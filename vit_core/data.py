@@ -50,13 +50,17 @@ class TokenDataConfig:
     n_patterns: int = param(20, "M, the number of patterns; 0 and 1 are the discriminative ones")
     n_tokens: int = param(60, "L, tokens per sample")
     alpha_star: float = param(0.3, "alpha*, the mean fraction of label-relevant tokens")
-    alpha_confusion: float | None = param(None, "alpha#, the mean fraction of confusion tokens (default: confusion_ratio * alpha*)")
+    alpha_confusion: float | None = param(
+        None, "alpha#, the mean fraction of confusion tokens (default: confusion_ratio * alpha*)"
+    )
     confusion_ratio: float = param(1 / 6, "alpha# / alpha* when alpha_confusion is not given")
     tau: float = param(0.3, "bound on a token's noise norm (norm uniform on [0, tau])")
     counts: Literal["fixed", "binomial"] = param("fixed", "per-sample token counts: fixed round(alpha*·L), or binomial")
     patterns: Literal["orthonormal", "gaussian"] = param("orthonormal", "orthonormal patterns, or random unit vectors")
     pattern_seed: int = param(0, "seed of the patterns, shared by every model")
-    sparsify: SparsifyStrategy = param("all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens")
+    sparsify: SparsifyStrategy = param(
+        "all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens"
+    )
     sparsify_k: int = param(0, "tokens removed per sample by sparsify")
 
     def __post_init__(self) -> None:
@@ -108,7 +112,11 @@ def _check(cfg: TokenDataConfig) -> None:
         if n_rel < 1:
             fail("alpha_star", cfg.alpha_star, f"rounds to 0 label-relevant tokens of n_tokens={cfg.n_tokens}")
         if n_conf >= n_rel:
-            fail("alpha_confusion", conf, f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones")
+            fail(
+                "alpha_confusion",
+                conf,
+                f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones",
+            )
     irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts == "binomial"
     if irrelevant and cfg.n_patterns < 3:
         fail("n_patterns", cfg.n_patterns, "needs >= 3 (2 discriminative + label-irrelevant ones)")
@@ -167,7 +175,9 @@ def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.
     return n_rel, n_conf
 
 
-def _sample_block(cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.random.Generator, gen: torch.Generator) -> TokenBatch:
+def _sample_block(
+    cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.random.Generator, gen: torch.Generator
+) -> TokenBatch:
     """n samples from one block's random streams (numpy for the discrete choices, torch for the noise)."""
     L = cfg.n_tokens
     labels = rng.choice(np.array([-1, 1]), n)
@@ -180,12 +190,16 @@ def _sample_block(cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.
     ).astype(np.int8)
     own = np.where(labels > 0, 0, 1)[:, None]  # pattern 0 is class +1's, pattern 1 class -1's
     irrelevant_pattern = rng.integers(2, max(cfg.n_patterns, 3), (n, L))
-    pattern_index = np.where(kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern))
+    pattern_index = np.where(
+        kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern)
+    )
     noise_norm = cfg.tau * rng.random((n, L))
     norm = torch.from_numpy(noise_norm.astype(np.float32))
     tokens = torch.randn((n, L, cfg.dim), generator=gen)  # a uniform direction, scaled to its norm, plus the pattern
     tokens *= (norm / torch.linalg.vector_norm(tokens, dim=-1)).unsqueeze(-1)
-    tokens += patterns.index_select(0, torch.from_numpy(pattern_index).view(-1)).view(tokens.shape)  # 3.5x faster than patterns[index]
+    tokens += patterns.index_select(0, torch.from_numpy(pattern_index).view(-1)).view(
+        tokens.shape
+    )  # 3.5x faster than patterns[index]
     keep = keep_mask(kinds, noise_norm, cfg.sparsify, cfg.sparsify_k, rng)
     return TokenBatch(
         tokens=tokens,
@@ -203,9 +217,14 @@ def blocks_of(n: int, start: int) -> tuple[range, slice]:
     return range(first, -(-(start + n) // BLOCK)), slice(start - first * BLOCK, start - first * BLOCK + n)
 
 
-def sample_tokens(cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+def sample_tokens(
+    cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0
+) -> TokenBatch:
     """Samples [start, start + n) of (seed, stream): the same samples whatever n and start."""
     patterns = torch.from_numpy(make_patterns(cfg).astype(np.float32))
     numbers, within = blocks_of(n, start)
-    blocks = [_sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b), torch_generator(seed, stream, b)) for b in numbers]
+    blocks = [
+        _sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b), torch_generator(seed, stream, b))
+        for b in numbers
+    ]
     return TokenBatch(*(torch.cat(parts)[within] for parts in zip(*(vars(b).values() for b in blocks))))

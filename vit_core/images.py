@@ -33,7 +33,9 @@ CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
 class ImageDataConfig:
     """An image dataset, its binary task and how images become patches."""
 
-    source: Literal["digits", "cifar10"] = param("digits", "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path")
+    source: Literal["digits", "cifar10"] = param(
+        "digits", "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path"
+    )
     path: str | None = param(None, "cifar10: the folder holding data_batch_1.bin ... test_batch.bin")
     patch: int = param(2, "patch side in pixels (it must divide the image side)")
     permute_pixels: bool = param(False, "shuffle every image's pixels by one fixed permutation before cutting patches")
@@ -43,8 +45,14 @@ class ImageDataConfig:
         side = 8 if self.source == "digits" else 32
         if self.patch < 1 or side % self.patch:
             raise ConfigError("patch", self.patch, f"must divide the image side {side}")
-        if self.source == "cifar10" and not (self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])):
-            raise ConfigError("path", self.path, "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin")
+        if self.source == "cifar10" and not (
+            self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])
+        ):
+            raise ConfigError(
+                "path",
+                self.path,
+                "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin",
+            )
 
     @property
     def n_patches(self) -> int:
@@ -60,15 +68,22 @@ class ImageDataConfig:
         pool (one pass over it at most); test stream: the first n test images (the seed is ignored)."""
         images, labels = _split(self)[0 if stream == Stream.TRAIN_DATA else 1]
         if start + n > len(images):
-            raise ValueError(f"n={start + n}: {self.source} has {len(images)} {'training' if stream == Stream.TRAIN_DATA else 'test'} images")
-        order = numpy_rng(seed, stream).permutation(len(images)) if stream == Stream.TRAIN_DATA else np.arange(len(images))
+            raise ValueError(
+                f"n={start + n}: {self.source} has {len(images)} "
+                f"{'training' if stream == Stream.TRAIN_DATA else 'test'} images"
+            )
+        order = (
+            numpy_rng(seed, stream).permutation(len(images)) if stream == Stream.TRAIN_DATA else np.arange(len(images))
+        )
         index = order[start : start + n]
         X = _patches(self, images[index])
         shape = X.shape[:2]
         return TokenBatch(
-            tokens=torch.from_numpy(X), labels=torch.from_numpy(labels[index]),
+            tokens=torch.from_numpy(X),
+            labels=torch.from_numpy(labels[index]),
             kinds=torch.full(shape, int(TokenKind.IRRELEVANT), dtype=torch.int8),
-            noise_norm=torch.zeros(shape), keep=torch.ones(shape, dtype=torch.bool),
+            noise_norm=torch.zeros(shape),
+            keep=torch.ones(shape, dtype=torch.bool),
         )
 
 

@@ -30,7 +30,9 @@ class ModelConfig:
     attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
     output_matrix: bool = param(False, "put a trained W_O (width x value_dim) between W_V and the ReLU")
     value_dim: int | None = param(None, "m_b, rows of W_V with output_matrix (default: width)")
-    init: Literal["random", "aligned"] = param("aligned", "random, or aligned with the patterns (the theory's initial model)")
+    init: Literal["random", "aligned"] = param(
+        "aligned", "random, or aligned with the patterns (the theory's initial model)"
+    )
     qk_gain: float = param(1.0, "scale of W_Q and W_K at initialisation")
     v_gain: float = param(1.0, "scale of W_V at initialisation")
     init_error: float = param(0.1, "aligned init: scale of the Gaussian error added to each matrix")
@@ -142,7 +144,9 @@ class PackedModel(nn.Module):
         H = _per_token(Z.flatten(-3, -2), self.W_V)
         if self.cfg.output_matrix:
             H = _per_token(H, self.W_O)
-        out = (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
+        out = (
+            (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)
+        )  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
         if keep is None:
             return out.mean(-1), attn
         keep = keep.to(out.dtype).expand(K, B, L)
@@ -174,7 +178,9 @@ class ShallowCNN(PackedModel):
         return X, None
 
 
-def build_model(cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], device: str | torch.device = "cpu") -> PackedModel:
+def build_model(
+    cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], device: str | torch.device = "cpu"
+) -> PackedModel:
     """A pack of len(seeds) models, model k initialised from seeds[k] alone (float32)."""
     patterns = torch.as_tensor(patterns)
     check_fits_data(cfg, patterns.shape[1], patterns.shape[0])

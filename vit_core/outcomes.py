@@ -3,7 +3,6 @@ the services read results with it without loading torch)."""
 
 import numpy as np
 
-
 OUTCOMES = ("succeeded", "failed_converged", "failed", "not_converged", "diverged")
 
 
@@ -33,16 +32,18 @@ def summarize_by_n(records: list[dict]) -> list[dict]:
         reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
         counts = {name: sum(r["outcome"] == name for r in mine) for name in OUTCOMES}
         counted = counts["succeeded"] + counts["failed_converged"] + counts["failed"]
-        rows.append({
-            "n": n,
-            "models": len(mine),
-            "success_rate": counts["succeeded"] / counted if counted else None,
-            **counts,
-            "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
-            "median_iterations_to_zero": float(np.median(reached)) if reached else None,
-            "settled": int(sum(r["settled"] for r in mine)),
-            "mean_attention_mass": _mean_or_none(np.array([r["attention_mass"] for r in mine])),
-        })
+        rows.append(
+            {
+                "n": n,
+                "models": len(mine),
+                "success_rate": counts["succeeded"] / counted if counted else None,
+                **counts,
+                "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
+                "median_iterations_to_zero": float(np.median(reached)) if reached else None,
+                "settled": int(sum(r["settled"] for r in mine)),
+                "mean_attention_mass": _mean_or_none(np.array([r["attention_mass"] for r in mine])),
+            }
+        )
     return rows
 
 

@@ -35,15 +35,31 @@ ACTIVATIONS = {"cubic": lambda z: z**3, "relu": torch.relu, "identity": lambda z
 class PositionalConfig:
     """Architecture, initialisation and relative step size of one positional-attention model."""
 
-    kind: Literal["positional", "vanilla"] = param("positional", "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus learned positional encodings")
+    kind: Literal["positional", "vanilla"] = param(
+        "positional",
+        "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus "
+        "learned positional encodings",
+    )
     activation: Literal["cubic", "relu", "identity"] = param("cubic", "sigma, applied to each patch's mixed value")
     diag: float = param(4.0, "positional: the fixed diagonal of A (each patch's score for itself)")
-    a_init: float = param(0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P")
+    a_init: float = param(
+        0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P"
+    )
     v_init: float = param(0.01, "norm of v at initialisation (a uniformly random direction)")
-    width: int = param(0, "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, averaged over patches (for images)")
-    a_lr_scale: float = param(1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)")
-    transfer: bool = param(False, "pre-train on the feature of pretrain_feature_seed, then train v only (A frozen) on this data")
-    pretrain_feature_seed: int = param(1, "transfer: seed of the pre-training feature w* (the data's feature_seed is the new w')")
+    width: int = param(
+        0,
+        "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, "
+        "averaged over patches (for images)",
+    )
+    a_lr_scale: float = param(
+        1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)"
+    )
+    transfer: bool = param(
+        False, "pre-train on the feature of pretrain_feature_seed, then train v only (A frozen) on this data"
+    )
+    pretrain_feature_seed: int = param(
+        1, "transfer: seed of the pre-training feature w* (the data's feature_seed is the new w')"
+    )
     pretrain_n: int = param(2000, "transfer: pre-training samples per model")
     pretrain_steps: int = param(2000, "transfer: pre-training SGD steps (logistic loss, batch 64)")
     pretrain_lr: float = param(0.01, "transfer: pre-training step size of v (A's is a_lr_scale times it)")
@@ -61,7 +77,9 @@ class PositionalConfig:
             if getattr(self, field) < 1:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")
 
-    def build(self, data: SpatialDataConfig | ImageDataConfig, seeds: list[int], device: str | torch.device = "cpu") -> "PositionalAttention":
+    def build(
+        self, data: SpatialDataConfig | ImageDataConfig, seeds: list[int], device: str | torch.device = "cpu"
+    ) -> "PositionalAttention":
         """A pack of len(seeds) models, model k initialised from seeds[k] alone."""
         D, d = data.n_patches, data.dim
         params: dict[str, list[Tensor]] = {}
@@ -75,7 +93,9 @@ class PositionalConfig:
                 params.setdefault("W_K", []).append(torch.eye(d))
             if self.width:
                 params.setdefault("W_V", []).append(torch.randn(self.width, d, generator=gen) / d**0.5)
-                params.setdefault("a", []).append((torch.randint(0, 2, (self.width,), generator=gen) * 2 - 1) / self.width**0.5)
+                params.setdefault("a", []).append(
+                    (torch.randint(0, 2, (self.width,), generator=gen) * 2 - 1) / self.width**0.5
+                )
             else:
                 direction = torch.randn(d, generator=gen)
                 params.setdefault("v", []).append(self.v_init * direction / direction.norm())
@@ -92,10 +112,23 @@ class PositionalConfig:
         """The attention's parameters after pre-training each model from scratch on the same
         sets with the feature of ``pretrain_feature_seed``, on samples of its own (seed + PRETRAIN_SEEDS)."""
         source = dataclasses.replace(data, feature_seed=self.pretrain_feature_seed)
-        train = TrainConfig(lr=self.pretrain_lr, batch_size=64, max_steps=self.pretrain_steps, eval_every=self.pretrain_steps,
-                            n_test=100, eval_subset=100, loss="logistic")
-        result = train_pack(source, dataclasses.replace(self, transfer=False), train, [self.pretrain_n] * len(seeds),
-                            [s + PRETRAIN_SEEDS for s in seeds], device=device)
+        train = TrainConfig(
+            lr=self.pretrain_lr,
+            batch_size=64,
+            max_steps=self.pretrain_steps,
+            eval_every=self.pretrain_steps,
+            n_test=100,
+            eval_subset=100,
+            loss="logistic",
+        )
+        result = train_pack(
+            source,
+            dataclasses.replace(self, transfer=False),
+            train,
+            [self.pretrain_n] * len(seeds),
+            [s + PRETRAIN_SEEDS for s in seeds],
+            device=device,
+        )
         return {name: torch.from_numpy(value).float() for name, value in result.snapshots.items() if name in ATTENTION}
 
 
@@ -112,7 +145,9 @@ class PositionalAttention(nn.Module):
     ``same_set`` (D, D) and ``w_star`` (d,) are the data's truth where it has one (synthetic
     data): then the models report patch association and cos(v, w*) at every evaluation."""
 
-    def __init__(self, cfg: PositionalConfig, params: dict[str, Tensor], same_set: Tensor | None, w_star: Tensor | None):
+    def __init__(
+        self, cfg: PositionalConfig, params: dict[str, Tensor], same_set: Tensor | None, w_star: Tensor | None
+    ):
         super().__init__()
         self.cfg = cfg
         for name, value in params.items():  # transfer: the attention stays as pre-trained
@@ -172,7 +207,9 @@ class PositionalAttention(nn.Module):
 
     def snapshot(self) -> dict[str, Tensor]:
         """The attention's parameters (what transfer starts from) and its positional scores."""
-        return {name: p.detach() for name, p in self.named_parameters() if name in ATTENTION} | {"scores": self.scores().detach()}
+        return {name: p.detach() for name, p in self.named_parameters() if name in ATTENTION} | {
+            "scores": self.scores().detach()
+        }
 
     def select(self, index: Tensor) -> "PositionalAttention":
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""

@@ -37,10 +37,15 @@ class SpatialDataConfig:
     n_patches: int = param(10, "D, patches per sample")
     set_size: int = param(2, "C, patches per set (D must be a multiple of C)")
     dim: int = param(30, "d, the patch dimension")
-    partition: Literal["random", "blocks"] = param("random", "sets: random (non-contiguous) groups, or contiguous blocks of a square grid")
+    partition: Literal["random", "blocks"] = param(
+        "random", "sets: random (non-contiguous) groups, or contiguous blocks of a square grid"
+    )
     q: float = param(0.3, "probability that a patch outside the signal set carries +-w* (q/2 each sign)")
     sigma2: float | None = param(None, "variance of the noise xi (default: 1/d)")
-    labels: Literal["threshold", "cnn"] = param("threshold", "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)")
+    labels: Literal["threshold", "cnn"] = param(
+        "threshold",
+        "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)",
+    )
     teacher_width: int = param(8, "hidden units of the labelling CNN (labels=cnn)")
     structure_seed: int = param(0, "seed of the sets and of the labelling CNN, shared by every model")
     feature_seed: int = param(0, "seed of the feature w* (transfer: a new feature, the same sets)")
@@ -52,7 +57,12 @@ class SpatialDataConfig:
         if self.n_patches % self.set_size:
             raise ConfigError("set_size", self.set_size, f"must divide n_patches={self.n_patches}")
         if self.partition == "blocks" and _grid_block(self.n_patches, self.set_size) is None:
-            raise ConfigError("partition", self.partition, f"blocks need square n_patches={self.n_patches} and set_size={self.set_size} whose side divides the grid's")
+            raise ConfigError(
+                "partition",
+                self.partition,
+                f"blocks need square n_patches={self.n_patches} and set_size={self.set_size} whose side divides the "
+                "grid's",
+            )
         if not 0 <= self.q <= 1:
             raise ConfigError("q", self.q, "must lie in [0, 1]")
         if self.sigma2 is not None and self.sigma2 < 0:
@@ -139,14 +149,20 @@ def _cnn_block(cfg: SpatialDataConfig, sets: np.ndarray, n: int, rng: np.random.
     return X, np.where(score > 0, 1.0, -1.0), np.zeros((n, cfg.n_patches), dtype=bool)
 
 
-def sample_patches(cfg: SpatialDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+def sample_patches(
+    cfg: SpatialDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0
+) -> TokenBatch:
     """Samples [start, start + n) of (seed, stream): the same samples whatever n and start."""
     sets, w = patch_sets(cfg), feature(cfg)
     parts = []
     numbers, within = blocks_of(n, start)
     for b in numbers:
         rng = numpy_rng(seed, stream, b)
-        parts.append(_threshold_block(cfg, sets, w, BLOCK, rng) if cfg.labels == "threshold" else _cnn_block(cfg, sets, BLOCK, rng))
+        parts.append(
+            _threshold_block(cfg, sets, w, BLOCK, rng)
+            if cfg.labels == "threshold"
+            else _cnn_block(cfg, sets, BLOCK, rng)
+        )
     X, y, signal = (np.concatenate(p)[within] for p in zip(*parts))
     kinds = np.where(signal, TokenKind.RELEVANT, TokenKind.IRRELEVANT).astype(np.int8)
     noise = X - (X @ w)[..., None] * w

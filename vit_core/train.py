@@ -48,13 +48,24 @@ class TrainConfig:
     n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
     eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
     test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
-    eval_batch: int = param(25, "samples per forward pass during evaluation (bounds memory; 25 scored a ViT at L = 120 1.7x faster than 100 on a CPU core)")
-    loss: Literal["hinge", "logistic"] = param("hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)")
+    eval_batch: int = param(
+        25,
+        "samples per forward pass during evaluation (bounds memory; 25 scored a ViT at L = 120 1.7x faster than 100 "
+        "on a CPU core)",
+    )
+    loss: Literal["hinge", "logistic"] = param(
+        "hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)"
+    )
     protocol: Literal["multi_pass", "one_pass"] = param(
-        "multi_pass", "multi_pass: N samples drawn once, mini-batches drawn from them until the training loss is 0; "
-        "one_pass: a fresh mini-batch every step, never reused, so N = B·t by step t (one run gives every N)")
-    eval_ratio: float = param(1.1, "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
-                              "then on a geometric grid of this ratio (N* resolves to this precision)")
+        "multi_pass",
+        "multi_pass: N samples drawn once, mini-batches drawn from them until the training loss is 0; "
+        "one_pass: a fresh mini-batch every step, never reused, so N = B·t by step t (one run gives every N)",
+    )
+    eval_ratio: float = param(
+        1.1,
+        "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
+        "then on a geometric grid of this ratio (N* resolves to this precision)",
+    )
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
@@ -93,7 +104,9 @@ class PackResult:
     eval_steps: np.ndarray
     curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
     wall_s: float
-    snapshots: dict[str, np.ndarray] = field(default_factory=dict)  # a pack's snapshot() arrays, (K, ...), when it stopped
+    snapshots: dict[str, np.ndarray] = field(
+        default_factory=dict
+    )  # a pack's snapshot() arrays, (K, ...), when it stopped
     protocol: str = "multi_pass"
     batch_size: int = 16
 
@@ -103,7 +116,10 @@ class PackResult:
 
     def outcomes(self) -> list[str]:
         """Each model's outcome class (see OUTCOMES) when it stopped."""
-        return [outcome(bool(d), float(train_error), bool(s)) for d, train_error, s in zip(self.diverged, self.final["train_error"], self.success)]
+        return [
+            outcome(bool(d), float(train_error), bool(s))
+            for d, train_error, s in zip(self.diverged, self.final["train_error"], self.success)
+        ]
 
     def records(self) -> list[dict]:
         """Every record of every model (see model_records), model after model."""
@@ -116,11 +132,21 @@ class PackResult:
         evaluation, and the model's first and stable N (``n_first_zero``, ``n_stable``; -1: never)."""
         if self.protocol == "one_pass":
             return self._one_pass_records(k)
-        columns = {"n_train": "n_train", "seed": "seeds", "lr": "lr", "success": "success", "diverged": "diverged", "settled": "settled",
-                   "steps": "steps", "iterations_to_zero": "iterations_to_zero"}  # record key -> array
-        return [{key: getattr(self, array)[k].item() for key, array in columns.items()}
-                | {"outcome": outcome(bool(self.diverged[k]), float(self.final["train_error"][k]), bool(self.success[k]))}
-                | {name: float(v[k]) for name, v in self.final.items()}]
+        columns = {
+            "n_train": "n_train",
+            "seed": "seeds",
+            "lr": "lr",
+            "success": "success",
+            "diverged": "diverged",
+            "settled": "settled",
+            "steps": "steps",
+            "iterations_to_zero": "iterations_to_zero",
+        }  # record key -> array
+        return [
+            {key: getattr(self, array)[k].item() for key, array in columns.items()}
+            | {"outcome": outcome(bool(self.diverged[k]), float(self.final["train_error"][k]), bool(self.success[k]))}
+            | {name: float(v[k]) for name, v in self.final.items()}
+        ]
 
     def _one_pass_records(self, k: int) -> list[dict]:
         """Model k's record at every evaluated step t > 0 of its run (N = B·t)."""
@@ -129,15 +155,29 @@ class PackResult:
         stable = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the rows from here on are all zero
         stable_step = int(self.eval_steps[rows[stable]]) if stable < len(rows) else -1
         first, B, diverged = int(self.iterations_to_zero[k]), self.batch_size, bool(self.diverged[k])
-        common = {"seed": int(self.seeds[k]), "lr": float(self.lr[k]), "diverged": diverged, "settled": False, "batch_size": B,
-                  "n_first_zero": B * first if first >= 0 else -1, "n_stable": B * stable_step if stable_step >= 0 and not diverged else -1}
+        common = {
+            "seed": int(self.seeds[k]),
+            "lr": float(self.lr[k]),
+            "diverged": diverged,
+            "settled": False,
+            "batch_size": B,
+            "n_first_zero": B * first if first >= 0 else -1,
+            "n_stable": B * stable_step if stable_step >= 0 and not diverged else -1,
+        }
         records = []
         for i, row in enumerate(rows):
             step, success = int(self.eval_steps[row]), not diverged and i >= stable
-            records.append({"n_train": B * step, **common, "success": success, "steps": step,
-                            "iterations_to_zero": first if 0 <= first <= step else -1,
-                            "outcome": "diverged" if diverged else ("succeeded" if success else "failed")}
-                           | {name: float(v[row, k]) for name, v in self.curves.items()})
+            records.append(
+                {
+                    "n_train": B * step,
+                    **common,
+                    "success": success,
+                    "steps": step,
+                    "iterations_to_zero": first if 0 <= first <= step else -1,
+                    "outcome": "diverged" if diverged else ("succeeded" if success else "failed"),
+                }
+                | {name: float(v[row, k]) for name, v in self.curves.items()}
+            )
         return records
 
 
@@ -219,7 +259,9 @@ class FreshBatches:
         if self.consumed + self.B > self.made:
             n = self.CHUNK * self.B
             parts = [self.data.sample(n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
-            self._buffer = TokenBatch(*(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts))))
+            self._buffer = TokenBatch(
+                *(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts)))
+            )
             self.made += n
         at = self.consumed - (self.made - self._buffer.labels.shape[1])
         self.consumed += self.B
@@ -287,8 +329,13 @@ def errors(F: Tensor, y: Tensor) -> Tensor:
 
 
 def evaluate(
-    model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
-    kinds: Tensor | None = None, loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
+    model: "Packed",
+    tokens: Tensor,
+    labels: Tensor,
+    keep: Tensor | None,
+    chunk: int,
+    kinds: Tensor | None = None,
+    loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
 ) -> dict[str, Tensor]:
     """Per-model error rate, hinge loss and (given ``kinds``, ViT only) attention mass.
 
@@ -296,13 +343,20 @@ def evaluate(
     mass is Prop. 2's quantity: the attention a label-relevant query puts on label-relevant keys,
     summed over keys, averaged over queries.
     """
-    return {name: total / tokens.shape[-3] for name, total in _sums(model, tokens, labels, keep, chunk, kinds, loss).items()}
+    return {
+        name: total / tokens.shape[-3] for name, total in _sums(model, tokens, labels, keep, chunk, kinds, loss).items()
+    }
 
 
 @torch.no_grad()
 def _sums(
-    model: "Packed", tokens: Tensor, labels: Tensor, keep: Tensor | None, chunk: int,
-    kinds: Tensor | None, loss: Callable[[Tensor, Tensor], Tensor],
+    model: "Packed",
+    tokens: Tensor,
+    labels: Tensor,
+    keep: Tensor | None,
+    chunk: int,
+    kinds: Tensor | None,
+    loss: Callable[[Tensor, Tensor], Tensor],
 ) -> dict[str, Tensor]:
     """evaluate's metrics summed over the samples instead of averaged (sums of parts add up)."""
     K, n = model.K, tokens.shape[-3]
@@ -365,7 +419,13 @@ class _Pack:
 
     SETTLE_STREAK = 3  # zero-loss mini-batches in a row before the whole training set is checked
 
-    def __init__(self, model: "Packed", sets: "TrainSets | FreshBatches", step_size: Tensor, loss: Callable[[Tensor, Tensor], Tensor]):
+    def __init__(
+        self,
+        model: "Packed",
+        sets: "TrainSets | FreshBatches",
+        step_size: Tensor,
+        loss: Callable[[Tensor, Tensor], Tensor],
+    ):
         self.model, self.sets, self.step_size, self.loss = model, sets, step_size, loss
         self.ids = torch.arange(model.K)
         self.window = torch.zeros(2, model.K, device=step_size.device)
@@ -417,7 +477,9 @@ class _Pack:
             idx = self._clear_of_failures(torch.nonzero(self.zero_streak >= self.SETTLE_STREAK).squeeze(1), chunk)
         for n in s.n[idx].unique().tolist():  # models of one N at a time: no padding is scored
             group = idx[s.n[idx] == n]
-            F = outputs(self.model.select(group), s.tokens[group, :n], None if s.keep is None else s.keep[group, :n], chunk)
+            F = outputs(
+                self.model.select(group), s.tokens[group, :n], None if s.keep is None else s.keep[group, :n], chunk
+            )
             y = s.labels[group, :n]
             per_sample = self.loss(F, y)
             s.failing[group, :n] = per_sample > 0
@@ -447,7 +509,13 @@ class _Pack:
 def outputs(model: "Packed", tokens: Tensor, keep: Tensor | None, chunk: int) -> Tensor:
     """Each model's outputs F (K, n) on its own samples ``tokens`` (K, n, L, d), ``chunk`` at a time."""
     n = tokens.shape[1]
-    return torch.cat([model(tokens[:, i:i + chunk], None if keep is None else keep[:, i:i + chunk])[0] for i in range(0, n, chunk)], 1)
+    return torch.cat(
+        [
+            model(tokens[:, i : i + chunk], None if keep is None else keep[:, i : i + chunk])[0]
+            for i in range(0, n, chunk)
+        ],
+        1,
+    )
 
 
 def train_pack(
@@ -470,7 +538,9 @@ def train_pack(
         raise ValueError("n_train, seeds and lr must have one entry per model")
     one_pass = train.protocol == "one_pass"
     if min(n_train) < (train.batch_size if one_pass else 1):
-        raise ValueError(f"n_train={min(n_train)}: every model needs at least {'one batch of' if one_pass else '1'} training sample")
+        raise ValueError(
+            f"n_train={min(n_train)}: every model needs at least {'one batch of' if one_pass else '1'} training sample"
+        )
     keep_freed_memory()
     start, K = time.perf_counter(), len(seeds)
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
@@ -480,9 +550,15 @@ def train_pack(
     test_keep = None if test.keep.all() else test.keep
     model = model_cfg.build(data, seeds, device)
     lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
-    sets = FreshBatches(data, seeds, train.batch_size, device) if one_pass else TrainSets(data, n_train, seeds, train.batch_size, device)
+    sets = (
+        FreshBatches(data, seeds, train.batch_size, device)
+        if one_pass
+        else TrainSets(data, n_train, seeds, train.batch_size, device)
+    )
     pack = _Pack(model, sets, lr_tensor, LOSSES[train.loss])
-    budget = torch.tensor([min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train])
+    budget = torch.tensor(
+        [min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train]
+    )
     grid = set(train.evaluation_steps(int(budget.max())))
     rec = _Recorder(K, getattr(model, "metric_names", ()))
     for step in range(int(budget.max()) + 1):
@@ -493,7 +569,9 @@ def train_pack(
             diverged = ~(torch.isfinite(on_train["loss"]) & _finite_params(pack.model))
             settled = exact & (on_train["loss"] == 0) & ~diverged
             first_zero_unknown = torch.from_numpy(rec.iterations_to_zero[pack.ids.numpy()] < 0).to(device)
-            decisive = first_zero_unknown | diverged | settled | ending | one_pass  # one_pass: every zero counts for stability
+            decisive = (
+                first_zero_unknown | diverged | settled | ending | one_pass
+            )  # one_pass: every zero counts for stability
             on_test = _evaluate_test(pack.model, test, test_keep, train, decisive)
             extra = pack.model.metrics() if rec.extra else {}
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
@@ -525,9 +603,13 @@ class _Recorder:
         self.iterations_to_zero = np.full(K, -1)
         self.snapshots: dict[str, np.ndarray] = {}
 
-    def add(self, step: int, ids: Tensor, on_test: dict, on_train: dict, extra: dict, diverged: Tensor, settled: Tensor) -> None:
+    def add(
+        self, step: int, ids: Tensor, on_test: dict, on_train: dict, extra: dict, diverged: Tensor, settled: Tensor
+    ) -> None:
         ids = ids.numpy()
-        values = {f"test_{k}": on_test[k] for k in ("error", "loss")} | {f"train_{k}": on_train[k] for k in ("error", "loss")}
+        values = {f"test_{k}": on_test[k] for k in ("error", "loss")} | {
+            f"train_{k}": on_train[k] for k in ("error", "loss")
+        }
         values |= {"attention_mass": on_test["attention_mass"], **extra}
         for name, v in values.items():
             self.last[name][ids] = v.double().cpu().numpy()

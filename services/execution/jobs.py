@@ -6,23 +6,28 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # read at Ray's import: Ray 2.60 heads require their token
-from ray.job_submission import JobSubmissionClient  # noqa: E402
+from ray.job_submission import JobSubmissionClient
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]
 AGENT_WAIT_S = 60  # a head answers "No available agent" for a while after it starts
 
 
-def submit(spec_path: Path, spec_name: str, address: str, tracking_uri: str | None, home: str | None) -> tuple[JobSubmissionClient, str]:
+def submit(
+    spec_path: Path, spec_name: str, address: str, tracking_uri: str | None, home: str | None
+) -> tuple[JobSubmissionClient, str]:
     """Upload the project (its working tree, less UPLOAD_EXCLUDES) and start `vitsweep run` of the
     spec on the cluster at ``address``: (the client, the job id)."""
     command = ["vitsweep", "run", spec_path.resolve().relative_to(PROJECT_ROOT).as_posix(), "--json"]
     command += ["--tracking-uri", tracking_uri] if tracking_uri else []
     command += ["--home", home] if home else []
     client = JobSubmissionClient(address)
-    job_id = submit_when_ready(client, entrypoint=" ".join(map(shlex.quote, command)),
-                               runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
-                               metadata={"vitsweep.spec": spec_name})
+    job_id = submit_when_ready(
+        client,
+        entrypoint=" ".join(map(shlex.quote, command)),
+        runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
+        metadata={"vitsweep.spec": spec_name},
+    )
     return client, job_id
 
 

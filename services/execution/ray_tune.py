@@ -16,14 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # read at Ray's import: Tune's console tables off, vitsweep shows its own progress
-import ray  # noqa: E402
-from ray import tune  # noqa: E402
-from ray.tune.search import Searcher  # noqa: E402
+import ray
+from ray import tune
+from ray.tune.search import Searcher
 
-from services.nstar import NStarSearch  # noqa: E402
-from services.packs import Pack, packs  # noqa: E402
-from services.results import Cell, CellResult, ModelRecord, SweepResult, latest_budget  # noqa: E402
+from services.nstar import NStarSearch
+from services.packs import Pack, packs
+from services.results import Cell, CellResult, ModelRecord, SweepResult, latest_budget
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -74,8 +73,15 @@ def start_local_ray(**init) -> None:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
 
 
-def run_sweep(spec: "SweepSpec", sweep_id: str, home: Path, trainable, on_trial_done=None, resume: bool = False,
-              cache: Path | None = None) -> SweepResult:
+def run_sweep(
+    spec: "SweepSpec",
+    sweep_id: str,
+    home: Path,
+    trainable,
+    on_trial_done=None,
+    resume: bool = False,
+    cache: Path | None = None,
+) -> SweepResult:
     """Run every pack of the spec through Ray Tune; Ray must already be started.
 
     ``on_trial_done(trials_done, trials_failed, models_trained)`` follows progress. A trial that
@@ -86,8 +92,10 @@ def run_sweep(spec: "SweepSpec", sweep_id: str, home: Path, trainable, on_trial_
     """
     start = time.perf_counter()
     storage = (home / "ray").resolve()
-    trainable = tune.with_resources(tune.with_parameters(trainable, spec=spec, cache=str(cache.resolve()) if cache else None),
-                                    {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial})
+    trainable = tune.with_resources(
+        tune.with_parameters(trainable, spec=spec, cache=str(cache.resolve()) if cache else None),
+        {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial},
+    )
     path = storage / sweep_id
     if resume and _restorable(path):
         _TrialDone.current = on_trial_done
@@ -95,6 +103,7 @@ def run_sweep(spec: "SweepSpec", sweep_id: str, home: Path, trainable, on_trial_
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = _new_tuner(spec, trainable, sweep_id, storage, [_TrialDone(on_trial_done)] if on_trial_done else [])
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # read by fit: no Tune tables; vitsweep shows its own progress
     grid = tuner.fit()
     result = _collect(spec, grid)
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
@@ -111,16 +120,27 @@ def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callb
         from ray.tune.search.optuna import OptunaSearch
 
         param_space = {"pack": packs(spec)[0].config(), "sampled": _search_space(spec)}
-        search = {"search_alg": OptunaSearch(seed=spec.search.seed), "num_samples": spec.search.num_samples,
-                  "metric": spec.search.metric, "mode": spec.search.direction}
+        search = {
+            "search_alg": OptunaSearch(seed=spec.search.seed),
+            "num_samples": spec.search.num_samples,
+            "metric": spec.search.metric,
+            "mode": spec.search.direction,
+        }
     else:  # sample_complexity: the searcher suggests every pack
         param_space, search = {}, {"search_alg": NStarSearcher(spec), "num_samples": -1}
     return tune.Tuner(
         trainable,
         param_space=param_space,
-        tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name, **search),
-        run_config=tune.RunConfig(name=sweep_id, storage_path=str(storage), failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
-                                  verbose=0, callbacks=callbacks),
+        tune_config=tune.TuneConfig(
+            reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name, **search
+        ),
+        run_config=tune.RunConfig(
+            name=sweep_id,
+            storage_path=str(storage),
+            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
+            verbose=0,
+            callbacks=callbacks,
+        ),
     )
 
 
@@ -136,7 +156,9 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         target = cells.setdefault(cell.key, CellResult(cell))
         if trial.error is not None:
             cause = str(trial.error).strip().splitlines()[-1]
-            target.failures.append(f"{cell.label} n_train={list(pack.n_train)} seeds={list(pack.seeds)}: {cause} (trial log: {trial.path})")
+            target.failures.append(
+                f"{cell.label} n_train={list(pack.n_train)} seeds={list(pack.seeds)}: {cause} (trial log: {trial.path})"
+            )
             continue
         target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
         if pack.max_steps is None:  # a retry's curves would count its models twice
@@ -148,7 +170,10 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         cell.records = latest_budget(cell.records)
     if spec.search.mode == "optuna" and any(t.error is None for t in grid):
         top = grid.get_best_result()
-        result.best = {"values": trial_cell(spec, top.config).values, spec.search.metric: top.metrics[spec.search.metric]}
+        result.best = {
+            "values": trial_cell(spec, top.config).values,
+            spec.search.metric: top.metrics[spec.search.metric],
+        }
     order = {cell.key: i for i, cell in enumerate(spec.cells)}
     result.cells = sorted(cells.values(), key=lambda c: order.get(c.cell.key, len(order)))
     return result
@@ -199,7 +224,12 @@ def trial_status(path: Path) -> tuple[dict[str, int], int]:
     counts: dict[str, int] = {}
     for trial in trials:
         counts[trial.status] = counts.get(trial.status, 0) + 1
-    models = sum((t.last_result or {}).get(key, 0) for t in trials if t.status == "TERMINATED" for key in ("trainings", "cache_hits"))
+    models = sum(
+        (t.last_result or {}).get(key, 0)
+        for t in trials
+        if t.status == "TERMINATED"
+        for key in ("trainings", "cache_hits")
+    )
     return counts, models
 
 
@@ -218,7 +248,9 @@ class NStarSearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         ok = not error and result and "records" in result
-        self.search.complete(trial_id, [ModelRecord.from_dict(r) for r in json.loads(result["records"])] if ok else None)
+        self.search.complete(
+            trial_id, [ModelRecord.from_dict(r) for r in json.loads(result["records"])] if ok else None
+        )
 
     def save(self, checkpoint_path: str) -> None:
         Path(checkpoint_path).write_text(json.dumps(self.search.get_state()))

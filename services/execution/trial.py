@@ -34,21 +34,25 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
     todo = [k for k, entry in enumerate(entries) if entry is None]
     wall_s = 0.0
     if todo:
-        result = train_pack(data, model, training, [pack.n_train[k] for k in todo], [pack.seeds[k] for k in todo], device=device)
+        result = train_pack(
+            data, model, training, [pack.n_train[k] for k in todo], [pack.seeds[k] for k in todo], device=device
+        )
         for k, entry in zip(todo, model_entries(result)):
             results.put(keys[k], entry)
             entries[k] = entry
         wall_s = result.wall_s
     records = [record | {"max_steps": training.max_steps} for entry in entries for record in entry["records"]]
-    tune.report({
-        "trainings": len(todo),  # trained now
-        "cache_hits": len(keys) - len(todo),
-        "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
-        **trial_metrics([ModelRecord.from_dict(r) for r in records], training.max_steps),
-        "pack_wall_s": wall_s,
-        "records": json.dumps(records),
-        "curves": json.dumps(curve_sums(entries)),
-    })
+    tune.report(
+        {
+            "trainings": len(todo),  # trained now
+            "cache_hits": len(keys) - len(todo),
+            "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
+            **trial_metrics([ModelRecord.from_dict(r) for r in records], training.max_steps),
+            "pack_wall_s": wall_s,
+            "records": json.dumps(records),
+            "curves": json.dumps(curve_sums(entries)),
+        }
+    )
 
 
 def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:
@@ -60,5 +64,7 @@ def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float
     return {
         "success_rate": float(np.mean(counted)) if counted else 0.0,
         "mean_test_error": float(np.nanmean([1.0 if r.diverged else r.test_error for r in records])),
-        "median_iterations_to_zero": float(np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])),
+        "median_iterations_to_zero": float(
+            np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])
+        ),
     }
