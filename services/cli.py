@@ -1,6 +1,6 @@
 """The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
 work (services.runs for run, sync, report and status) and prints what came back. Heavy modules
-(Ray, MLflow, matplotlib) are imported by the commands that use them, so `validate` starts fast.
+(torch, Ray, MLflow, matplotlib) are imported by the commands that use them, so `validate` starts fast.
 
 ``vitsweep train`` trains one pack: every (N, seed) pair of one model kind at once. Its data,
 model and training flags are made from the fields of vit_core's config dataclasses, so their
@@ -17,15 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from services.uris import redact, resolve_tracking_uri
-from vit_core import ConfigError, ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.models import check_fits_data
+from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
+from vit_core.fields import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
@@ -69,6 +68,8 @@ def _int_list(text: str) -> list[int]:
 
 
 def _device(name: str) -> str:
+    import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -115,6 +116,10 @@ def _table(title: str, rows: list[dict]) -> Table:
 
 def train(**values: Any) -> None:
     """Train every (N, seed) pair of one model kind as one pack and report outcomes per N."""
+    import torch
+
+    from vit_core import train_pack
+
     data, model, training = _configs(values)
     n_values, seeds = values["n"], list(range(values["seed_start"], values["seed_start"] + values["seeds"]))
     if values["threads"]:

@@ -136,20 +136,18 @@ def train(
 ) -> tuple[SweepResult, Callable[[], None] | None]:
     """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
     None); Interrupted when it stopped before every trial finished."""
-    import ray
-
     from services.execution.ray_tune import run_sweep, start_ray, trial_slots
     from services.execution.trial import train_pack_trial
     from services.packs import trial_count
 
-    started = start_ray(ray_address)
+    stop_ray = start_ray(ray_address)
     progress.start(sweep_id, trial_count(spec, trial_slots(spec)))
     result = run_sweep(
         spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache
     )
     if result.unfinished:
         raise Interrupted(result)
-    return result, ray.shutdown if started else None
+    return result, stop_ray
 
 
 def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", dict]:

@@ -28,17 +28,17 @@ from pydantic import (
 
 from services.analysis import full_grid_size
 from services.results import Cell
-from vit_core import (
-    ConfigError,
+from vit_core.configs import (
     ImageDataConfig,
     ModelConfig,
     PositionalConfig,
     SpatialDataConfig,
     TokenDataConfig,
     TrainConfig,
+    check_fits_data,
+    check_positional_fits,
 )
-from vit_core.models import check_fits_data
-from vit_core.positional import check_fits_data as check_positional_fits
+from vit_core.fields import ConfigError
 
 FORBID = ConfigDict(extra="forbid", strict=True)
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis

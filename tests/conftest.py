@@ -228,3 +228,59 @@ def model_record(n: int, seed: int, outcome: str, **values) -> dict:
         "test_loss": 0.0,
         "attention_mass": float("nan"),
     } | values
+
+
+SYNTHETIC_SPEC = (
+    "name: synthetic\nmodels: [vit, cnn]\nn_train: [5, 10, 20, 40]\nseeds: 4\naxes: {alpha_star: [0.1, 0.3]}\n"
+    "data: {n_tokens: 30, dim: 12, n_patterns: 12}\nmodel: {width: 16}\n"
+)
+
+
+def synthetic_sweep(sweep_id: str = "synthetic-1"):
+    """A finished sweep made without training (spec, SweepResult): seed s of a cell succeeds from
+    N = threshold, records carry every field vit_core writes, the last cell has a failed pack."""
+    from services.results import CellResult, ModelRecord, SweepResult
+    from services.spec import parse_spec
+
+    spec = parse_spec(SYNTHETIC_SPEC)
+    cells = []
+    for index, cell in enumerate(spec.cells):
+        threshold = {"vit": 5, "cnn": 20}[cell.model] * (2 if cell.values["alpha_star"] == 0.1 else 1)
+        records = [
+            model_record(
+                n,
+                s,
+                "succeeded" if n >= threshold + 5 * (s == 3) else "failed_converged",
+                max_steps=3000,
+                train_error=0.0,
+                attention_mass=0.25 + 0.01 * s,
+            )
+            for n in spec.n_train
+            for s in range(spec.seeds)
+        ]
+        curves = [
+            {
+                "test_error": {
+                    str(n): {"steps": [0, 20, 40], "sum": [2.0, 1.0, 0.0], "count": [4, 4, 4]} for n in spec.n_train
+                }
+            }
+        ]
+        failures = (
+            ["cnn alpha_star=0.3 n_train=[40] seeds=[3]: RuntimeError: injected (trial log: x)"] if index == 3 else []
+        )
+        cells.append(CellResult(cell, [ModelRecord.from_dict(r) for r in records], failures, curves))
+    return spec, SweepResult(sweep_id, cells, trainings=64, wall_s=12.5, storage="/nowhere", cache_hits=0, train_s=10.0)
+
+
+def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1"):
+    """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
+    from services import figures, report
+    from services.summary import summarize
+    from services.tracking import record_sweep
+
+    spec, result = synthetic_sweep(sweep_id)
+    uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"
+    summary = summarize(spec, sweep_id, result.cells)
+    figs = figures.figures(spec, summary, result.cells)
+    made = record_sweep(spec, result, uri, home, SYNTHETIC_SPEC, summary, figs, report.markdown(summary))
+    return spec, result, uri, made.run_id

@@ -9,7 +9,7 @@ import torch
 from vit_core import ConfigError, ModelConfig, SpatialDataConfig, TokenDataConfig, TrainConfig, train_pack
 from vit_core.outcomes import summarize_by_n
 from vit_core.seeding import Stream
-from vit_core.train import FreshBatches
+from vit_core.train import FreshBatches, sample
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 ONE_PASS = TrainConfig(
@@ -19,8 +19,8 @@ ONE_PASS = TrainConfig(
 
 @pytest.mark.parametrize("data", [SMALL, SpatialDataConfig()], ids=["tokens", "patches"])
 def test_a_stream_read_from_any_start_gives_the_same_samples(data):
-    whole = data.sample(200, 7)
-    part = data.sample(70, 7, start=100)
+    whole = sample(data, 200, 7)
+    part = sample(data, 70, 7, start=100)
     assert torch.equal(whole.tokens[100:170], part.tokens) and torch.equal(whole.labels[100:170], part.labels)
 
 
@@ -34,7 +34,7 @@ def test_one_pass_reads_each_sample_of_the_seed_stream_once_in_order():
         starts.append(batches.consumed)
         drawn.append(batches.batch())
     assert starts == [t * B for t in range(steps)]  # contiguous, disjoint ranges: nothing reused
-    stream = [SMALL.sample(steps * B, seed) for seed in seeds]
+    stream = [sample(SMALL, steps * B, seed) for seed in seeds]
     for t, (tokens, labels, keep) in enumerate(drawn):
         for k in range(len(seeds)):
             assert torch.equal(tokens[k], stream[k].tokens[t * B : (t + 1) * B])
@@ -114,4 +114,4 @@ def test_one_pass_on_a_finite_image_pool_stops_at_its_end():
 
     digits = ImageDataConfig()
     with pytest.raises(ValueError, match="images"):
-        digits.sample(10, 0, Stream.TRAIN_DATA, start=10_000)
+        sample(digits, 10, 0, Stream.TRAIN_DATA, start=10_000)

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from vit_core import ConfigError
-from vit_core.positional import PositionalConfig
+from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
 from vit_core.seeding import Stream
-from vit_core.spatial import SpatialDataConfig, feature, patch_sets, sample_patches, set_matrix
-from vit_core.train import TrainConfig, train_pack
+from vit_core.spatial import feature, patch_sets, sample_patches, set_matrix
+from vit_core.train import build, sample, train_pack
 
 
 def test_samples_follow_assumption_1_and_the_label_rule():
@@ -69,8 +69,8 @@ def test_a_pack_computes_what_its_models_compute_alone():
     data = SpatialDataConfig()
     X = sample_patches(data, 32, 0).tokens
     cfg = PositionalConfig(a_init=0.5)
-    pack = cfg.build(data, [0, 1, 2])
-    alone = torch.cat([cfg.build(data, [s])(X)[0] for s in (0, 1, 2)])
+    pack = build(cfg, data, [0, 1, 2])
+    alone = torch.cat([build(cfg, data, [s])(X)[0] for s in (0, 1, 2)])
     assert torch.allclose(pack(X)[0], alone, rtol=1e-5, atol=1e-6)
     per_model = X.expand(3, *X.shape)
     assert torch.allclose(pack(per_model)[0], pack(X)[0], rtol=1e-5, atol=1e-6)
@@ -78,7 +78,7 @@ def test_a_pack_computes_what_its_models_compute_alone():
 
 def test_patch_association_and_cosine_metrics():
     data = SpatialDataConfig()
-    model = PositionalConfig(diag=4.0).build(data, [0, 1])
+    model = build(PositionalConfig(diag=4.0), data, [0, 1])
     same = torch.from_numpy(set_matrix(data))
     with torch.no_grad():
         model.A[0] = torch.where(same, 3.0, 0.0)  # the true pairs score highest in every row
@@ -109,8 +109,8 @@ def test_every_variant_packs_like_its_models_alone(kwargs):
     data = SpatialDataConfig()
     X = sample_patches(data, 16, 0).tokens
     cfg = PositionalConfig(**kwargs)
-    pack = cfg.build(data, [0, 1, 2])
-    alone = torch.cat([cfg.build(data, [s])(X)[0] for s in (0, 1, 2)])
+    pack = build(cfg, data, [0, 1, 2])
+    alone = torch.cat([build(cfg, data, [s])(X)[0] for s in (0, 1, 2)])
     assert torch.allclose(pack(X)[0], alone, rtol=1e-4, atol=1e-6)
     assert torch.allclose(pack.select(torch.tensor([2, 0]))(X)[0], alone[[2, 0]])
     assert bool(pack.metric_names) == (not cfg.width)
@@ -123,31 +123,31 @@ def test_transfer_freezes_the_pretrained_attention_and_learns_v():
         lr=0.01, batch_size=32, max_steps=200, eval_every=100, n_test=300, eval_subset=300, loss="logistic"
     )
     result = train_pack(data, cfg, train, [32, 32], [0, 1])
-    start = cfg.build(data, [0, 1]).scores()
+    start = build(cfg, data, [0, 1]).scores()
     assert np.allclose(result.snapshots["scores"], start.numpy(), atol=1e-6)  # A never moved
     assert (result.final["patch_association"] == 1.0).all()  # pre-training found the pairs
     assert (result.final["cos_v_wstar"] > 0.8).all()  # v learned w', the new feature
 
 
 def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
-    from vit_core.images import ImageDataConfig
+    from vit_core.configs import ImageDataConfig
 
     data = ImageDataConfig(patch=2)
-    batch = data.sample(300, seed=1)
+    batch = sample(data, 300, seed=1)
     assert batch.tokens.shape == (300, 16, 4) and set(batch.labels.unique().tolist()) == {-1.0, 1.0}
-    assert torch.equal(data.sample(100, seed=1).tokens, batch.tokens[:100])
-    test = data.sample(539, seed=0, stream=Stream.TEST_DATA)
+    assert torch.equal(sample(data, 100, seed=1).tokens, batch.tokens[:100])
+    test = sample(data, 539, seed=0, stream=Stream.TEST_DATA)
     assert test.tokens.shape[0] == 539
-    shuffled = ImageDataConfig(patch=2, permute_pixels=True).sample(300, seed=1)
+    shuffled = sample(ImageDataConfig(patch=2, permute_pixels=True), 300, seed=1)
     assert torch.equal(shuffled.labels, batch.labels)
     assert torch.allclose(shuffled.tokens.flatten(1).sort(1).values, batch.tokens.flatten(1).sort(1).values)
     assert not torch.equal(shuffled.tokens, batch.tokens)
     with pytest.raises(ValueError, match="1257 training images"):
-        data.sample(5000, seed=0)
+        sample(data, 5000, seed=0)
 
 
 def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
-    from vit_core.images import CIFAR_TRAIN, ImageDataConfig
+    from vit_core.configs import CIFAR_TRAIN, ImageDataConfig
 
     rng = np.random.default_rng(0)
     for name, count in [*((f, 3) for f in CIFAR_TRAIN), ("test_batch.bin", 4)]:
@@ -155,10 +155,10 @@ def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
         records[:, 0] = rng.integers(0, 10, count)
         records.tofile(tmp_path / name)
     data = ImageDataConfig(source="cifar10", path=str(tmp_path), patch=8)
-    batch = data.sample(15, seed=0)
+    batch = sample(data, 15, seed=0)
     assert batch.tokens.shape == (15, 16, 192) and float(batch.tokens.max()) <= 1.0
     first = np.fromfile(tmp_path / "test_batch.bin", dtype=np.uint8).reshape(-1, 3073)[0]
-    test = data.sample(4, 0, Stream.TEST_DATA)
+    test = sample(data, 4, 0, Stream.TEST_DATA)
     red = first[1:1025].reshape(32, 32)[:8, :8] / 255.0  # the first patch's red channel
     assert np.allclose(test.tokens[0, 0].numpy().reshape(8, 8, 3)[..., 0], red, atol=1e-6)
     assert test.labels[0].item() == (1.0 if first[0] % 2 == 0 else -1.0)

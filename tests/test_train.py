@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.train import errors
+from vit_core.train import build, errors, sample
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 QUICK = TrainConfig(max_steps=300, eval_every=10, n_test=300, eval_subset=100)
@@ -115,8 +115,8 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
     from vit_core.train import _evaluate_test, evaluate
 
     train = TrainConfig(n_test=300, eval_subset=100, eval_batch=64)
-    test = SMALL.sample(train.n_test, train.test_seed, Stream.TEST_DATA)
-    model = ModelConfig().build(SMALL, [0, 1, 2])
+    test = sample(SMALL, train.n_test, train.test_seed, Stream.TEST_DATA)
+    model = build(ModelConfig(), SMALL, [0, 1, 2])
     F, _ = model(test.tokens)
     labels = torch.where(F[0] > 0, 1.0, -1.0)  # model 0 makes no error ...
     labels[250] = -labels[250]  # ... but one, outside the subset

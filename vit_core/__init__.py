@@ -1,20 +1,27 @@
 """The science of vitsweep: both papers' data and models and one packed trainer (torch and numpy only).
 
-Names load with the module that defines them (PEP 562), so that a reader of results
-(``vit_core.outcomes``) or of configs does not load torch; ``from vit_core import train_pack`` works
-as before."""
+Names load with the module that defines them (PEP 562): the configs (``vit_core.configs``) and the
+outcome classes (``vit_core.outcomes``) need no torch, so a spec is validated and results are read
+without loading it; ``from vit_core import train_pack`` loads the trainer."""
 
 from importlib import import_module
 
 _HOME = {
-    "vit_core.data": ("TokenBatch", "TokenDataConfig", "TokenKind", "make_patterns", "sample_tokens"),
+    "vit_core.configs": (
+        "ImageDataConfig",
+        "ModelConfig",
+        "PositionalConfig",
+        "SpatialDataConfig",
+        "TokenDataConfig",
+        "TrainConfig",
+    ),
+    "vit_core.data": ("TokenBatch", "TokenKind", "make_patterns", "sample_tokens"),
     "vit_core.fields": ("ConfigError",),
-    "vit_core.images": ("ImageDataConfig",),
-    "vit_core.models": ("ModelConfig", "PackedModel", "ShallowCNN", "ShallowViT", "build_model"),
-    "vit_core.positional": ("PositionalAttention", "PositionalConfig"),
+    "vit_core.models": ("PackedModel", "ShallowCNN", "ShallowViT", "build_model"),
+    "vit_core.positional": ("PositionalAttention",),
     "vit_core.sparsify": ("keep_mask",),
-    "vit_core.spatial": ("SpatialDataConfig", "sample_patches"),
-    "vit_core.train": ("PackResult", "TrainConfig", "evaluate", "hinge_loss", "train_pack"),
+    "vit_core.spatial": ("sample_patches",),
+    "vit_core.train": ("PackResult", "build", "evaluate", "hinge_loss", "sample", "train_pack"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -22,14 +22,13 @@ Choices the paper leaves open, made here (see docs/science-choices.md):
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Literal
 
 import numpy as np
 import torch
 
-from vit_core.fields import ConfigError, param
+from vit_core.configs import TokenDataConfig
 from vit_core.seeding import Stream, numpy_rng, torch_generator
-from vit_core.sparsify import SparsifyStrategy, keep_mask
+from vit_core.sparsify import keep_mask
 
 BLOCK = 64
 
@@ -40,94 +39,6 @@ class TokenKind(IntEnum):
     IRRELEVANT = 0
     RELEVANT = 1  # carries the pattern of the sample's own label
     CONFUSION = 2  # carries the other discriminative pattern
-
-
-@dataclass(frozen=True)
-class TokenDataConfig:
-    """Everything that defines Paper A's data distribution (and the token set S^n)."""
-
-    dim: int = param(20, "d, the token dimension")
-    n_patterns: int = param(20, "M, the number of patterns; 0 and 1 are the discriminative ones")
-    n_tokens: int = param(60, "L, tokens per sample")
-    alpha_star: float = param(0.3, "alpha*, the mean fraction of label-relevant tokens")
-    alpha_confusion: float | None = param(
-        None, "alpha#, the mean fraction of confusion tokens (default: confusion_ratio * alpha*)"
-    )
-    confusion_ratio: float = param(1 / 6, "alpha# / alpha* when alpha_confusion is not given")
-    tau: float = param(0.3, "bound on a token's noise norm (norm uniform on [0, tau])")
-    counts: Literal["fixed", "binomial"] = param("fixed", "per-sample token counts: fixed round(alpha*·L), or binomial")
-    patterns: Literal["orthonormal", "gaussian"] = param("orthonormal", "orthonormal patterns, or random unit vectors")
-    pattern_seed: int = param(0, "seed of the patterns, shared by every model")
-    sparsify: SparsifyStrategy = param(
-        "all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens"
-    )
-    sparsify_k: int = param(0, "tokens removed per sample by sparsify")
-
-    def __post_init__(self) -> None:
-        _check(self)
-
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> "TokenBatch":
-        return sample_tokens(self, n, seed, stream, start)
-
-    @property
-    def confusion(self) -> float:
-        """alpha#, resolved from alpha_confusion or confusion_ratio."""
-        if self.alpha_confusion is not None:
-            return self.alpha_confusion
-        return self.confusion_ratio * self.alpha_star
-
-    @property
-    def fixed_counts(self) -> tuple[int, int]:
-        """(label-relevant, confusion) tokens per sample under ``counts="fixed"``."""
-        return round(self.alpha_star * self.n_tokens), round(self.confusion * self.n_tokens)
-
-    @property
-    def effective_alpha_star(self) -> float:
-        """The label-relevant fraction samples really have (rounding moves it for small L)."""
-        if self.counts == "fixed":
-            return self.fixed_counts[0] / self.n_tokens
-        return self.alpha_star
-
-
-def _check(cfg: TokenDataConfig) -> None:
-    """Raise ConfigError naming the field, its value and what is allowed."""
-
-    def fail(field: str, value: object, allowed: str) -> None:
-        raise ConfigError(field, value, allowed)
-
-    for field in ("dim", "n_patterns", "n_tokens"):
-        if getattr(cfg, field) < 1:
-            fail(field, getattr(cfg, field), "must be a positive integer")
-    if not 0 < cfg.alpha_star < 1:
-        fail("alpha_star", cfg.alpha_star, "must lie in (0, 1)")
-    conf = cfg.confusion
-    if not 0 <= conf < cfg.alpha_star:
-        fail("alpha_confusion", conf, f"must lie in [0, alpha_star={cfg.alpha_star})")
-    if cfg.alpha_star + conf > 1:
-        fail("alpha_confusion", conf, f"alpha_star + alpha_confusion must be <= 1 (alpha_star={cfg.alpha_star})")
-    if cfg.tau < 0:
-        fail("tau", cfg.tau, "must be >= 0")
-    if cfg.counts == "fixed":
-        n_rel, n_conf = cfg.fixed_counts
-        if n_rel < 1:
-            fail("alpha_star", cfg.alpha_star, f"rounds to 0 label-relevant tokens of n_tokens={cfg.n_tokens}")
-        if n_conf >= n_rel:
-            fail(
-                "alpha_confusion",
-                conf,
-                f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones",
-            )
-    irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts == "binomial"
-    if irrelevant and cfg.n_patterns < 3:
-        fail("n_patterns", cfg.n_patterns, "needs >= 3 (2 discriminative + label-irrelevant ones)")
-    if cfg.n_patterns < 2:
-        fail("n_patterns", cfg.n_patterns, "needs >= 2 discriminative patterns")
-    if cfg.patterns == "orthonormal" and cfg.dim < cfg.n_patterns:
-        fail("dim", cfg.dim, f"orthonormal patterns need dim >= n_patterns={cfg.n_patterns}")
-    if cfg.sparsify == "all" and cfg.sparsify_k != 0:
-        fail("sparsify_k", cfg.sparsify_k, "must be 0 when sparsify='all'")
-    if not 0 <= cfg.sparsify_k < cfg.n_tokens:
-        fail("sparsify_k", cfg.sparsify_k, f"must lie in [0, n_tokens={cfg.n_tokens})")
 
 
 @dataclass

@@ -14,77 +14,16 @@ training set is the first N of its seed's permutation of the pool, so sets are n
 import gzip
 import importlib.util
 import math
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 
+from vit_core.configs import CIFAR_TRAIN, ImageDataConfig
 from vit_core.data import TokenBatch, TokenKind
-from vit_core.fields import ConfigError, param
+from vit_core.fields import ConfigError
 from vit_core.seeding import Stream, numpy_rng
-
-CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
-
-
-@dataclass(frozen=True)
-class ImageDataConfig:
-    """An image dataset, its binary task and how images become patches."""
-
-    source: Literal["digits", "cifar10"] = param(
-        "digits", "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path"
-    )
-    path: str | None = param(None, "cifar10: the folder holding data_batch_1.bin ... test_batch.bin")
-    patch: int = param(2, "patch side in pixels (it must divide the image side)")
-    permute_pixels: bool = param(False, "shuffle every image's pixels by one fixed permutation before cutting patches")
-    structure_seed: int = param(0, "seed of the train/test split and of the pixel permutation")
-
-    def __post_init__(self) -> None:
-        side = 8 if self.source == "digits" else 32
-        if self.patch < 1 or side % self.patch:
-            raise ConfigError("patch", self.patch, f"must divide the image side {side}")
-        if self.source == "cifar10" and not (
-            self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])
-        ):
-            raise ConfigError(
-                "path",
-                self.path,
-                "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin",
-            )
-
-    @property
-    def n_patches(self) -> int:
-        side = 8 if self.source == "digits" else 32
-        return (side // self.patch) ** 2
-
-    @property
-    def dim(self) -> int:
-        return self.patch**2 * (1 if self.source == "digits" else 3)
-
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
-        """Training stream: images [start, start + n) of the seed's permutation of the training
-        pool (one pass over it at most); test stream: the first n test images (the seed is ignored)."""
-        images, labels = _split(self)[0 if stream == Stream.TRAIN_DATA else 1]
-        if start + n > len(images):
-            raise ValueError(
-                f"n={start + n}: {self.source} has {len(images)} "
-                f"{'training' if stream == Stream.TRAIN_DATA else 'test'} images"
-            )
-        order = (
-            numpy_rng(seed, stream).permutation(len(images)) if stream == Stream.TRAIN_DATA else np.arange(len(images))
-        )
-        index = order[start : start + n]
-        X = _patches(self, images[index])
-        shape = X.shape[:2]
-        return TokenBatch(
-            tokens=torch.from_numpy(X),
-            labels=torch.from_numpy(labels[index]),
-            kinds=torch.full(shape, int(TokenKind.IRRELEVANT), dtype=torch.int8),
-            noise_norm=torch.zeros(shape),
-            keep=torch.ones(shape, dtype=torch.bool),
-        )
 
 
 def _patches(cfg: ImageDataConfig, images: np.ndarray) -> np.ndarray:
@@ -129,3 +68,27 @@ def _cifar(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     raw = np.concatenate([np.fromfile(f, dtype=np.uint8) for f in files]).reshape(-1, 3073)
     images = raw[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1) / 255.0
     return images, raw[:, 0].astype(np.int64)
+
+
+def sample_images(
+    cfg: ImageDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0
+) -> TokenBatch:
+    """Training stream: images [start, start + n) of the seed's permutation of the training
+    pool (one pass over it at most); test stream: the first n test images (the seed is ignored)."""
+    images, labels = _split(cfg)[0 if stream == Stream.TRAIN_DATA else 1]
+    if start + n > len(images):
+        raise ValueError(
+            f"n={start + n}: {cfg.source} has {len(images)} "
+            f"{'training' if stream == Stream.TRAIN_DATA else 'test'} images"
+        )
+    order = numpy_rng(seed, stream).permutation(len(images)) if stream == Stream.TRAIN_DATA else np.arange(len(images))
+    index = order[start : start + n]
+    X = _patches(cfg, images[index])
+    shape = X.shape[:2]
+    return TokenBatch(
+        tokens=torch.from_numpy(X),
+        labels=torch.from_numpy(labels[index]),
+        kinds=torch.full(shape, int(TokenKind.IRRELEVANT), dtype=torch.int8),
+        noise_norm=torch.zeros(shape),
+        keep=torch.ones(shape, dtype=torch.bool),
+    )

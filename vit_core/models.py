@@ -9,64 +9,13 @@ The output vector a in {+1/sqrt(m), -1/sqrt(m)}^m is drawn once and fixed (a buf
 """
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.data import make_patterns
-from vit_core.fields import ConfigError, param
+from vit_core.configs import ModelConfig, check_fits_data
 from vit_core.seeding import Stream, torch_generator
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Architecture and initialisation of one model of a pack."""
-
-    kind: Literal["vit", "cnn"] = param("vit", "vit: eq. (1) with attention; cnn: the same network without it")
-    width: int = param(32, "m, the width of the ReLU layer")
-    attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
-    output_matrix: bool = param(False, "put a trained W_O (width x value_dim) between W_V and the ReLU")
-    value_dim: int | None = param(None, "m_b, rows of W_V with output_matrix (default: width)")
-    init: Literal["random", "aligned"] = param(
-        "aligned", "random, or aligned with the patterns (the theory's initial model)"
-    )
-    qk_gain: float = param(1.0, "scale of W_Q and W_K at initialisation")
-    v_gain: float = param(1.0, "scale of W_V at initialisation")
-    init_error: float = param(0.1, "aligned init: scale of the Gaussian error added to each matrix")
-
-    def __post_init__(self) -> None:
-        for field in ("width", "attn_dim", "value_dim"):
-            value = getattr(self, field)
-            if value is not None and value < 1:
-                raise ConfigError(field, value, "must be a positive integer")
-        for field in ("qk_gain", "v_gain", "init_error"):
-            if getattr(self, field) < 0:
-                raise ConfigError(field, getattr(self, field), "must be >= 0")
-        if self.value_dim is not None and not self.output_matrix:
-            raise ConfigError("value_dim", self.value_dim, "only used with output_matrix=true")
-
-    def build(self, data, seeds: list[int], device: str | torch.device = "cpu") -> "PackedModel":
-        """A pack for Paper A's ``data`` (a TokenDataConfig), model k initialised from seeds[k]."""
-        return build_model(self, make_patterns(data), seeds, device)
-
-    def v_rows(self) -> int:
-        """Rows of W_V: m_b with an output matrix, else the width m."""
-        return (self.value_dim or self.width) if self.output_matrix else self.width
-
-
-def check_fits_data(cfg: ModelConfig, dim: int, n_patterns: int) -> None:
-    """Raise ConfigError where the model cannot be built for data of this dimension and pattern
-    count: the aligned init embeds the M patterns, so it needs M rows in W_Q, W_K and W_V."""
-    if cfg.init != "aligned":
-        return
-    rows = {"attn_dim": cfg.attn_dim or dim} if cfg.kind == "vit" else {}
-    rows["value_dim" if cfg.output_matrix else "width"] = cfg.v_rows()
-    for field, value in rows.items():
-        if value < n_patterns:
-            raise ConfigError(field, value, f"the aligned init needs at least n_patterns={n_patterns} (or init=random)")
 
 
 def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator) -> Tensor:

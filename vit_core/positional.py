@@ -12,131 +12,54 @@ set of patch i. ``vanilla`` computes S from the patches plus learned positional 
 attention on another feature and freezes it (Thm 5.1).
 """
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Literal
-
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.fields import ConfigError, param
-from vit_core.images import ImageDataConfig
+from vit_core.configs import ImageDataConfig, PositionalConfig, SpatialDataConfig, check_positional_fits
 from vit_core.seeding import Stream, torch_generator
-from vit_core.spatial import SpatialDataConfig, feature, set_matrix
-from vit_core.train import TrainConfig, train_pack
+from vit_core.spatial import feature, set_matrix
 
 ATTENTION = ("A", "P", "W_Q", "W_K")  # what transfer freezes; v is always trained
 PRETRAIN_SEEDS = 1_000_000  # offset: pre-training samples and init never coincide with a model's own
 ACTIVATIONS = {"cubic": lambda z: z**3, "relu": torch.relu, "identity": lambda z: z}
 
 
-@dataclass(frozen=True)
-class PositionalConfig:
-    """Architecture, initialisation and relative step size of one positional-attention model."""
-
-    kind: Literal["positional", "vanilla"] = param(
-        "positional",
-        "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus "
-        "learned positional encodings",
-    )
-    activation: Literal["cubic", "relu", "identity"] = param("cubic", "sigma, applied to each patch's mixed value")
-    diag: float = param(4.0, "positional: the fixed diagonal of A (each patch's score for itself)")
-    a_init: float = param(
-        0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P"
-    )
-    v_init: float = param(0.01, "norm of v at initialisation (a uniformly random direction)")
-    width: int = param(
-        0,
-        "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, "
-        "averaged over patches (for images)",
-    )
-    a_lr_scale: float = param(
-        1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)"
-    )
-    transfer: bool = param(
-        False, "pre-train on the feature of pretrain_feature_seed, then train v only (A frozen) on this data"
-    )
-    pretrain_feature_seed: int = param(
-        1, "transfer: seed of the pre-training feature w* (the data's feature_seed is the new w')"
-    )
-    pretrain_n: int = param(2000, "transfer: pre-training samples per model")
-    pretrain_steps: int = param(2000, "transfer: pre-training SGD steps (logistic loss, batch 64)")
-    pretrain_lr: float = param(0.01, "transfer: pre-training step size of v (A's is a_lr_scale times it)")
-
-    def __post_init__(self) -> None:
-        for field in ("a_init", "v_init"):
-            if getattr(self, field) < 0:
-                raise ConfigError(field, getattr(self, field), "must be >= 0")
-        for field in ("a_lr_scale", "pretrain_lr"):
-            if not getattr(self, field) > 0:
-                raise ConfigError(field, getattr(self, field), "must be > 0")
-        if self.width < 0:
-            raise ConfigError("width", self.width, "must be >= 0")
-        for field in ("pretrain_n", "pretrain_steps"):
-            if getattr(self, field) < 1:
-                raise ConfigError(field, getattr(self, field), "must be a positive integer")
-
-    def build(
-        self, data: SpatialDataConfig | ImageDataConfig, seeds: list[int], device: str | torch.device = "cpu"
-    ) -> "PositionalAttention":
-        """A pack of len(seeds) models, model k initialised from seeds[k] alone."""
-        D, d = data.n_patches, data.dim
-        params: dict[str, list[Tensor]] = {}
-        for seed in seeds:
-            gen = torch_generator(seed, Stream.INIT)
-            if self.kind == "positional":
-                params.setdefault("A", []).append(self.a_init * torch.randn(D, D, generator=gen))
-            else:  # W_Q = W_K = I at first: scores <x_i + p_i, x_j + p_j> / sqrt(d)
-                params.setdefault("P", []).append(self.a_init * torch.randn(D, d, generator=gen))
-                params.setdefault("W_Q", []).append(torch.eye(d))
-                params.setdefault("W_K", []).append(torch.eye(d))
-            if self.width:
-                params.setdefault("W_V", []).append(torch.randn(self.width, d, generator=gen) / d**0.5)
-                params.setdefault("a", []).append(
-                    (torch.randint(0, 2, (self.width,), generator=gen) * 2 - 1) / self.width**0.5
-                )
-            else:
-                direction = torch.randn(d, generator=gen)
-                params.setdefault("v", []).append(self.v_init * direction / direction.norm())
-        stacked = {name: torch.stack(values) for name, values in params.items()}
-        check_fits_data(self, data)
-        synthetic = isinstance(data, SpatialDataConfig)  # images have no true sets or feature
-        if self.transfer:
-            stacked |= self._pretrained(data, seeds, device)
-        truth = torch.from_numpy(set_matrix(data)) if synthetic else None
-        w_star = torch.from_numpy(feature(data).astype(np.float32)) if synthetic else None
-        return PositionalAttention(self, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
-
-    def _pretrained(self, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
-        """The attention's parameters after pre-training each model from scratch on the same
-        sets with the feature of ``pretrain_feature_seed``, on samples of its own (seed + PRETRAIN_SEEDS)."""
-        source = dataclasses.replace(data, feature_seed=self.pretrain_feature_seed)
-        train = TrainConfig(
-            lr=self.pretrain_lr,
-            batch_size=64,
-            max_steps=self.pretrain_steps,
-            eval_every=self.pretrain_steps,
-            n_test=100,
-            eval_subset=100,
-            loss="logistic",
-        )
-        result = train_pack(
-            source,
-            dataclasses.replace(self, transfer=False),
-            train,
-            [self.pretrain_n] * len(seeds),
-            [s + PRETRAIN_SEEDS for s in seeds],
-            device=device,
-        )
-        return {name: torch.from_numpy(value).float() for name, value in result.snapshots.items() if name in ATTENTION}
-
-
-def check_fits_data(cfg: PositionalConfig, data: SpatialDataConfig | ImageDataConfig) -> None:
-    """Raise ConfigError where the model cannot be built for the data: transfer changes the
-    feature of synthetic data, which images do not have."""
-    if cfg.transfer and not isinstance(data, SpatialDataConfig):
-        raise ConfigError("transfer", True, "needs synthetic data with a feature to change (family jelassi2022)")
+def build_positional(
+    cfg: PositionalConfig,
+    data: SpatialDataConfig | ImageDataConfig,
+    seeds: list[int],
+    device: str | torch.device = "cpu",
+    attention: dict[str, Tensor] | None = None,
+) -> "PositionalAttention":
+    """A pack of len(seeds) models, model k initialised from seeds[k] alone; ``attention``: the
+    pre-trained attention parameters that transfer starts from (train.pretrained_attention)."""
+    D, d = data.n_patches, data.dim
+    params: dict[str, list[Tensor]] = {}
+    for seed in seeds:
+        gen = torch_generator(seed, Stream.INIT)
+        if cfg.kind == "positional":
+            params.setdefault("A", []).append(cfg.a_init * torch.randn(D, D, generator=gen))
+        else:  # W_Q = W_K = I at first: scores <x_i + p_i, x_j + p_j> / sqrt(d)
+            params.setdefault("P", []).append(cfg.a_init * torch.randn(D, d, generator=gen))
+            params.setdefault("W_Q", []).append(torch.eye(d))
+            params.setdefault("W_K", []).append(torch.eye(d))
+        if cfg.width:
+            params.setdefault("W_V", []).append(torch.randn(cfg.width, d, generator=gen) / d**0.5)
+            params.setdefault("a", []).append(
+                (torch.randint(0, 2, (cfg.width,), generator=gen) * 2 - 1) / cfg.width**0.5
+            )
+        else:
+            direction = torch.randn(d, generator=gen)
+            params.setdefault("v", []).append(cfg.v_init * direction / direction.norm())
+    stacked = {name: torch.stack(values) for name, values in params.items()}
+    check_positional_fits(cfg, data)
+    synthetic = isinstance(data, SpatialDataConfig)  # images have no true sets or feature
+    if attention is not None:
+        stacked |= attention
+    truth = torch.from_numpy(set_matrix(data)) if synthetic else None
+    w_star = torch.from_numpy(feature(data).astype(np.float32)) if synthetic else None
+    return PositionalAttention(cfg, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
 
 
 class PositionalAttention(nn.Module):

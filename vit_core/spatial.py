@@ -19,72 +19,13 @@ evaluation and sparsification masks work on them unchanged.
 """
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
+from vit_core.configs import SpatialDataConfig, grid_block
 from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
-from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, numpy_rng
-
-
-@dataclass(frozen=True)
-class SpatialDataConfig:
-    """Everything that defines Paper B's data distribution."""
-
-    n_patches: int = param(10, "D, patches per sample")
-    set_size: int = param(2, "C, patches per set (D must be a multiple of C)")
-    dim: int = param(30, "d, the patch dimension")
-    partition: Literal["random", "blocks"] = param(
-        "random", "sets: random (non-contiguous) groups, or contiguous blocks of a square grid"
-    )
-    q: float = param(0.3, "probability that a patch outside the signal set carries +-w* (q/2 each sign)")
-    sigma2: float | None = param(None, "variance of the noise xi (default: 1/d)")
-    labels: Literal["threshold", "cnn"] = param(
-        "threshold",
-        "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)",
-    )
-    teacher_width: int = param(8, "hidden units of the labelling CNN (labels=cnn)")
-    structure_seed: int = param(0, "seed of the sets and of the labelling CNN, shared by every model")
-    feature_seed: int = param(0, "seed of the feature w* (transfer: a new feature, the same sets)")
-
-    def __post_init__(self) -> None:
-        for field in ("n_patches", "set_size", "dim", "teacher_width"):
-            if getattr(self, field) < 1:
-                raise ConfigError(field, getattr(self, field), "must be a positive integer")
-        if self.n_patches % self.set_size:
-            raise ConfigError("set_size", self.set_size, f"must divide n_patches={self.n_patches}")
-        if self.partition == "blocks" and _grid_block(self.n_patches, self.set_size) is None:
-            raise ConfigError(
-                "partition",
-                self.partition,
-                f"blocks need square n_patches={self.n_patches} and set_size={self.set_size} whose side divides the "
-                "grid's",
-            )
-        if not 0 <= self.q <= 1:
-            raise ConfigError("q", self.q, "must lie in [0, 1]")
-        if self.sigma2 is not None and self.sigma2 < 0:
-            raise ConfigError("sigma2", self.sigma2, "must be >= 0")
-
-    @property
-    def n_sets(self) -> int:
-        """L, the number of sets."""
-        return self.n_patches // self.set_size
-
-    @property
-    def noise_variance(self) -> float:
-        return 1 / self.dim if self.sigma2 is None else self.sigma2
-
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
-        return sample_patches(self, n, seed, stream, start)
-
-
-def _grid_block(D: int, C: int) -> int | None:
-    """The side of a square block when D patches form a square grid tiled by square C-blocks."""
-    side, block = math.isqrt(D), math.isqrt(C)
-    return block if side * side == D and block * block == C and side % block == 0 else None
 
 
 def patch_sets(cfg: SpatialDataConfig) -> np.ndarray:
@@ -92,7 +33,7 @@ def patch_sets(cfg: SpatialDataConfig) -> np.ndarray:
     D, C = cfg.n_patches, cfg.set_size
     if cfg.partition == "random":
         return numpy_rng(cfg.structure_seed, Stream.PATTERNS).permutation(D).reshape(-1, C)
-    block, side = _grid_block(D, C), math.isqrt(D)
+    block, side = grid_block(D, C), math.isqrt(D)
     rows, cols = np.divmod(np.arange(D), side)
     order = np.lexsort((cols % block, rows % block, cols // block, rows // block))
     return order.reshape(-1, C)

@@ -19,73 +19,34 @@ A model *diverges* once its loss or parameters stop being finite, and leaves the
 stops when no model is left.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.data import TokenBatch, TokenKind
-from vit_core.fields import ConfigError, param
+from vit_core.configs import (
+    ImageDataConfig,
+    ModelConfig,
+    PositionalConfig,
+    SpatialDataConfig,
+    TokenDataConfig,
+    TrainConfig,
+)
+from vit_core.data import TokenBatch, TokenKind, make_patterns, sample_tokens
+from vit_core.images import sample_images
 from vit_core.memory import keep_freed_memory
+from vit_core.models import build_model
 from vit_core.outcomes import outcome, summarize_by_n
+from vit_core.positional import ATTENTION, PRETRAIN_SEEDS, build_positional
 from vit_core.seeding import Stream, numpy_rng
+from vit_core.spatial import sample_patches
 
 CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """SGD and evaluation settings shared by every model of a pack."""
-
-    lr: float = param(0.5, "eta, the SGD step size (a pack may set one per model)")
-    batch_size: int = param(16, "B, drawn with replacement from the model's own N samples")
-    max_steps: int = param(6000, "SGD steps at most; a model stops earlier once its training hinge loss is 0")
-    eval_every: int = param(20, "steps between evaluations")
-    n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
-    eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
-    test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
-    eval_batch: int = param(
-        25,
-        "samples per forward pass during evaluation (bounds memory; 25 scored a ViT at L = 120 1.7x faster than 100 "
-        "on a CPU core)",
-    )
-    loss: Literal["hinge", "logistic"] = param(
-        "hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)"
-    )
-    protocol: Literal["multi_pass", "one_pass"] = param(
-        "multi_pass",
-        "multi_pass: N samples drawn once, mini-batches drawn from them until the training loss is 0; "
-        "one_pass: a fresh mini-batch every step, never reused, so N = B·t by step t (one run gives every N)",
-    )
-    eval_ratio: float = param(
-        1.1,
-        "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
-        "then on a geometric grid of this ratio (N* resolves to this precision)",
-    )
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, getattr(self, name), "must be a positive integer")
-        if not self.lr > 0:
-            raise ConfigError("lr", self.lr, "must be > 0")
-        if not self.eval_ratio > 1:
-            raise ConfigError("eval_ratio", self.eval_ratio, "must be > 1")
-
-    def evaluation_steps(self, last: int) -> list[int]:
-        """The steps at which a model that trains ``last`` steps is evaluated, 0 and ``last``
-        included: every eval_every (multi_pass); every eval_every, then a geometric grid of
-        ratio eval_ratio once that is the wider gap (one_pass)."""
-        steps, step = [0], self.eval_every
-        while step < last:
-            steps.append(step)
-            wider = round(step * self.eval_ratio) if self.protocol == "one_pass" else 0
-            step = max(step + self.eval_every, wider)
-        return [*steps, last] if last > 0 else steps
 
 
 @dataclass
@@ -193,7 +154,7 @@ class TrainSets:
         for n, s in zip(n_train, seeds):
             largest[s] = max(n, largest.get(s, 0))
         n_max = max(n_train)
-        per_seed = {s: _pad(data.sample(n, s), n_max) for s, n in largest.items()}
+        per_seed = {s: _pad(sample(data, n, s), n_max) for s, n in largest.items()}
         self.tokens = torch.stack([per_seed[s].tokens for s in seeds]).to(device)
         self.labels = torch.stack([per_seed[s].labels for s in seeds]).to(device)
         keep = torch.stack([per_seed[s].keep for s in seeds]).to(device)
@@ -258,7 +219,7 @@ class FreshBatches:
         """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
         if self.consumed + self.B > self.made:
             n = self.CHUNK * self.B
-            parts = [self.data.sample(n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
+            parts = [sample(self.data, n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
             self._buffer = TokenBatch(
                 *(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts)))
             )
@@ -298,10 +259,13 @@ def logistic_loss(F: Tensor, y: Tensor) -> Tensor:
 LOSSES = {"hinge": hinge_loss, "logistic": logistic_loss}
 
 
-class DataConfig(Protocol):
-    """A data distribution: Paper A's TokenDataConfig or Paper B's SpatialDataConfig."""
+DataConfig = TokenDataConfig | SpatialDataConfig | ImageDataConfig  # Paper A's tokens, Paper B's patches, images
+SAMPLERS = {TokenDataConfig: sample_tokens, SpatialDataConfig: sample_patches, ImageDataConfig: sample_images}
 
-    def sample(self, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA) -> TokenBatch: ...
+
+def sample(data: DataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
+    """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its kind's module."""
+    return SAMPLERS[type(data)](data, n, seed, stream, start)
 
 
 class Packed(Protocol):
@@ -317,10 +281,40 @@ class Packed(Protocol):
     def named_parameters(self): ...
 
 
-class ModelBuilder(Protocol):
-    """A model config: ModelConfig or PositionalConfig."""
+def build(
+    model_cfg: ModelConfig | PositionalConfig, data: DataConfig, seeds: list[int], device: str | torch.device = "cpu"
+) -> Packed:
+    """A pack of len(seeds) models for ``data``, model k initialised from seeds[k]: Paper A's ViT
+    or CNN on the data's patterns, or Paper B's attention (pre-trained first where it transfers)."""
+    if isinstance(model_cfg, ModelConfig):
+        return build_model(model_cfg, make_patterns(data), seeds, device)
+    attention = pretrained_attention(model_cfg, data, seeds, device) if model_cfg.transfer else None
+    return build_positional(model_cfg, data, seeds, device, attention)
 
-    def build(self, data, seeds: list[int], device: str | torch.device) -> Packed: ...
+
+def pretrained_attention(cfg: PositionalConfig, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
+    """Transfer (Paper B, Thm 5.1): the attention's parameters after pre-training each model from
+    scratch on the same sets with the feature of ``pretrain_feature_seed``, on samples of its own
+    (seed + PRETRAIN_SEEDS)."""
+    source = dataclasses.replace(data, feature_seed=cfg.pretrain_feature_seed)
+    pretrain = TrainConfig(
+        lr=cfg.pretrain_lr,
+        batch_size=64,
+        max_steps=cfg.pretrain_steps,
+        eval_every=cfg.pretrain_steps,
+        n_test=100,
+        eval_subset=100,
+        loss="logistic",
+    )
+    result = train_pack(
+        source,
+        dataclasses.replace(cfg, transfer=False),
+        pretrain,
+        [cfg.pretrain_n] * len(seeds),
+        [s + PRETRAIN_SEEDS for s in seeds],
+        device=device,
+    )
+    return {name: torch.from_numpy(value).float() for name, value in result.snapshots.items() if name in ATTENTION}
 
 
 def errors(F: Tensor, y: Tensor) -> Tensor:
@@ -361,6 +355,7 @@ def _sums(
     """evaluate's metrics summed over the samples instead of averaged (sums of parts add up)."""
     K, n = model.K, tokens.shape[-3]
     totals = {name: torch.zeros(K, device=tokens.device) for name in ("error", "loss", "attention_mass")}
+    measured = False  # attention mass: only a model with attention (Paper A's ViT) on data with token kinds
     for s in range(0, n, chunk):
         part = slice(s, min(s + chunk, n))
         X, y = tokens[..., part, :, :], labels[..., part]
@@ -369,12 +364,13 @@ def _sums(
         totals["error"] += errors(F, y).sum(-1)
         totals["loss"] += loss(F, y).sum(-1)
         if kinds is not None and attn is not None:
+            measured = True
             rel = (kinds[part] == TokenKind.RELEVANT).to(attn.dtype)
             if kp is not None:
                 rel = rel * kp
             on_rel = (attn @ rel.unsqueeze(-1)).squeeze(-1)  # (K, chunk, L): mass each query puts on relevant keys
             totals["attention_mass"] += ((on_rel * rel).sum(-1) / rel.sum(-1)).sum(-1)
-    if kinds is None or model.cfg.kind != "vit":
+    if not measured:
         totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
     return totals
 
@@ -520,7 +516,7 @@ def outputs(model: "Packed", tokens: Tensor, keep: Tensor | None, chunk: int) ->
 
 def train_pack(
     data: DataConfig,
-    model_cfg: ModelBuilder,
+    model_cfg: ModelConfig | PositionalConfig,
     train: TrainConfig,
     n_train: list[int],
     seeds: list[int],
@@ -546,9 +542,9 @@ def train_pack(
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
     if not (lrs > 0).all():
         raise ValueError(f"lr={lrs.min()}: every step size must be > 0")
-    test = data.sample(train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
+    test = sample(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
     test_keep = None if test.keep.all() else test.keep
-    model = model_cfg.build(data, seeds, device)
+    model = build(model_cfg, data, seeds, device)
     lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
     sets = (
         FreshBatches(data, seeds, train.batch_size, device)

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,19 +44,19 @@ def trial_slots(spec: "SweepSpec") -> int:
     return max(1, int(total.get("CPU", 1) / spec.resources.cpus_per_trial))
 
 
-def start_ray(address: str | None) -> bool:
+def start_ray(address: str | None) -> Callable[[], None] | None:
     """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray that only
-    listens on loopback (start_local_ray). False when Ray was already up (its owner stops it),
-    True when this call started or joined it."""
+    listens on loopback (start_local_ray): ray.shutdown, which the caller runs when done, or None
+    when Ray was already up (its owner stops it)."""
     if ray.is_initialized():
-        return False
+        return None
     address = address or os.environ.get("RAY_ADDRESS")
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
     if address:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         start_local_ray(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    return True
+    return ray.shutdown
 
 
 def start_local_ray(**init) -> None:

@@ -1,0 +1,67 @@
+"""The layers as the folder tree shows them. vit_core never imports services; only
+services/execution imports Ray; and each command loads only what it needs, checked in
+sys.modules after the command ran in a fresh interpreter."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import record_synthetic_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "ray", "mlflow", "matplotlib")
+RUN = """
+import json, sys
+from services.cli import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))
+"""
+
+
+def loaded_by(*args: str) -> set[str]:
+    """The heavy packages a fresh interpreter has loaded after `vitsweep ARGS`."""
+    out = subprocess.run(
+        [sys.executable, "-c", RUN.format(heavy=HEAVY), *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def imports(path: Path) -> set[str]:
+    """The top-level packages a module imports, wherever in the module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "vit_core").glob("*.py")), ids=lambda p: p.name)
+def test_vit_core_is_torch_and_numpy_only(path):
+    assert imports(path) <= {"torch", "numpy", "vit_core", *sys.stdlib_module_names}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "services").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_the_execution_layer_imports_ray(path):
+    assert "ray" not in imports(path) or "execution" in path.parts
+
+
+def test_validate_loads_neither_torch_ray_mlflow_nor_matplotlib():
+    assert loaded_by("validate", "sweeps/smoke.yaml") == set()
+
+
+def test_status_of_a_home_without_tune_state_loads_none_of_them(tmp_path):
+    assert loaded_by("status", "--home", str(tmp_path)) == set()
+
+
+def test_report_loads_no_ray(tmp_path):
+    record_synthetic_sweep(tmp_path)
+    assert "ray" not in loaded_by("report", "--home", str(tmp_path), "--out", str(tmp_path / "report"))
+    assert (tmp_path / "report" / "summary.md").exists()  # it did write the report

@@ -1,0 +1,341 @@
+"""Every config of vit_core: what defines a data distribution, a model and its training, and the
+checks across them. Plain dataclasses with no torch, so that a spec is validated (and results are
+read) without loading torch; the modules that sample, build and train take these configs.
+
+Each field carries its default and a one-line help text (``param``), read by the CLI's flags and
+the sweep specs' fields. A value that is not allowed raises ConfigError naming the field.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from vit_core.fields import ConfigError, param
+from vit_core.sparsify import SparsifyStrategy
+
+
+@dataclass(frozen=True)
+class TokenDataConfig:
+    """Everything that defines Paper A's data distribution (and the token set S^n)."""
+
+    dim: int = param(20, "d, the token dimension")
+    n_patterns: int = param(20, "M, the number of patterns; 0 and 1 are the discriminative ones")
+    n_tokens: int = param(60, "L, tokens per sample")
+    alpha_star: float = param(0.3, "alpha*, the mean fraction of label-relevant tokens")
+    alpha_confusion: float | None = param(
+        None, "alpha#, the mean fraction of confusion tokens (default: confusion_ratio * alpha*)"
+    )
+    confusion_ratio: float = param(1 / 6, "alpha# / alpha* when alpha_confusion is not given")
+    tau: float = param(0.3, "bound on a token's noise norm (norm uniform on [0, tau])")
+    counts: Literal["fixed", "binomial"] = param("fixed", "per-sample token counts: fixed round(alpha*·L), or binomial")
+    patterns: Literal["orthonormal", "gaussian"] = param("orthonormal", "orthonormal patterns, or random unit vectors")
+    pattern_seed: int = param(0, "seed of the patterns, shared by every model")
+    sparsify: SparsifyStrategy = param(
+        "all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens"
+    )
+    sparsify_k: int = param(0, "tokens removed per sample by sparsify")
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def confusion(self) -> float:
+        """alpha#, resolved from alpha_confusion or confusion_ratio."""
+        if self.alpha_confusion is not None:
+            return self.alpha_confusion
+        return self.confusion_ratio * self.alpha_star
+
+    @property
+    def fixed_counts(self) -> tuple[int, int]:
+        """(label-relevant, confusion) tokens per sample under ``counts="fixed"``."""
+        return round(self.alpha_star * self.n_tokens), round(self.confusion * self.n_tokens)
+
+    @property
+    def effective_alpha_star(self) -> float:
+        """The label-relevant fraction samples really have (rounding moves it for small L)."""
+        if self.counts == "fixed":
+            return self.fixed_counts[0] / self.n_tokens
+        return self.alpha_star
+
+
+def _check(cfg: TokenDataConfig) -> None:
+    """Raise ConfigError naming the field, its value and what is allowed."""
+
+    def fail(field: str, value: object, allowed: str) -> None:
+        raise ConfigError(field, value, allowed)
+
+    for field in ("dim", "n_patterns", "n_tokens"):
+        if getattr(cfg, field) < 1:
+            fail(field, getattr(cfg, field), "must be a positive integer")
+    if not 0 < cfg.alpha_star < 1:
+        fail("alpha_star", cfg.alpha_star, "must lie in (0, 1)")
+    conf = cfg.confusion
+    if not 0 <= conf < cfg.alpha_star:
+        fail("alpha_confusion", conf, f"must lie in [0, alpha_star={cfg.alpha_star})")
+    if cfg.alpha_star + conf > 1:
+        fail("alpha_confusion", conf, f"alpha_star + alpha_confusion must be <= 1 (alpha_star={cfg.alpha_star})")
+    if cfg.tau < 0:
+        fail("tau", cfg.tau, "must be >= 0")
+    if cfg.counts == "fixed":
+        n_rel, n_conf = cfg.fixed_counts
+        if n_rel < 1:
+            fail("alpha_star", cfg.alpha_star, f"rounds to 0 label-relevant tokens of n_tokens={cfg.n_tokens}")
+        if n_conf >= n_rel:
+            fail(
+                "alpha_confusion",
+                conf,
+                f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones",
+            )
+    irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts == "binomial"
+    if irrelevant and cfg.n_patterns < 3:
+        fail("n_patterns", cfg.n_patterns, "needs >= 3 (2 discriminative + label-irrelevant ones)")
+    if cfg.n_patterns < 2:
+        fail("n_patterns", cfg.n_patterns, "needs >= 2 discriminative patterns")
+    if cfg.patterns == "orthonormal" and cfg.dim < cfg.n_patterns:
+        fail("dim", cfg.dim, f"orthonormal patterns need dim >= n_patterns={cfg.n_patterns}")
+    if cfg.sparsify == "all" and cfg.sparsify_k != 0:
+        fail("sparsify_k", cfg.sparsify_k, "must be 0 when sparsify='all'")
+    if not 0 <= cfg.sparsify_k < cfg.n_tokens:
+        fail("sparsify_k", cfg.sparsify_k, f"must lie in [0, n_tokens={cfg.n_tokens})")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture and initialisation of one model of a pack."""
+
+    kind: Literal["vit", "cnn"] = param("vit", "vit: eq. (1) with attention; cnn: the same network without it")
+    width: int = param(32, "m, the width of the ReLU layer")
+    attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
+    output_matrix: bool = param(False, "put a trained W_O (width x value_dim) between W_V and the ReLU")
+    value_dim: int | None = param(None, "m_b, rows of W_V with output_matrix (default: width)")
+    init: Literal["random", "aligned"] = param(
+        "aligned", "random, or aligned with the patterns (the theory's initial model)"
+    )
+    qk_gain: float = param(1.0, "scale of W_Q and W_K at initialisation")
+    v_gain: float = param(1.0, "scale of W_V at initialisation")
+    init_error: float = param(0.1, "aligned init: scale of the Gaussian error added to each matrix")
+
+    def __post_init__(self) -> None:
+        for field in ("width", "attn_dim", "value_dim"):
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise ConfigError(field, value, "must be a positive integer")
+        for field in ("qk_gain", "v_gain", "init_error"):
+            if getattr(self, field) < 0:
+                raise ConfigError(field, getattr(self, field), "must be >= 0")
+        if self.value_dim is not None and not self.output_matrix:
+            raise ConfigError("value_dim", self.value_dim, "only used with output_matrix=true")
+
+    def v_rows(self) -> int:
+        """Rows of W_V: m_b with an output matrix, else the width m."""
+        return (self.value_dim or self.width) if self.output_matrix else self.width
+
+
+def check_fits_data(cfg: ModelConfig, dim: int, n_patterns: int) -> None:
+    """Raise ConfigError where the model cannot be built for data of this dimension and pattern
+    count: the aligned init embeds the M patterns, so it needs M rows in W_Q, W_K and W_V."""
+    if cfg.init != "aligned":
+        return
+    rows = {"attn_dim": cfg.attn_dim or dim} if cfg.kind == "vit" else {}
+    rows["value_dim" if cfg.output_matrix else "width"] = cfg.v_rows()
+    for field, value in rows.items():
+        if value < n_patterns:
+            raise ConfigError(field, value, f"the aligned init needs at least n_patterns={n_patterns} (or init=random)")
+
+
+@dataclass(frozen=True)
+class SpatialDataConfig:
+    """Everything that defines Paper B's data distribution."""
+
+    n_patches: int = param(10, "D, patches per sample")
+    set_size: int = param(2, "C, patches per set (D must be a multiple of C)")
+    dim: int = param(30, "d, the patch dimension")
+    partition: Literal["random", "blocks"] = param(
+        "random", "sets: random (non-contiguous) groups, or contiguous blocks of a square grid"
+    )
+    q: float = param(0.3, "probability that a patch outside the signal set carries +-w* (q/2 each sign)")
+    sigma2: float | None = param(None, "variance of the noise xi (default: 1/d)")
+    labels: Literal["threshold", "cnn"] = param(
+        "threshold",
+        "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)",
+    )
+    teacher_width: int = param(8, "hidden units of the labelling CNN (labels=cnn)")
+    structure_seed: int = param(0, "seed of the sets and of the labelling CNN, shared by every model")
+    feature_seed: int = param(0, "seed of the feature w* (transfer: a new feature, the same sets)")
+
+    def __post_init__(self) -> None:
+        for field in ("n_patches", "set_size", "dim", "teacher_width"):
+            if getattr(self, field) < 1:
+                raise ConfigError(field, getattr(self, field), "must be a positive integer")
+        if self.n_patches % self.set_size:
+            raise ConfigError("set_size", self.set_size, f"must divide n_patches={self.n_patches}")
+        if self.partition == "blocks" and grid_block(self.n_patches, self.set_size) is None:
+            raise ConfigError(
+                "partition",
+                self.partition,
+                f"blocks need square n_patches={self.n_patches} and set_size={self.set_size} whose side divides the "
+                "grid's",
+            )
+        if not 0 <= self.q <= 1:
+            raise ConfigError("q", self.q, "must lie in [0, 1]")
+        if self.sigma2 is not None and self.sigma2 < 0:
+            raise ConfigError("sigma2", self.sigma2, "must be >= 0")
+
+    @property
+    def n_sets(self) -> int:
+        """L, the number of sets."""
+        return self.n_patches // self.set_size
+
+    @property
+    def noise_variance(self) -> float:
+        return 1 / self.dim if self.sigma2 is None else self.sigma2
+
+
+def grid_block(D: int, C: int) -> int | None:
+    """The side of a square block when D patches form a square grid tiled by square C-blocks."""
+    side, block = math.isqrt(D), math.isqrt(C)
+    return block if side * side == D and block * block == C and side % block == 0 else None
+
+
+CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
+
+
+@dataclass(frozen=True)
+class ImageDataConfig:
+    """An image dataset, its binary task and how images become patches."""
+
+    source: Literal["digits", "cifar10"] = param(
+        "digits", "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path"
+    )
+    path: str | None = param(None, "cifar10: the folder holding data_batch_1.bin ... test_batch.bin")
+    patch: int = param(2, "patch side in pixels (it must divide the image side)")
+    permute_pixels: bool = param(False, "shuffle every image's pixels by one fixed permutation before cutting patches")
+    structure_seed: int = param(0, "seed of the train/test split and of the pixel permutation")
+
+    def __post_init__(self) -> None:
+        side = 8 if self.source == "digits" else 32
+        if self.patch < 1 or side % self.patch:
+            raise ConfigError("patch", self.patch, f"must divide the image side {side}")
+        if self.source == "cifar10" and not (
+            self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])
+        ):
+            raise ConfigError(
+                "path",
+                self.path,
+                "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin",
+            )
+
+    @property
+    def n_patches(self) -> int:
+        side = 8 if self.source == "digits" else 32
+        return (side // self.patch) ** 2
+
+    @property
+    def dim(self) -> int:
+        return self.patch**2 * (1 if self.source == "digits" else 3)
+
+
+@dataclass(frozen=True)
+class PositionalConfig:
+    """Architecture, initialisation and relative step size of one positional-attention model."""
+
+    kind: Literal["positional", "vanilla"] = param(
+        "positional",
+        "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus "
+        "learned positional encodings",
+    )
+    activation: Literal["cubic", "relu", "identity"] = param("cubic", "sigma, applied to each patch's mixed value")
+    diag: float = param(4.0, "positional: the fixed diagonal of A (each patch's score for itself)")
+    a_init: float = param(
+        0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P"
+    )
+    v_init: float = param(0.01, "norm of v at initialisation (a uniformly random direction)")
+    width: int = param(
+        0,
+        "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, "
+        "averaged over patches (for images)",
+    )
+    a_lr_scale: float = param(
+        1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)"
+    )
+    transfer: bool = param(
+        False, "pre-train on the feature of pretrain_feature_seed, then train v only (A frozen) on this data"
+    )
+    pretrain_feature_seed: int = param(
+        1, "transfer: seed of the pre-training feature w* (the data's feature_seed is the new w')"
+    )
+    pretrain_n: int = param(2000, "transfer: pre-training samples per model")
+    pretrain_steps: int = param(2000, "transfer: pre-training SGD steps (logistic loss, batch 64)")
+    pretrain_lr: float = param(0.01, "transfer: pre-training step size of v (A's is a_lr_scale times it)")
+
+    def __post_init__(self) -> None:
+        for field in ("a_init", "v_init"):
+            if getattr(self, field) < 0:
+                raise ConfigError(field, getattr(self, field), "must be >= 0")
+        for field in ("a_lr_scale", "pretrain_lr"):
+            if not getattr(self, field) > 0:
+                raise ConfigError(field, getattr(self, field), "must be > 0")
+        if self.width < 0:
+            raise ConfigError("width", self.width, "must be >= 0")
+        for field in ("pretrain_n", "pretrain_steps"):
+            if getattr(self, field) < 1:
+                raise ConfigError(field, getattr(self, field), "must be a positive integer")
+
+
+def check_positional_fits(cfg: PositionalConfig, data: SpatialDataConfig | ImageDataConfig) -> None:
+    """Raise ConfigError where the model cannot be built for the data: transfer changes the
+    feature of synthetic data, which images do not have."""
+    if cfg.transfer and not isinstance(data, SpatialDataConfig):
+        raise ConfigError("transfer", True, "needs synthetic data with a feature to change (family jelassi2022)")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """SGD and evaluation settings shared by every model of a pack."""
+
+    lr: float = param(0.5, "eta, the SGD step size (a pack may set one per model)")
+    batch_size: int = param(16, "B, drawn with replacement from the model's own N samples")
+    max_steps: int = param(6000, "SGD steps at most; a model stops earlier once its training hinge loss is 0")
+    eval_every: int = param(20, "steps between evaluations")
+    n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
+    eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
+    test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
+    eval_batch: int = param(
+        25,
+        "samples per forward pass during evaluation (bounds memory; 25 scored a ViT at L = 120 1.7x faster than 100 "
+        "on a CPU core)",
+    )
+    loss: Literal["hinge", "logistic"] = param(
+        "hinge", "hinge max(0, 1 - yF) (Paper A), or logistic log(1 + exp(-yF)) (Paper B)"
+    )
+    protocol: Literal["multi_pass", "one_pass"] = param(
+        "multi_pass",
+        "multi_pass: N samples drawn once, mini-batches drawn from them until the training loss is 0; "
+        "one_pass: a fresh mini-batch every step, never reused, so N = B·t by step t (one run gives every N)",
+    )
+    eval_ratio: float = param(
+        1.1,
+        "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
+        "then on a geometric grid of this ratio (N* resolves to this precision)",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, getattr(self, name), "must be a positive integer")
+        if not self.lr > 0:
+            raise ConfigError("lr", self.lr, "must be > 0")
+        if not self.eval_ratio > 1:
+            raise ConfigError("eval_ratio", self.eval_ratio, "must be > 1")
+
+    def evaluation_steps(self, last: int) -> list[int]:
+        """The steps at which a model that trains ``last`` steps is evaluated, 0 and ``last``
+        included: every eval_every (multi_pass); every eval_every, then a geometric grid of
+        ratio eval_ratio once that is the wider gap (one_pass)."""
+        steps, step = [0], self.eval_every
+        while step < last:
+            steps.append(step)
+            wider = round(step * self.eval_ratio) if self.protocol == "one_pass" else 0
+            step = max(step + self.eval_every, wider)
+        return [*steps, last] if last > 0 else steps
