@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -25,6 +25,9 @@ from rich.table import Table
 from services.uris import redact, resolve_tracking_uri
 from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
 from vit_core.fields import ConfigError
+
+if TYPE_CHECKING:
+    from services.summary import Summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
@@ -343,11 +346,11 @@ def _run_json(spec, out) -> dict:
         "recorded_earlier": bool(out.record and out.record.earlier),
         "exponent": _exponents(summary),
         "t_star_exponent": _exponents(summary, "t_star_exponent"),
-        "protocol": summary["protocol"],
-        "adaptive": summary["adaptive"],
-        "patch_association": summary["patch_association"],
-        "cos_v_wstar": summary["cos_v_wstar"],
-        "test_error": summary["test_error"],
+        "protocol": summary.protocol,
+        "adaptive": summary.adaptive,
+        "patch_association": summary.patch_association,
+        "cos_v_wstar": summary.cos_v_wstar,
+        "test_error": summary.test_error,
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
@@ -386,18 +389,18 @@ def _n_star(spec, result) -> dict:
     return out
 
 
-def _exponents(summary: dict, key: str = "exponent") -> dict:
+def _exponents(summary: "Summary", key: str = "exponent") -> dict:
     """group (the model, with any other axis values) -> {value, ci95} of an exponent in 1/alpha*
     (``key``: N*'s, or T*'s)."""
-    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in summary[key].items()}
+    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in getattr(summary, key).items()}
 
 
-def _print_summary(summary: dict) -> None:
+def _print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
     from services.report import TABLE_HEADER, notes, table_rows
 
     table = Table(
-        title=f"{summary['sweep_id']}: N* = smallest N from which the success rate stays >= {summary['success_rate']}"
+        title=f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
     )
     for column in TABLE_HEADER:
         table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
@@ -472,7 +475,7 @@ def report_command(
     _print_summary(summary)
     Console().print(f"report written to {folder}", markup=False)
     if as_json:
-        print(json.dumps(summary | {"folder": str(folder)}))
+        print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
 
 
 @app.command()

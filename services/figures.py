@@ -9,21 +9,22 @@ from services import paper
 from services.report import fmt
 from services.results import CellResult
 from services.spec import SweepSpec
+from services.summary import CellRow, Summary
 from vit_core.configs import SpatialDataConfig
 from vit_core.spatial import set_matrix
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 
 
-def _phase(ax, group: str, rows: list[dict], fit: dict, p: float) -> None:
+def _phase(ax, group: str, rows: list["CellRow"], fit: dict, p: float) -> None:
     """Fig 1's layout: success rate over alpha*^-power x N, with our fitted N* and the paper's."""
-    model = rows[0]["model"]
+    model = rows[0].model
     power = PHASE_POWER[model]
-    x = [r["alpha_effective"] ** -power for r in rows for _ in r["rates"]]
-    ns = [int(n) for r in rows for n in r["rates"]]
-    rates = [v for r in rows for v in r["rates"].values()]
+    x = [r.alpha_effective**-power for r in rows for _ in r.rates]
+    ns = [int(n) for r in rows for n in r.rates]
+    rates = [v for r in rows for v in r.rates.values()]
     scatter = ax.scatter(x, ns, c=rates, cmap="viridis", vmin=0, vmax=1, marker="s", s=40)
-    stars = [(r["alpha_effective"] ** -power, r["n_star"]) for r in rows if r["n_star"] is not None]
+    stars = [(r.alpha_effective**-power, r.n_star) for r in rows if r.n_star is not None]
     if stars:
         ax.plot(*zip(*sorted(stars)), "r-o", ms=4, label=f"our N* (p = {p})")
     if fit["value"] is not None:
@@ -42,8 +43,8 @@ def _phase(ax, group: str, rows: list[dict], fit: dict, p: float) -> None:
     ax.figure.colorbar(scatter, ax=ax, label="success rate")
 
 
-def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
-    for group, fit in summary[key].items():
+def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
+    for group, fit in getattr(summary, key).items():
         if not fit["points"]:
             continue
         xs, ys = np.array(fit["points"]).T
@@ -60,14 +61,14 @@ def _loglog(ax, summary: dict, key: str, ylabel: str, xlabel: str) -> None:
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
 
 
-def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
+def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured."""
     figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
-    if any(fit["value"] is not None for fit in summary["exponent"].values()):
-        groups = summary["exponent"]
+    if any(fit["value"] is not None for fit in summary.exponent.values()):
+        groups = summary.exponent
         fig, axes = _subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
-            rows = [r for r in summary["cells"] if r["label"] in fit["cells"]]
+            rows = [r for r in summary.cells if r.label in fit["cells"]]
             _phase(ax, group, rows, fit, spec.success_rate)
         fig.tight_layout()
         figs["phase_diagram.png"] = fig
@@ -84,8 +85,8 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
         ax.set_title("N* against 1/alpha* (theory: ViT <= 2, CNN 4)")
         ax.legend(fontsize=7)
         figs["n_star_fit.png"] = fig
-    if summary["iterations_exponent"] or summary["lr_exponent"]:
-        keys = [k for k in ("iterations_exponent", "lr_exponent") if summary[k]]
+    if summary.iterations_exponent or summary.lr_exponent:
+        keys = [k for k in ("iterations_exponent", "lr_exponent") if getattr(summary, k)]
         fig, axes = _subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
         for ax, key in zip(axes[0], keys):
             _loglog(
@@ -99,9 +100,9 @@ def figures(spec: SweepSpec, summary: dict, cells: list[CellResult]) -> dict:
             ax.legend(fontsize=7)
         fig.tight_layout()
         figs["iterations.png"] = fig
-    if summary["attention"]:
+    if summary.attention:
         figs["attention_mass.png"] = _attention_figure(cells)
-    if summary["sparsification"]:
+    if summary.sparsification:
         figs["sparsification.png"] = _sparsification_figure(summary)
     if not any(m in paper.SUCCESS for m in spec.models):
         figs["structure.png"] = _structure_figure(cells)
@@ -151,14 +152,14 @@ def _structure_figure(cells: list[CellResult]):
     return fig
 
 
-def _success_figure(spec: SweepSpec, summary: dict):
+def _success_figure(spec: SweepSpec, summary: "Summary"):
     """Success rate against N, one line per cell, one panel per model."""
     fig, axes = _subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
     for ax, model in zip(axes[0], spec.models):
-        rows = [r for r in summary["cells"] if r["model"] == model and any(v == v for v in r["rates"].values())]
+        rows = [r for r in summary.cells if r.model == model and any(v == v for v in r.rates.values())]
         for r in rows:
-            label = " ".join(f"{k}={v}" for k, v in r["values"].items()) or model
-            points = [(int(n), v) for n, v in r["rates"].items() if v == v]  # NaN: no model of that N converged
+            label = " ".join(f"{k}={v}" for k, v in r.values.items()) or model
+            points = [(int(n), v) for n, v in r.rates.items() if v == v]  # NaN: no model of that N converged
             ax.plot(*zip(*points), marker="o", label=label)
         ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
@@ -173,9 +174,9 @@ def _success_figure(spec: SweepSpec, summary: dict):
     return fig
 
 
-def _outcomes_figure(summary: dict):
+def _outcomes_figure(summary: "Summary"):
     """Per cell, the share of each outcome class at every N (stacked bars)."""
-    rows = [r for r in summary["cells"] if r["outcomes"]] or summary["cells"][:1]
+    rows = [r for r in summary.cells if r.outcomes] or summary.cells[:1]
     cols = min(4, len(rows))
     fig, axes = _subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
     colours = {
@@ -186,16 +187,14 @@ def _outcomes_figure(summary: dict):
         "diverged": "black",
     }
     for ax, r in zip(axes.flat, rows):
-        ns = list(r["outcomes"])
+        ns = list(r.outcomes)
         bottom = np.zeros(len(ns))
         for name, colour in colours.items():
-            share = np.array([r["outcomes"][n][name] / max(1, sum(r["outcomes"][n].values())) for n in ns])
+            share = np.array([r.outcomes[n][name] / max(1, sum(r.outcomes[n].values())) for n in ns])
             ax.bar(range(len(ns)), share, bottom=bottom, color=colour, label=name.replace("_", "-"))
             bottom += share
         ax.set_xticks(range(len(ns)), ns, fontsize=7)
-        ax.set(
-            xlabel="N", ylabel="share of models", title=r["label"] + (" (flagged)" if r["flagged"] else ""), ylim=(0, 1)
-        )
+        ax.set(xlabel="N", ylabel="share of models", title=r.label + (" (flagged)" if r.flagged else ""), ylim=(0, 1))
     for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
@@ -222,10 +221,10 @@ def _attention_figure(cells: list[CellResult]):
     return fig
 
 
-def _sparsification_figure(summary: dict):
+def _sparsification_figure(summary: "Summary"):
     """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
     fig, ax = _subplots(figsize=(6, 4.5))
-    for group, ks in summary["sparsification"].items():
+    for group, ks in summary.sparsification.items():
         k = np.array(sorted(ks))
         mean = np.array([ks[i]["test_loss"]["mean"] for i in k])
         ci = np.array([ks[i]["test_loss"]["ci95"] for i in k]).T

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 
 from services import paper
-from services.summary import THEORY_T_EXPONENT
+from services.summary import THEORY_T_EXPONENT, Summary
 from vit_core.outcomes import OUTCOMES
 
 
@@ -19,34 +19,34 @@ def fmt(value, spec: str = "") -> str:
     return format(value, spec)
 
 
-def table_rows(summary: dict) -> list[list[str]]:
+def table_rows(summary: "Summary") -> list[list[str]]:
     """The per-cell table: cell, effective alpha*, N* with bracket and CI, T, trainings."""
     rows = []
-    for r in summary["cells"]:
-        if r["failed"] or not r["rates"]:
-            star, bracket = "FAILED" if r["failed"] else "-", "-"
-        elif r["n_star"] is None:  # even the largest N missed p
-            star, bracket = "-", f"> {r['bracket_lo']}"
+    for r in summary.cells:
+        if r.failed or not r.rates:
+            star, bracket = "FAILED" if r.failed else "-", "-"
+        elif r.n_star is None:  # even the largest N missed p
+            star, bracket = "-", f"> {r.bracket_lo}"
         else:  # "<= N": the smallest N tried already reached p
             star, bracket = (
-                ("" if r["n_star_known"] else "<= ") + str(r["n_star"]),
-                f"({r['bracket_lo'] or 0}, {r['n_star']}]",
+                ("" if r.n_star_known else "<= ") + str(r.n_star),
+                f"({r.bracket_lo or 0}, {r.n_star}]",
             )
         counted = (
-            list(r["outcomes"].values())[-1:] if r["protocol"] == "one_pass" else r["outcomes"].values()
+            list(r.outcomes.values())[-1:] if r.protocol == "one_pass" else r.outcomes.values()
         )  # one pass: at its budget N
         totals = [sum(counts[name] for counts in counted) for name in OUTCOMES]
         rows.append(
             [
-                r["label"] + (" (FLAGGED)" if r["flagged"] else ""),
-                fmt(r["alpha_effective"], ".4f"),
+                r.label + (" (FLAGGED)" if r.flagged else ""),
+                fmt(r.alpha_effective, ".4f"),
                 star,
                 bracket,
-                fmt(r["n_star_ci95"]),
-                "yes" if r["monotone"] else ("no" if r["monotone"] is False else "-"),
-                fmt(r["steps_to_zero"], ".0f"),
-                fmt(r["t_star"], ".0f"),
-                str(r["trainings"]),
+                fmt(r.n_star_ci95),
+                "yes" if r.monotone else ("no" if r.monotone is False else "-"),
+                fmt(r.steps_to_zero, ".0f"),
+                fmt(r.t_star, ".0f"),
+                str(r.trainings),
                 "/".join(map(str, totals)),
             ]
         )
@@ -71,75 +71,75 @@ OUTCOMES_LEGEND = (
 )
 
 
-def _fit_lines(summary: dict) -> list[str]:
+def _fit_lines(summary: "Summary") -> list[str]:
     lines = []
     for key, title, theory in (
-        ("exponent", "N* ~ (1/alpha*)^k", summary["theory"]["exponent"]),
+        ("exponent", "N* ~ (1/alpha*)^k", summary.theory["exponent"]),
         ("iterations_exponent", "T ~ (1/alpha*)^k", None),
         ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
         ("lr_exponent", "T ~ (1/eta)^k", None),
     ):
-        unfitted = [group for group, fit in summary[key].items() if fit["value"] is None]
+        unfitted = [group for group, fit in getattr(summary, key).items() if fit["value"] is None]
         if unfitted:
             lines.append(
                 f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value"
             )
-        for group, fit in summary[key].items():
+        for group, fit in getattr(summary, key).items():
             expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
             if fit["value"] is not None:
                 lines.append(
                     f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')} (theory: {expected:g})"
                 )
-    fitted = any(fit["value"] is not None for fit in summary["exponent"].values())
-    for model, ref in summary["paper"].items():
+    fitted = any(fit["value"] is not None for fit in summary.exponent.values())
+    for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
             lines.append(
-                f"paper's Fig 1, {model}: k = {ref['exponent']:.2f} from its own N* at p = {summary['success_rate']}"
+                f"paper's Fig 1, {model}: k = {ref['exponent']:.2f} from its own N* at p = {summary.success_rate}"
             )
     return lines
 
 
-def notes(summary: dict) -> list[str]:
+def notes(summary: "Summary") -> list[str]:
     """One line per finding below the table: fits against theory and the paper, the adaptive
     search's savings, attention concentration, sparsification effects."""
     lines = [*_fit_lines(summary), OUTCOMES_LEGEND]
-    flagged = [r["label"] for r in summary["cells"] if r["flagged"]]
+    flagged = [r.label for r in summary.cells if r.flagged]
     if flagged:
         lines.append(
-            f"FLAGGED (more than {summary['max_not_converged']:.0%} of an N's models not converged or diverged; left "
+            f"FLAGGED (more than {summary.max_not_converged:.0%} of an N's models not converged or diverged; left "
             "out of the fits; "
             f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}"
         )
-    for values, gap in summary.get("iteration_gap", {}).items():
+    for values, gap in summary.iteration_gap.items():
         if gap["value"] is not None:
             lines.append(
                 f"iteration gap, {values}: the CNN needs {gap['value']:.2f}x the ViT's steps to zero test error, 95% "
                 f"CI {fmt(gap['ci95'], '.2f')}"
             )
-    if summary["adaptive"]:
-        a = summary["adaptive"]
+    if summary.adaptive:
+        a = summary.adaptive
         lines.append(
             f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "
             f"{1 + a['precision']:g} over the same N range ({fmt(a['ratio'], '.1f')}x fewer)"
         )
-    for label, a in summary["attention"].items():
+    for label, a in summary.attention.items():
         lines.append(
             f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, "
             f"{'monotone' if a['monotone'] else 'not monotone'}"
         )
-    if not any(m in paper.SUCCESS for m in summary["models"]):
-        for label, error in summary["test_error"].items():
+    if not any(m in paper.SUCCESS for m in summary.models):
+        for label, error in summary.test_error.items():
             lines.append(
                 f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "
                 f"{error['seeds']} seeds"
             )
-    for label, share in summary["patch_association"].items():
+    for label, share in summary.patch_association.items():
         lines.append(
             f"patch association, {label}: every row associated in {share:.0%} of seeds, "
-            f"{summary['patch_association_rows'][label]:.0%} "
-            f"of rows on average; median cos(v, w*) {summary['cos_v_wstar'][label]:.3f}"
+            f"{summary.patch_association_rows[label]:.0%} "
+            f"of rows on average; median cos(v, w*) {summary.cos_v_wstar[label]:.3f}"
         )
-    for group, ks in summary["sparsification"].items():
+    for group, ks in summary.sparsification.items():
         k = max(ks)
         change = ks[k]["change"]
         lines.append(
@@ -149,12 +149,12 @@ def notes(summary: dict) -> list[str]:
     return lines
 
 
-def markdown(summary: dict) -> str:
+def markdown(summary: "Summary") -> str:
     """The summary table and the notes as Markdown."""
     lines = [
-        f"# {summary['sweep_id']}",
+        f"# {summary.sweep_id}",
         "",
-        f"N*: the smallest N from which the success rate stays >= {summary['success_rate']}.",
+        f"N*: the smallest N from which the success rate stays >= {summary.success_rate}.",
         "",
         "| " + " | ".join(TABLE_HEADER) + " |",
         "|" + " --- |" * len(TABLE_HEADER),
@@ -163,25 +163,25 @@ def markdown(summary: dict) -> str:
     return "\n".join([*lines, "", *[f"- {line}" for line in notes(summary)]]) + "\n"
 
 
-def write(folder: Path, summary: dict, figs: dict) -> Path:
+def write(folder: Path, summary: "Summary", figs: dict) -> Path:
     """The figures, summary.md, summary.html and summary.json in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, fig in figs.items():
         fig.savefig(folder / name, dpi=120)
     text = markdown(summary)
     (folder / "summary.md").write_text(text)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1))
+    (folder / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
     (folder / "summary.html").write_text(_html(summary, list(figs)))
     return folder
 
 
-def _html(summary: dict, images: list[str]) -> str:
+def _html(summary: "Summary", images: list[str]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in TABLE_HEADER)
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in table_rows(summary))
     fits = "".join(f"<li>{escape(line)}</li>" for line in notes(summary))
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in images)
     return (
         "<!doctype html><meta "
-        f"charset=utf-8><title>{escape(summary['sweep_id'])}</title><h1>{escape(summary['sweep_id'])}</h1>"
+        f"charset=utf-8><title>{escape(summary.sweep_id)}</title><h1>{escape(summary.sweep_id)}</h1>"
         f"<table border=1><tr>{head}</tr>{body}</table><ul>{fits}</ul>{pictures}"
     )

@@ -24,6 +24,7 @@ from services.spec import SweepSpec
 from services.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
+    from services.summary import Summary
     from services.tracking import Record
 
 
@@ -70,7 +71,7 @@ class Outcome:
 
     plan: Plan
     result: SweepResult
-    summary: dict
+    summary: "Summary"
     record: "Record | None"
     uri: str
 
@@ -150,7 +151,7 @@ def train(
     return result, stop_ray
 
 
-def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", dict]:
+def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", "Summary"]:
     """record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
     in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
     if work is None:
@@ -163,7 +164,7 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record |
 
 def record(
     spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
-) -> tuple["Record | None", dict]:
+) -> tuple["Record | None", "Summary"]:
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
     record, or None when the server is unreachable and the results wait under ``home``, and the
     sweep's summary)."""
@@ -223,7 +224,7 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
     return logged, left
 
 
-def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple[dict, Path]:
+def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple["Summary", Path]:
     """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
     (the summary, the folder). LookupError when the store has no such sweep."""
     from services import figures

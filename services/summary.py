@@ -6,6 +6,9 @@ T-against-eta exponent, a sparsify axis the sparsification effects. No I/O: the 
 comes from a sweep that just ran and from one read back from MLflow.
 """
 
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
 import numpy as np
 
 from services import paper
@@ -17,55 +20,62 @@ from vit_core.outcomes import OUTCOMES
 THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
 
 
-def _cell_row(spec: SweepSpec, cell: CellResult) -> dict:
+@dataclass
+class CellRow:
+    """One cell in the summary: its setting, N* (bracket, CI, whether it is known), the success
+    rate and outcome counts per N, T and T*, and whether too many of its models did not converge."""
+
+    label: str
+    model: str
+    values: dict[str, Any]
+    alpha_effective: float | None  # Paper A: the label-relevant fraction samples really have
+    lr: float
+    trainings: int  # models trained (one pass: runs, each evaluated at every N)
+    failed: bool  # a pack of the cell failed: N* is not given
+    n_star: int | None = None  # at threshold p; None: not reached (or the cell failed)
+    n_star_known: bool = False  # False where N* is only bounded (reached at the smallest N tried)
+    bracket_lo: int | None = None  # N* lies in (bracket_lo, n_star]
+    n_star_ci95: list[int | None] | None = None
+    monotone: bool | None = None  # no N below the bracket already reached p
+    steps_to_zero: float | None = None  # T at the largest N
+    rates: dict[int, float] = field(default_factory=dict)  # N -> success rate (NaN: no model counted)
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # N -> outcome class -> models
+    not_converged_share: float | None = None  # the largest share of an N's models not converged or diverged
+    flagged: bool = False  # that share is above max_not_converged: left out of the fits
+    protocol: str = "multi_pass"
+    batch_size: int = 16
+    t_star: float | None = None  # one pass: N*/B
+    per_seed: dict | None = None  # one pass: each seed's first and stable N
+
+
+def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     data, _, training = spec.configs(cell.cell)
-    row = {
-        "label": cell.cell.label,
-        "model": cell.cell.model,
-        "values": cell.cell.values,
-        "alpha_effective": getattr(data, "effective_alpha_star", None),
-        "lr": training.lr,
-        "trainings": len({r.seed for r in cell.records}) if training.protocol == "one_pass" else len(cell.records),
-        "failed": bool(cell.failures),
-        "n_star": None,
-        "n_star_known": False,
-        "bracket_lo": None,
-        "n_star_ci95": None,
-        "monotone": None,
-        "steps_to_zero": None,
-        "rates": {},
-        "outcomes": {},
-        "not_converged_share": None,
-        "flagged": False,
-        "protocol": training.protocol,
-        "batch_size": training.batch_size,
-        "t_star": None,
-        "per_seed": None,
-    }
+    one_pass = training.protocol == "one_pass"
+    row = CellRow(
+        cell.cell.label,
+        cell.cell.model,
+        cell.cell.values,
+        getattr(data, "effective_alpha_star", None),
+        training.lr,
+        len({r.seed for r in cell.records}) if one_pass else len(cell.records),
+        bool(cell.failures),
+        protocol=training.protocol,
+        batch_size=training.batch_size,
+    )
     if not cell.records:
         return row
     by_n = cell.by_n()
-    share = max(
-        (r["not_converged"] + r["diverged"]) / r["models"] for r in by_n
-    )  # above max_not_converged, N* says little
-    row |= {
-        "outcomes": {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n},
-        "not_converged_share": share,
-        "flagged": share > spec.max_not_converged,
-    }
+    row.not_converged_share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)
+    row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
+    row.flagged = row.not_converged_share > spec.max_not_converged  # above it, N* says little
     o, p = cell.outcomes(), spec.success_rate
-    lo, star = o.bracket(p)
-    row |= {
-        "n_star": None if cell.failures else star,
-        "bracket_lo": lo,
-        "n_star_known": o.n_star_known(p) is not None,
-        "n_star_ci95": list(n_star_ci(o, p)),
-        "monotone": o.monotone(p),
-        "steps_to_zero": o.steps(),
-        "rates": dict(zip(o.ns.tolist(), o.rates().tolist())),
-        "t_star": o.t_star(p) if not cell.failures else None,
-        "per_seed": cell.per_seed(),
-    }
+    row.bracket_lo, star = o.bracket(p)
+    row.n_star = None if cell.failures else star
+    row.n_star_known, row.n_star_ci95 = o.n_star_known(p) is not None, list(n_star_ci(o, p))
+    row.monotone, row.steps_to_zero = o.monotone(p), o.steps()
+    row.rates = dict(zip(o.ns.tolist(), o.rates().tolist()))
+    row.t_star = None if cell.failures else o.t_star(p)
+    row.per_seed = cell.per_seed()
     return row
 
 
@@ -170,46 +180,77 @@ def _adaptive(spec: SweepSpec, cells: list[CellResult]) -> dict | None:
     }
 
 
-def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> dict:
-    """Everything the report shows, JSON-ready."""
+@dataclass
+class Summary:
+    """Everything a sweep's report shows (``to_dict``: the same, JSON-ready). Fits map a group of
+    cells (the model and its other axis values) to analysis.Fit.as_dict()."""
+
+    sweep_id: str
+    name: str
+    models: list[str]
+    success_rate: float  # the threshold p of N* (the spec's success_rate)
+    max_not_converged: float
+    cells: list[CellRow]
+    exponent: dict[str, dict]  # N* ~ (1/alpha*)^k
+    iterations_exponent: dict[str, dict]  # T ~ (1/alpha*)^k
+    t_star_exponent: dict[str, dict]  # one pass: T* = N*/B ~ (1/alpha*)^k
+    lr_exponent: dict[str, dict]  # T ~ (1/eta)^k
+    theory: dict[str, Any]
+    paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
+    test_error: dict[str, dict]  # cell -> mean test error at its largest N, with a CI
+    patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
+    patch_association_rows: dict[str, float]  # cell -> mean share of associated rows
+    cos_v_wstar: dict[str, float]  # cell -> median cos(v, w*)
+    attention: dict[str, dict]  # ViT cell -> attention mass at the first and last evaluation
+    sparsification: dict[str, dict]  # group -> k -> test loss and its change against k = 0
+    adaptive: dict | None  # the adaptive search's trainings against a full grid's
+    iteration_gap: dict[str, dict]  # setting -> the CNN's T over the ViT's
+    n_star: dict[str, int | None]  # cell label -> N*
+    protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summary:
+    """Every statistic of the report, from the cells' results (no I/O)."""
     p = spec.success_rate
-    alpha = lambda c: 1 / spec.configs(c.cell)[0].effective_alpha_star  # noqa: E731
-    summary = {
-        "sweep_id": sweep_id,
-        "name": spec.name,
-        "models": spec.models,
-        "success_rate": p,
-        "max_not_converged": spec.max_not_converged,
-        "cells": [_cell_row(spec, c) for c in cells],
-        "exponent": {},
-        "iterations_exponent": {},
-        "t_star_exponent": {},
-        "lr_exponent": {},
-        "theory": {"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
-        "paper": {
+    rows = [_cell_row(spec, c) for c in cells]
+    flagged = {r.label for r in rows if r.flagged}
+    fits: dict[str, dict] = {"exponent": {}, "iterations_exponent": {}, "t_star_exponent": {}, "lr_exponent": {}}
+    if "alpha_star" in spec.swept:
+
+        def alpha(c: CellResult) -> float:
+            return 1 / spec.configs(c.cell)[0].effective_alpha_star
+
+        fits["exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
+        fits["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
+        one_pass = [c for c in cells if spec.one_pass(c.cell)]
+        fits["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
+    if "lr" in spec.swept:
+        fits["lr_exponent"] = _fits(
+            cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols)
+        )
+    protocols = {r.protocol for r in rows}
+    return Summary(
+        sweep_id,
+        spec.name,
+        spec.models,
+        p,
+        spec.max_not_converged,
+        rows,
+        **fits,
+        theory={"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
+        paper={
             m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)}
             for m in spec.models
             if m in paper.SUCCESS
         },
         **_structure(cells),
-        "attention": _attention(cells),
-        "sparsification": _sparsification(spec, cells),
-        "adaptive": _adaptive(spec, cells),
-        "iteration_gap": _iteration_gap(spec, cells),
-    }
-    flagged = {r["label"] for r in summary["cells"] if r["flagged"]}
-    if "alpha_star" in spec.swept:
-        summary["exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
-        summary["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
-        one_pass = [c for c in cells if spec.one_pass(c.cell)]
-        summary["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
-    if "lr" in spec.swept:
-        summary["lr_exponent"] = _fits(
-            cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols)
-        )
-    summary["n_star"] = {row["label"]: row["n_star"] for row in summary["cells"]}
-    protocols = {row["protocol"] for row in summary["cells"]}
-    summary["protocol"] = (
-        protocols.pop() if len(protocols) == 1 else {row["label"]: row["protocol"] for row in summary["cells"]}
+        attention=_attention(cells),
+        sparsification=_sparsification(spec, cells),
+        adaptive=_adaptive(spec, cells),
+        iteration_gap=_iteration_gap(spec, cells),
+        n_star={r.label: r.n_star for r in rows},
+        protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
     )
-    return summary

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
+from services.summary import Summary
 from services.uris import redact
 from vit_core.outcomes import OUTCOMES
 
@@ -99,7 +100,7 @@ def record_sweep(
     tracking_uri: str,
     home: Path,
     spec_text: str,
-    summary: dict,
+    summary: Summary,
     figures: dict[str, Figure],
     summary_md: str,
 ) -> Record:
@@ -162,14 +163,14 @@ def record_sweep(
         _record_cell(client, experiment, pid, spec, cell)
     exponents = [
         Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0)
-        for group, fit in summary["exponent"].items()
+        for group, fit in summary.exponent.items()
         if fit["value"] is not None
     ]
     _log(client, pid, metrics=exponents)
     for name, fig in figures.items():
         client.log_figure(pid, fig, name)
     client.log_text(pid, summary_md, SUMMARY_MD)
-    client.log_dict(pid, summary, SUMMARY_JSON)
+    client.log_dict(pid, summary.to_dict(), SUMMARY_JSON)
     client.set_terminated(
         pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED"
     )  # last: the record is whole

@@ -142,9 +142,9 @@ def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
         for cell in spec.cells
     ]
     summary = summarize(spec, "c-1", cells)
-    assert [r["n_star"] for r in summary["cells"]] == [None, None]
+    assert [r.n_star for r in summary.cells] == [None, None]
     assert [row[3] for row in table_rows(summary)] == [
         "> 24",
         "> 24",
     ]  # beyond the budget B * max_steps, never a silent cap
-    assert summary["exponent"]["cnn"]["value"] is None
+    assert summary.exponent["cnn"]["value"] is None

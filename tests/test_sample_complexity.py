@@ -75,13 +75,13 @@ def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path
         lo, star = o.bracket(0.5)
         assert lo < true_star <= star and (star <= 1.1 * lo or star == lo + 1), (cell.cell.label, lo, star, true_star)
     summary = summarize(spec, "synthetic", result.cells)
-    assert summary["adaptive"]["ratio"] > 2
-    assert summary["adaptive"]["trainings"] == result.trainings
-    exponent = summary["exponent"]
+    assert summary.adaptive["ratio"] > 2
+    assert summary.adaptive["trainings"] == result.trainings
+    exponent = summary.exponent
     assert exponent["vit"]["ci95"][0] <= 2 <= exponent["vit"]["ci95"][1]
     assert exponent["cnn"]["ci95"][0] <= 4 <= exponent["cnn"]["ci95"][1]
     grid = sum(full_grid_size(int(c.outcomes().ns[0]), int(c.outcomes().ns[-1]), 0.1) * 10 for c in result.cells)
-    assert summary["adaptive"]["full_grid_trainings"] == grid
+    assert summary.adaptive["full_grid_trainings"] == grid
 
 
 TINY = """name: tiny
@@ -165,16 +165,16 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
                 r |= {"outcome": "not_converged", "settled": False}
         cells.append(CellResult(cell, [ModelRecord.from_dict(r) for r in records]))
     summary = summarize(spec, "f-1", cells)
-    flagged = [r["flagged"] for r in summary["cells"]]
-    assert flagged == [True, False, False] and summary["cells"][0]["not_converged_share"] == 0.5
-    assert summary["cells"][0]["outcomes"]["4"] == {
+    flagged = [r.flagged for r in summary.cells]
+    assert flagged == [True, False, False] and summary.cells[0].not_converged_share == 0.5
+    assert summary.cells[0].outcomes["4"] == {
         "succeeded": 0,
         "failed_converged": 2,
         "failed": 0,
         "not_converged": 2,
         "diverged": 0,
     }
-    assert summary["exponent"]["vit"]["cells"] == [
+    assert summary.exponent["vit"]["cells"] == [
         "vit alpha_star=0.2",
         "vit alpha_star=0.4",
     ]  # the flagged cell is not fitted

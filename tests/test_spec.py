@@ -1,3 +1,4 @@
+import itertools
 import json
 from pathlib import Path
 
@@ -94,10 +95,14 @@ def test_all_problems_are_reported_at_once():
 def test_bundled_sweeps_validate_and_open_with_a_header(path):
     spec = load_spec(path)
     assert spec.trainings > 0
-    header = path.read_text().split("\n", 6)[:5]
-    assert all(line.startswith("#") for line in header), (
-        "a sweep opens with what it reproduces, expects, takes, and its command"
-    )
+    # a sweep opens with what it reproduces, the result to expect, how long it takes and its command
+    header = [
+        line.removeprefix("# ")
+        for line in itertools.takewhile(lambda line: line.startswith("#"), path.read_text().splitlines())
+    ]
+    assert header[0].startswith(f"{spec.name}: ")
+    assert any(line.startswith("Expect") for line in header) and any(line.startswith("Takes") for line in header)
+    assert any(line.startswith(f"Run: .venv/bin/vitsweep run sweeps/{path.name}") for line in header)
     assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
 
 
