@@ -294,7 +294,26 @@ class SweepSpec(BaseModel):
 
     def configs(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
         """vit_core's configs of one cell: the sections, its model's own training values
-        (per_model), the cell's axis values and its model."""
+        (per_model), the cell's axis values and its model. Resolved once per cell (a
+        ConfigError is raised again each time)."""
+        if cell.key not in self.resolved:
+            self.resolved[cell.key] = self._resolve(cell)
+        return self.resolved[cell.key]
+
+    @cached_property
+    def resolved(self) -> dict[str, tuple]:
+        """Cell key -> the cell's configs, as configs resolved them (kept beside the fields, as
+        ``cells`` is: neither takes part in equality)."""
+        return {}
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "SweepSpec":
+        """pydantic's copy, without the cells and configs derived from fields ``update`` may change."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("cells", None)
+        copy.__dict__.pop("resolved", None)
+        return copy
+
+    def _resolve(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
         built = []
         own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():

@@ -113,7 +113,26 @@ def record_sweep(
         return Record(earlier, True)
     parent = client.create_run(experiment, run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id})
     pid = parent.info.run_id
-    base = spec.configs(spec.cells[0])
+    params, metrics = _sweep_params(spec), _sweep_metrics(result, summary)
+    if result.best:
+        params |= {f"best.{k}": v for k, v in result.best["values"].items()}
+        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
+    _log(client, pid, params=params, metrics=metrics, tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
+    _log_spec(client, pid, spec, spec_text)
+    for cell in result.cells:
+        _record_cell(client, experiment, pid, spec, cell)
+    for name, fig in figures.items():
+        client.log_figure(pid, fig, name)
+    client.log_text(pid, summary_md, SUMMARY_MD)
+    client.log_dict(pid, summary.to_dict(), SUMMARY_JSON)
+    failed = any(c.failures for c in result.cells)
+    client.set_terminated(pid, "FAILED" if failed else "FINISHED")  # last: the record is whole
+    return Record(pid, False)
+
+
+def _sweep_params(spec: SweepSpec) -> dict:
+    """The parent run's params: the spec's own values, each model's own grid, the first cell's
+    configs (less what the axes sweep) and the search settings."""
     params = {
         "name": spec.name,
         "family": spec.family,
@@ -121,60 +140,43 @@ def record_sweep(
         "n_train": ",".join(map(str, spec.n_train or [])),
         "seeds": spec.seeds,
         "success_rate_p": spec.success_rate,
-        **{f"axes.{k}": v for k, v in spec.axes.model_dump(exclude_none=True).items()},
+        **_flat("axes", spec.axes.model_dump(exclude_none=True)),
     }
     for model, rule in getattr(spec, "alpha_scaling", {}).items():
-        params |= {f"alpha_scaling.{model}.{k}": v for k, v in rule.model_dump().items()}
+        params |= _flat(f"alpha_scaling.{model}", rule.model_dump())
     for model, own in spec.per_model.items():
-        params |= {
-            f"per_model.{model}.{k}": v
-            for k, v in _flat("axes", own.model_dump(exclude_none=True).get("axes", {})).items()
-        }
+        params |= _flat(f"per_model.{model}.axes", own.model_dump(exclude_none=True).get("axes", {}))
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
         params |= (
-            {f"per_model.{model}.training.{k}": v for k, v in own.training.model_dump(exclude_none=True).items()}
-            if own.training
-            else {}
+            _flat(f"per_model.{model}.training", own.training.model_dump(exclude_none=True)) if own.training else {}
         )
-    for section, cfg in zip(("data", "model", "training"), base):
-        params |= {
-            k: v
-            for k, v in _flat(section, vars(cfg)).items()
-            if k.split(".", 1)[1] not in spec.swept and k != "model.kind"
-        }
+    for section, cfg in zip(("data", "model", "training"), spec.configs(spec.cells[0])):
+        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept}
+    params.pop("model.kind")
+    params |= _flat("search", spec.search.model_dump(exclude={"space"}))
+    return params | {
+        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()
+    }
+
+
+def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
+    """The parent run's metrics: trainings, wall time, failed cells and each fitted N* exponent."""
+    failed = sum(bool(c.failures) for c in result.cells)
     metrics = [
         Metric("trainings", result.trainings, 0, 0),
         Metric("wall_s", result.wall_s, 0, 0),
-        Metric("failed_cells", sum(bool(c.failures) for c in result.cells), 0, 0),
+        Metric("failed_cells", failed, 0, 0),
     ]
-    if result.best:
-        params |= {f"best.{k}": v for k, v in result.best["values"].items()}
-        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
-    params |= {f"search.{k}": v for k, v in spec.search.model_dump(exclude={"space"}).items()}
-    params |= {
-        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()
-    }
-    _log(client, pid, params=params, metrics=metrics, tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
+    fitted = {group: fit["value"] for group, fit in summary.exponent.items() if fit["value"] is not None}
+    return metrics + [Metric(f"exponent.{group.replace('=', '_')}", value, 0, 0) for group, value in fitted.items()]
+
+
+def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
+    """The spec as written and as resolved (every default filled in), credentials redacted."""
     secret = spec.tracking.tracking_uri
     resolved = spec.model_copy(update={"tracking": spec.tracking.model_copy(update={"tracking_uri": redact(secret)})})
-    client.log_text(pid, spec_text.replace(secret, redact(secret)) if secret else spec_text, SPEC_FILE)
-    client.log_text(pid, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
-    for cell in result.cells:
-        _record_cell(client, experiment, pid, spec, cell)
-    exponents = [
-        Metric(f"exponent.{group.replace('=', '_')}", fit["value"], 0, 0)
-        for group, fit in summary.exponent.items()
-        if fit["value"] is not None
-    ]
-    _log(client, pid, metrics=exponents)
-    for name, fig in figures.items():
-        client.log_figure(pid, fig, name)
-    client.log_text(pid, summary_md, SUMMARY_MD)
-    client.log_dict(pid, summary.to_dict(), SUMMARY_JSON)
-    client.set_terminated(
-        pid, "FAILED" if any(c.failures for c in result.cells) else "FINISHED"
-    )  # last: the record is whole
-    return Record(pid, False)
+    client.log_text(run_id, spec_text.replace(secret, redact(secret)) if secret else spec_text, SPEC_FILE)
+    client.log_text(run_id, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
 
 
 def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str | None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # read at import
 from mlflow.tracking import MlflowClient
+
+from services.tracking import load_sweep
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
@@ -166,16 +166,17 @@ def summary_of(done: subprocess.CompletedProcess) -> dict:
 
 
 def logged_records(summary: dict) -> dict[str, list[dict]]:
-    """Cell -> its per-model records as MLflow logged them, sorted by (N, seed)."""
-    client = MlflowClient(summary["tracking_uri"])
-    parent = client.get_run(summary["mlflow_parent_run_id"])
-    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    out = {}
-    for child in children:
-        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
-        rows = [dict(zip(table["columns"], row)) for row in table["data"]]
-        out[child.info.run_name] = sorted(rows, key=lambda r: (r["n_train"], r["seeds"]))
-    return out
+    """Cell -> its per-model records as MLflow holds them (read by services.tracking), sorted by
+    (N, seed); NaN as None, so that equal records compare equal."""
+    _, _, cells = load_sweep(summary["tracking_uri"], summary["sweep_id"])
+    return {
+        c.cell.label: [_nan_free(r.as_dict()) for r in sorted(c.records, key=lambda r: (r.n_train, r.seed))]
+        for c in cells
+    }
+
+
+def _nan_free(row: dict) -> dict:
+    return {k: None if isinstance(v, float) and v != v else v for k, v in row.items()}
 
 
 def duplicate_runs(summary: dict) -> int:
