@@ -379,13 +379,10 @@ def sync(
 
 
 def _n_star(spec, result) -> dict:
-    """model -> cell (its axis value, or k=v pairs) -> N* or None."""
+    """model -> cell (Cell.values_key) -> N* or None."""
     out: dict = {}
     for cell in result.cells:
-        key = (
-            " ".join(f"{v}" if len(cell.cell.values) == 1 else f"{k}={v}" for k, v in cell.cell.values.items()) or "all"
-        )
-        out.setdefault(cell.cell.model, {})[key] = cell.n_star(spec.success_rate)
+        out.setdefault(cell.cell.model, {})[cell.cell.values_key] = cell.n_star(spec.success_rate)
     return out
 
 

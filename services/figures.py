@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from services import paper
 from services.report import fmt
-from services.results import CellResult
+from services.results import Cell, CellResult
 from services.spec import SweepSpec
 from services.summary import CellRow, Summary
 from vit_core.configs import SpatialDataConfig
@@ -158,7 +158,7 @@ def _success_figure(spec: SweepSpec, summary: "Summary"):
     for ax, model in zip(axes[0], spec.models):
         rows = [r for r in summary.cells if r.model == model and any(v == v for v in r.rates.values())]
         for r in rows:
-            label = " ".join(f"{k}={v}" for k, v in r.values.items()) or model
+            label = Cell(r.model, r.values).setting
             points = [(int(n), v) for n, v in r.rates.items() if v == v]  # NaN: no model of that N converged
             ax.plot(*zip(*points), marker="o", label=label)
         ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
@@ -209,7 +209,7 @@ def _attention_figure(cells: list[CellResult]):
         curves = c.curves("attention_mass")
         if c.cell.model == "vit" and curves:
             n = max(curves)
-            ax.plot(*zip(*curves[n]), label=f"{' '.join(f'{k}={v}' for k, v in c.cell.values.items())} N={n}")
+            ax.plot(*zip(*curves[n]), label=f"{c.cell.setting} N={n}")
     ax.plot(*paper.attention_mass(), "kx--", label="paper (Fig 2a)")
     ax.set(
         xlabel="SGD step",
