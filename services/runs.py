@@ -118,8 +118,8 @@ def run(
     if record and record.earlier:
         say(
             f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
-            f"{record.run_id}); its summary "
-            f"follows. `vitsweep run --new` starts another sweep (it trains only what the result cache lacks)."
+            f"{record.run_id}); its summary follows. `vitsweep run --new` starts another sweep (it trains only "
+            "what the result cache lacks)."
         )
     elif record and step.stage is Stage.FINISHED:
         say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
