@@ -1,6 +1,6 @@
 """The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
 work (services.runs for run, sync, report and status) and prints what came back. Heavy modules
-(torch, Ray, MLflow, matplotlib) are imported by the commands that use them, so `validate` starts fast.
+(torch, Ray, MLflow, matplotlib) are imported by the commands that use them: `validate` loads none.
 
 ``vitsweep train`` trains one pack: every (N, seed) pair of one model kind at once. Its data,
 model and training flags are made from the fields of vit_core's config dataclasses, so their

@@ -10,8 +10,7 @@ from services.report import fmt
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
 from services.summary import CellRow, Summary
-from vit_core.configs import SpatialDataConfig
-from vit_core.spatial import set_matrix
+from vit_core.configs import SpatialDataConfig, set_matrix
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 

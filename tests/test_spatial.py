@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from vit_core import ConfigError
-from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
+from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig, patch_sets, set_matrix
 from vit_core.seeding import Stream
-from vit_core.spatial import feature, patch_sets, sample_patches, set_matrix
+from vit_core.spatial import feature, sample_patches
 from vit_core.train import build, sample, train_pack
 
 

@@ -1,6 +1,7 @@
-"""Every config of vit_core: what defines a data distribution, a model and its training, and the
-checks across them. Plain dataclasses with no torch, so that a spec is validated (and results are
-read) without loading torch; the modules that sample, build and train take these configs.
+"""Every config of vit_core: what defines a data distribution (with Paper B's sets, which its
+config fixes), a model and its training, and the checks across them. Plain dataclasses and numpy,
+no torch, so that a spec is validated (and results are read) without loading torch; the modules
+that sample, build and train take these configs.
 
 Each field carries its default and a one-line help text (``param``), read by the CLI's flags and
 the sweep specs' fields. A value that is not allowed raises ConfigError naming the field.
@@ -11,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from vit_core.fields import ConfigError, param
+from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy
 
 
@@ -196,6 +200,25 @@ def grid_block(D: int, C: int) -> int | None:
     """The side of a square block when D patches form a square grid tiled by square C-blocks."""
     side, block = math.isqrt(D), math.isqrt(C)
     return block if side * side == D and block * block == C and side % block == 0 else None
+
+
+def patch_sets(cfg: SpatialDataConfig) -> np.ndarray:
+    """(L, C) patch indices of each set."""
+    D, C = cfg.n_patches, cfg.set_size
+    if cfg.partition == "random":
+        return numpy_rng(cfg.structure_seed, Stream.PATTERNS).permutation(D).reshape(-1, C)
+    block, side = grid_block(D, C), math.isqrt(D)
+    rows, cols = np.divmod(np.arange(D), side)
+    order = np.lexsort((cols % block, rows % block, cols // block, rows // block))
+    return order.reshape(-1, C)
+
+
+def set_matrix(cfg: SpatialDataConfig) -> np.ndarray:
+    """(D, D) bool: True where patches i and j belong to the same set (the diagonal included)."""
+    owner = np.empty(cfg.n_patches, dtype=np.int64)
+    for index, members in enumerate(patch_sets(cfg)):
+        owner[members] = index
+    return owner[:, None] == owner[None, :]
 
 
 CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from vit_core.configs import TokenDataConfig
-from vit_core.seeding import Stream, numpy_rng, torch_generator
+from vit_core.seeding import Stream, numpy_rng, stream_seed
 from vit_core.sparsify import keep_mask
 
 BLOCK = 64
@@ -135,7 +135,13 @@ def sample_tokens(
     patterns = torch.from_numpy(make_patterns(cfg).astype(np.float32))
     numbers, within = blocks_of(n, start)
     blocks = [
-        _sample_block(cfg, patterns, BLOCK, numpy_rng(seed, stream, b), torch_generator(seed, stream, b))
+        _sample_block(
+            cfg,
+            patterns,
+            BLOCK,
+            numpy_rng(seed, stream, b),
+            torch.Generator().manual_seed(stream_seed(seed, stream, b)),
+        )
         for b in numbers
     ]
     return TokenBatch(*(torch.cat(parts)[within] for parts in zip(*(vars(b).values() for b in blocks))))

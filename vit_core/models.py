@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from vit_core.configs import ModelConfig, check_fits_data
-from vit_core.seeding import Stream, torch_generator
+from vit_core.seeding import Stream, stream_seed
 
 
 def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator) -> Tensor:
@@ -33,7 +33,7 @@ def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int) -> dict[str, Tensor
     pattern space, plus init_error times a Gaussian matrix. Attention then starts on tokens of
     the query's own pattern and every pattern maps to its own direction of the value space.
     """
-    gen = torch_generator(seed, Stream.INIT)
+    gen = torch.Generator().manual_seed(stream_seed(seed, Stream.INIT))
     P = patterns.double().T  # (d, M)
     d, M = P.shape
     a_rows = cfg.attn_dim or d

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.configs import ImageDataConfig, PositionalConfig, SpatialDataConfig, check_positional_fits
-from vit_core.seeding import Stream, torch_generator
-from vit_core.spatial import feature, set_matrix
+from vit_core.configs import ImageDataConfig, PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
+from vit_core.seeding import Stream, stream_seed
+from vit_core.spatial import feature
 
 ATTENTION = ("A", "P", "W_Q", "W_K")  # what transfer freezes; v is always trained
 PRETRAIN_SEEDS = 1_000_000  # offset: pre-training samples and init never coincide with a model's own
@@ -37,7 +37,7 @@ def build_positional(
     D, d = data.n_patches, data.dim
     params: dict[str, list[Tensor]] = {}
     for seed in seeds:
-        gen = torch_generator(seed, Stream.INIT)
+        gen = torch.Generator().manual_seed(stream_seed(seed, Stream.INIT))
         if cfg.kind == "positional":
             params.setdefault("A", []).append(cfg.a_init * torch.randn(D, D, generator=gen))
         else:  # W_Q = W_K = I at first: scores <x_i + p_i, x_j + p_j> / sqrt(d)

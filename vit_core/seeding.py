@@ -2,12 +2,12 @@
 
 A model's training set, initialisation and mini-batch order each come from their own stream of
 its seed, so a model trains identically whether it runs alone or inside a pack of any size.
+numpy only: torch generators are seeded with ``stream_seed``.
 """
 
 from enum import IntEnum
 
 import numpy as np
-import torch
 
 
 class Stream(IntEnum):
@@ -25,7 +25,8 @@ def numpy_rng(seed: int, stream: Stream, *extra: int) -> np.random.Generator:
     return np.random.default_rng([seed, int(stream), *extra])
 
 
-def torch_generator(seed: int, stream: Stream, *extra: int) -> torch.Generator:
-    """A CPU torch generator for (seed, stream, *extra), independent of every other key."""
+def stream_seed(seed: int, stream: Stream, *extra: int) -> int:
+    """A 63-bit seed for (seed, stream, *extra), independent of every other key: a CPU torch
+    generator's, as ``torch.Generator().manual_seed(stream_seed(...))``."""
     state = np.random.SeedSequence([seed, int(stream), *extra]).generate_state(1, np.uint64)[0]
-    return torch.Generator().manual_seed(int(state) & 0x7FFF_FFFF_FFFF_FFFF)
+    return int(state) & 0x7FFF_FFFF_FFFF_FFFF

@@ -23,28 +23,9 @@ import math
 import numpy as np
 import torch
 
-from vit_core.configs import SpatialDataConfig, grid_block
+from vit_core.configs import SpatialDataConfig, patch_sets
 from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
 from vit_core.seeding import Stream, numpy_rng
-
-
-def patch_sets(cfg: SpatialDataConfig) -> np.ndarray:
-    """(L, C) patch indices of each set."""
-    D, C = cfg.n_patches, cfg.set_size
-    if cfg.partition == "random":
-        return numpy_rng(cfg.structure_seed, Stream.PATTERNS).permutation(D).reshape(-1, C)
-    block, side = grid_block(D, C), math.isqrt(D)
-    rows, cols = np.divmod(np.arange(D), side)
-    order = np.lexsort((cols % block, rows % block, cols // block, rows // block))
-    return order.reshape(-1, C)
-
-
-def set_matrix(cfg: SpatialDataConfig) -> np.ndarray:
-    """(D, D) bool: True where patches i and j belong to the same set (the diagonal included)."""
-    owner = np.empty(cfg.n_patches, dtype=np.int64)
-    for index, members in enumerate(patch_sets(cfg)):
-        owner[members] = index
-    return owner[:, None] == owner[None, :]
 
 
 def feature(cfg: SpatialDataConfig) -> np.ndarray:
