@@ -26,16 +26,17 @@ def _threads():
     torch.set_num_threads(1)
 
 
+def pick_free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
 def free_port():
     """A function returning a TCP port free on 127.0.0.1 right now."""
-
-    def pick() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    return pick
+    return pick_free_port
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ray
-from conftest import mlflow_server_at, run_spec
+from conftest import mlflow_server_at, pick_free_port, run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -111,9 +111,10 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     ]
 
 
-@pytest.fixture
-def mlflow_server(tmp_path, free_port):
-    with mlflow_server_at(free_port(), tmp_path) as url:
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """One MLflow server for the module's tests; each logs a sweep of its own."""
+    with mlflow_server_at(pick_free_port(), tmp_path_factory.mktemp("mlflow")) as url:
         yield url
 
 

@@ -9,9 +9,10 @@ from services import tracking
 from services.summary import summarize
 
 
-@pytest.fixture
-def recorded(tmp_path):
-    return record_synthetic_sweep(tmp_path)
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One synthetic sweep logged for the module (a test that renames runs leaves the cells' tags)."""
+    return record_synthetic_sweep(tmp_path_factory.mktemp("store"))
 
 
 def test_a_sweep_read_back_from_mlflow_is_the_sweep_that_was_logged(recorded):
