@@ -311,7 +311,7 @@ def run(
     _print_sweep(spec, out.result, redact(out.uri), parent_id, home)
     failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
-        print(json.dumps(_run_json(spec, out) | {"failed_trials": failed}))
+        print(json.dumps(_run_json(spec, out, failed)))
     if parent_id is None:
         raise typer.Exit(RECORDING_PENDING)
     if failed:
@@ -335,8 +335,8 @@ class _ProgressBar:
         )
 
 
-def _run_json(spec, out) -> dict:
-    """`vitsweep run --json`: where the sweep is recorded and what it found."""
+def _run_json(spec, out, failed: list[str]) -> dict:
+    """`vitsweep run --json`: where the sweep is recorded, what it found and which trials failed."""
     summary, result = out.summary, out.result
     return {
         "sweep_id": result.sweep_id,
@@ -355,6 +355,7 @@ def _run_json(spec, out) -> dict:
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
         "train_s": round(result.train_s, 3),
+        "failed_trials": failed,
         "best": result.best,
     }
 
