@@ -47,13 +47,18 @@ def entry() -> None:
     app()
 
 
+def _keyword(name: str, annotation: Any, option: Any) -> inspect.Parameter:
+    """A keyword parameter of a command whose signature is built, not written (train)."""
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+
+
 def _flag(field: dataclasses.Field, panel: str) -> inspect.Parameter:
     """A typer option for one config field: its default, help text and allowed values."""
     decl = _flag_name(field.name)
     if field.type is bool:
         decl = f"{decl}/--no-{decl[2:]}"
     option = typer.Option(field.default, decl, help=field.metadata["help"], rich_help_panel=panel)
-    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=field.type)
+    return _keyword(field.name, field.type, option)
 
 
 def _flag_name(field: str) -> str:
@@ -169,46 +174,26 @@ def train(**values: Any) -> None:
 
 
 _RUN_FLAGS = [
-    inspect.Parameter(
+    _keyword(
         "n",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=str,
-        default=typer.Option(
+        str,
+        typer.Option(
             "10,20,40,80", "--n", help="training-set sizes N, comma-separated", parser=_int_list, rich_help_panel="Pack"
         ),
     ),
-    inspect.Parameter(
-        "seeds",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=int,
-        default=typer.Option(8, "--seeds", min=1, help="seeds per N", rich_help_panel="Pack"),
-    ),
-    inspect.Parameter(
-        "seed_start",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=int,
-        default=typer.Option(0, "--seed-start", min=0, help="first seed", rich_help_panel="Pack"),
-    ),
-    inspect.Parameter(
+    _keyword("seeds", int, typer.Option(8, "--seeds", min=1, help="seeds per N", rich_help_panel="Pack")),
+    _keyword("seed_start", int, typer.Option(0, "--seed-start", min=0, help="first seed", rich_help_panel="Pack")),
+    _keyword(
         "device",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=str,
-        default=typer.Option(
-            "cpu", "--device", help="cpu, cuda, cuda:N, or auto", parser=_device, rich_help_panel="Pack"
-        ),
+        str,
+        typer.Option("cpu", "--device", help="cpu, cuda, cuda:N, or auto", parser=_device, rich_help_panel="Pack"),
     ),
-    inspect.Parameter(
+    _keyword(
         "threads",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=int,
-        default=typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)", rich_help_panel="Pack"),
+        int,
+        typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)", rich_help_panel="Pack"),
     ),
-    inspect.Parameter(
-        "json",
-        inspect.Parameter.KEYWORD_ONLY,
-        annotation=bool,
-        default=typer.Option(False, "--json", help="end stdout with one JSON object of the results"),
-    ),
+    _keyword("json", bool, typer.Option(False, "--json", help="end stdout with one JSON object of the results")),
 ]
 train.__signature__ = inspect.Signature(
     [_flag(f, panel) for panel, cls in CONFIGS.items() for f in dataclasses.fields(cls)] + _RUN_FLAGS

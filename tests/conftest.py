@@ -182,26 +182,13 @@ def stop_ray_nodes(temp: str) -> None:
 
 
 @contextlib.contextmanager
-def mlflow_server_at(port: int, folder: Path):
-    """`mlflow server` on 127.0.0.1:port with its store and artifacts in ``folder``; yields its URL."""
-    proc = subprocess.Popen(
-        [
-            str(BIN / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{folder / 'server.db'}",
-            "--artifacts-destination",
-            str(folder / "artifacts"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def mlflow_server_at(port: int, folder: Path, backend: str | None = None, *extra: str):
+    """`mlflow server` on 127.0.0.1:port with its artifacts in ``folder`` and its store at
+    ``backend`` (default: SQLite in ``folder``), ``extra`` arguments after; yields its URL."""
+    store = backend or f"sqlite:///{folder / 'server.db'}"
+    command = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts"), *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: answers(f"{url}/health"), f"mlflow server at {url}", proc)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import answers, start_ray_nodes, stop_ray_nodes, wait_until
+from conftest import mlflow_server_at, start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).parents[1]
@@ -159,33 +159,9 @@ def postgres(free_port):
 def mlflow_on_postgres(postgres, free_port, tmp_path):
     """`mlflow server` as the compose file runs it, on that database, artifacts served from a folder."""
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            str(BIN / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            postgres,
-            "--artifacts-destination",
-            str(tmp_path / "mlartifacts"),
-            "--allowed-hosts",
-            f"localhost,localhost:{port},127.0.0.1,127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: answers(f"{url}/health"), f"mlflow server on PostgreSQL at {url}", proc)
+    hosts = f"localhost,localhost:{port},127.0.0.1,127.0.0.1:{port}"
+    with mlflow_server_at(port, tmp_path, postgres, "--allowed-hosts", hosts) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 @pytest.fixture
