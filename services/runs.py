@@ -244,7 +244,7 @@ def status(home: Path) -> list[dict]:
     rows = []
     for sweep_id in state.sweep_ids(home):
         counts, models, trials = {"NO_STATE": 1}, 0, 0  # stopped before Tune saved any state
-        if state.has_tune_state(home, sweep_id):
+        if state.has_tune_state(state.folder(home, sweep_id)):
             from services.execution.ray_tune import trial_status
 
             counts, models = trial_status(state.folder(home, sweep_id))

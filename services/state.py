@@ -104,6 +104,6 @@ def sweep_ids(home: Path) -> list[str]:
     return sorted(path.name for path in (home / "ray").glob("*/"))
 
 
-def has_tune_state(home: Path, sweep_id: str) -> bool:
-    """Whether Ray Tune saved any state of the sweep (it had started trials)."""
-    return any(folder(home, sweep_id).glob("experiment_state-*.json"))
+def has_tune_state(path: Path) -> bool:
+    """Whether Ray Tune saved an experiment state in the sweep folder ``path`` (it had started trials)."""
+    return any(path.glob("experiment_state-*.json"))

@@ -21,6 +21,7 @@ import ray
 from ray import tune
 from ray.tune.search import Searcher
 
+from services import state
 from services.nstar import NStarSearch
 from services.packs import Pack, packs
 from services.results import Cell, CellResult, ModelRecord, SweepResult, latest_budget
@@ -211,7 +212,7 @@ def _restorable(path: Path) -> bool:
     """Whether Tune saved enough of the sweep at ``path`` to restore it: its tuner.pkl, written as
     fit starts, and an experiment state, written once trials run (a driver killed in between
     leaves the first alone, which Tune cannot restore from)."""
-    return tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json"))
+    return tune.Tuner.can_restore(str(path)) and state.has_tune_state(path)
 
 
 def _trial_name(trial) -> str:
@@ -275,8 +276,8 @@ class _TrialDone(tune.Callback):
     def __getstate__(self) -> dict:
         return {"done": self.done, "errored": self.errored, "models": self.models}
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, fn=_TrialDone.current)
+    def __setstate__(self, saved: dict) -> None:
+        self.__dict__.update(saved, fn=_TrialDone.current)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.models += sum((trial.last_result or {}).get(key, 0) for key in ("trainings", "cache_hits"))
