@@ -1,9 +1,14 @@
+import dataclasses
+import hashlib
+
 import numpy as np
 import pytest
 import torch
 
-from vit_core import TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core import ConfigError, TokenDataConfig, TokenKind, make_patterns, sample_tokens
+from vit_core.configs import SpatialDataConfig
 from vit_core.seeding import Stream
+from vit_core.spatial import sample_patches
 
 
 def _nearest_pattern(cfg, batch):
@@ -86,3 +91,91 @@ def test_invalid_parameters_name_the_field(kwargs, field):
 
 def test_effective_alpha_star_follows_rounding():
     assert TokenDataConfig(alpha_star=0.27, n_tokens=30).effective_alpha_star == pytest.approx(8 / 30)
+
+
+# Digests of samples made before the noisy-token, teacher and spurious-set options existed (99b5b27):
+# labels, kinds, keep masks, Paper A's noise norms (all numpy-made, exact) and the sign bit of every
+# token coordinate (the torch noise directions, robust to a last-bit difference between CPUs).
+BEFORE_OPTIONS = {
+    "a_default": (lambda: sample_tokens(TokenDataConfig(), 300, 3), "a7f02a1c734695fb"),
+    "a_binomial_noisiest": (
+        lambda: sample_tokens(
+            TokenDataConfig(
+                counts="binomial",
+                tau=1.0,
+                sparsify="noisiest",
+                sparsify_k=5,
+                dim=40,
+                n_patterns=10,
+                n_tokens=120,
+                alpha_star=0.1,
+            ),
+            300,
+            5,
+            start=70,
+        ),
+        "1dc3a9beb9bca9a2",
+    ),
+    "a_random": (lambda: sample_tokens(TokenDataConfig(sparsify="random", sparsify_k=7), 200, 1), "de4a07272a8895ed"),
+    "b_threshold": (lambda: sample_patches(SpatialDataConfig(), 300, 3), "606c9aebcb3f89ec"),
+    "b_cnn": (
+        lambda: sample_patches(
+            SpatialDataConfig(labels="cnn", n_patches=16, set_size=4, partition="blocks", dim=8, teacher_width=1),
+            300,
+            3,
+        ),
+        "0c3ecdb869ae3efc",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BEFORE_OPTIONS)
+def test_default_options_leave_the_samples_as_they_were(name):
+    make, expected = BEFORE_OPTIONS[name]
+    batch = make()
+    digest = hashlib.sha256()
+    parts = [batch.labels, batch.kinds, batch.keep] + ([batch.noise_norm] if name.startswith("a") else [])
+    for part in parts:
+        digest.update(part.numpy().tobytes())
+    digest.update(np.signbit(batch.tokens.numpy()).tobytes())
+    assert digest.hexdigest()[:16] == expected
+
+
+@pytest.mark.parametrize("kind", ["any", "irrelevant", "relevant", "confusion"])
+def test_noisy_tokens_carry_noise_of_norm_tau_big_among_their_kind(kind):
+    cfg = TokenDataConfig(n_tokens=60, alpha_star=0.2, tau=0.3, noisy_fraction=0.25, tau_big=2.0, noisy_kind=kind)
+    b = sample_tokens(cfg, 2000, seed=4)
+    P = torch.as_tensor(make_patterns(cfg), dtype=torch.float32)
+    own = torch.where(b.labels > 0, 0, 1).unsqueeze(1)
+    pattern_of = {TokenKind.RELEVANT: own, TokenKind.CONFUSION: 1 - own}
+    irrelevant = (b.kinds == TokenKind.IRRELEVANT).numpy()
+    noise = b.tokens.clone()
+    for token_kind, index in pattern_of.items():  # subtract each token's own pattern (noise can exceed 1/sqrt(2))
+        mask = b.kinds == token_kind
+        noise[mask] -= P[index.expand_as(mask)[mask]]
+    noisy = (b.noise_norm == 2.0).numpy()
+    measured = noise.norm(dim=-1).numpy()
+    assert np.allclose(measured[noisy & ~irrelevant], 2.0, atol=1e-5)  # the norm is the tokens' own
+    square_norms = (b.tokens.numpy()[noisy & irrelevant] ** 2).sum(-1)  # 1 + tau_big^2 on average: noise of a uniform
+    if kind in ("any", "irrelevant"):  # direction is orthogonal to the pattern in expectation
+        assert square_norms.mean() == pytest.approx(5.0, abs=0.05)
+    assert (b.noise_norm.numpy()[~noisy] <= 0.3 + 1e-6).all()
+    kinds = b.kinds.numpy()
+    per_kind = {"relevant": 12, "confusion": 2, "irrelevant": 46}  # fixed counts at L = 60, alpha* = 0.2
+    assert (noisy.sum(1) == (15 if kind == "any" else min(15, per_kind[kind]))).all()
+    if kind == "any":  # chosen uniformly: each kind is noisy in proportion to its count
+        for token_kind, count in zip(TokenKind, (46, 12, 2)):
+            assert (noisy & (kinds == token_kind)).sum() / noisy.sum() == pytest.approx(count / 60, abs=0.01)
+    else:
+        assert (kinds[noisy] == TokenKind[kind.upper()]).all()
+    removed = sample_tokens(dataclasses.replace(cfg, sparsify="noisiest", sparsify_k=noisy.sum(1)[0]), 2000, 4)
+    assert np.array_equal(~removed.keep.numpy(), noisy)  # noisiest sparsification removes exactly them
+
+
+def test_noisy_options_are_checked():
+    with pytest.raises(ConfigError) as error:
+        TokenDataConfig(tau=0.5, tau_big=0.4, noisy_fraction=0.1)
+    assert error.value.field == "tau_big"
+    with pytest.raises(ConfigError) as error:
+        TokenDataConfig(noisy_fraction=1.5)
+    assert error.value.field == "noisy_fraction"

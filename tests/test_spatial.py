@@ -7,7 +7,7 @@ import torch
 from vit_core import ConfigError
 from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig, patch_sets, set_matrix
 from vit_core.seeding import Stream
-from vit_core.spatial import feature, sample_patches
+from vit_core.spatial import feature, sample_patches, teacher
 from vit_core.train import build, sample, train_pack
 
 
@@ -164,3 +164,37 @@ def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
     assert test.labels[0].item() == (1.0 if first[0] % 2 == 0 else -1.0)
     with pytest.raises(ConfigError):
         ImageDataConfig(source="cifar10", path=str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("rule", ["redraw", "keep"])
+def test_spurious_sets_are_redrawn_or_kept_with_the_signal_set_label(rule):
+    cfg = SpatialDataConfig(n_patches=10, set_size=2, dim=30, q=0.3, spurious_sets=rule)
+    batch = sample_patches(cfg, 20000, seed=2)
+    per_set = np.round(batch.tokens.double().numpy() @ feature(cfg))[:, patch_sets(cfg)].sum(-1)  # (n, L)
+    signal = batch.kinds.numpy()[:, patch_sets(cfg)[:, 0]] == 1  # the signal set of each sample
+    y = batch.labels.numpy()
+    assert np.array_equal(per_set[signal], cfg.set_size * y)  # the label is the signal set's sign either way
+    spurious = (np.abs(per_set) == cfg.set_size) & ~signal
+    share = spurious.any(-1).mean()
+    expected = 1 - (1 - cfg.q**2 / 2) ** (cfg.n_sets - 1)  # some non-signal pair of one nonzero sign: 0.168
+    assert share == (0 if rule == "redraw" else pytest.approx(expected, abs=0.01))
+    f_star = np.where(np.abs(per_set) > 0.9 * cfg.set_size, per_set, 0).sum(-1)
+    disagree = np.mean(np.sign(f_star) != y)  # f* = 0 or of the other sign where a pair of sign -y counts
+    assert disagree == (0 if rule == "redraw" else pytest.approx(expected / 2, abs=0.01))
+
+
+def test_a_shared_cubic_teacher_is_model_t_with_attention_near_the_identity():
+    shared, concatenated = (
+        SpatialDataConfig(labels="cnn", n_patches=16, set_size=4, partition="blocks", dim=8, teacher_width=1, teacher=t)
+        for t in ("shared", "concatenated")
+    )
+    filters, signs = teacher(shared)
+    model = build(PositionalConfig(diag=0.0), shared, [0])
+    with torch.no_grad():
+        model.A.fill_(-50.0)  # off-diagonal scores far below the diagonal's 0: S = I
+        model.v[0] = torch.from_numpy(signs[0] * filters[0]).float()  # sigma = cubic is odd
+    for cfg, least, most in ((shared, 0.999, 1.0), (concatenated, 0.0, 0.9)):  # the other teacher is not T's
+        batch = sample_patches(cfg, 4000, seed=1)
+        agree = (torch.sign(model(batch.tokens)[0][0]) == batch.labels).float().mean().item()
+        assert least <= agree <= most
+        assert abs(batch.labels.mean().item()) < 0.05

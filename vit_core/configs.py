@@ -18,6 +18,8 @@ from vit_core.fields import ConfigError, param
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy
 
+NoisyKind = Literal["any", "irrelevant", "relevant", "confusion"]
+
 
 @dataclass(frozen=True)
 class TokenDataConfig:
@@ -39,6 +41,13 @@ class TokenDataConfig:
         "all", "token set S^n: all, or remove sparsify_k random / label_irrelevant / noisiest tokens"
     )
     sparsify_k: int = param(0, "tokens removed per sample by sparsify")
+    noisy_fraction: float = param(
+        0.0, "share of each sample's L tokens, round(noisy_fraction·L), whose noise norm is tau_big (noisy tokens)"
+    )
+    tau_big: float = param(3.0, "noise norm of the noisy tokens (at least tau)")
+    noisy_kind: NoisyKind = param(
+        "any", "which tokens can be noisy: any, or only irrelevant / relevant / confusion ones (all of them if fewer)"
+    )
 
     def __post_init__(self) -> None:
         _check(self)
@@ -98,6 +107,10 @@ def _check(cfg: TokenDataConfig) -> None:
         fail("n_patterns", cfg.n_patterns, "needs >= 2 discriminative patterns")
     if cfg.patterns == "orthonormal" and cfg.dim < cfg.n_patterns:
         fail("dim", cfg.dim, f"orthonormal patterns need dim >= n_patterns={cfg.n_patterns}")
+    if not 0 <= cfg.noisy_fraction <= 1:
+        fail("noisy_fraction", cfg.noisy_fraction, "must lie in [0, 1]")
+    if cfg.tau_big < cfg.tau:
+        fail("tau_big", cfg.tau_big, f"must be >= tau={cfg.tau} (noisy tokens carry the larger noise)")
     if cfg.sparsify == "all" and cfg.sparsify_k != 0:
         fail("sparsify_k", cfg.sparsify_k, "must be 0 when sparsify='all'")
     if not 0 <= cfg.sparsify_k < cfg.n_tokens:
@@ -160,9 +173,19 @@ class SpatialDataConfig:
     )
     q: float = param(0.3, "probability that a patch outside the signal set carries +-w* (q/2 each sign)")
     sigma2: float | None = param(None, "variance of the noise xi (default: 1/d)")
+    spurious_sets: Literal["redraw", "keep"] = param(
+        "redraw",
+        "a sample in which a non-signal set has C patches of one sign (a set f* counts): redraw it, so the label y "
+        "always equals sign(f*); or keep it with label y (the paper's Fig 4: f* and y can disagree)",
+    )
     labels: Literal["threshold", "cnn"] = param(
         "threshold",
         "threshold: the paper's rule f*; cnn: Gaussian patches labelled by a random cubic CNN (negative control)",
+    )
+    teacher: Literal["concatenated", "shared"] = param(
+        "concatenated",
+        "labels=cnn: each hidden unit's filter reads a set's C concatenated patches (one sub-filter per position), "
+        "or one filter shared by every patch (a convolution over patches, which model T can represent)",
     )
     teacher_width: int = param(8, "hidden units of the labelling CNN (labels=cnn)")
     structure_seed: int = param(0, "seed of the sets and of the labelling CNN, shared by every model")

@@ -7,7 +7,10 @@ tokens (fraction alpha_star on average) carry its own class's pattern and its *c
 tokens (fraction alpha_confusion, the paper's alpha#) carry the other one.
 
 Choices the paper leaves open, made here (see docs/science-choices.md):
-- token noise: a uniformly random direction in R^d with a norm uniform on [0, tau];
+- token noise: a uniformly random direction in R^d with a norm uniform on [0, tau]; with
+  ``noisy_fraction`` > 0, round(noisy_fraction·L) tokens of each sample (of ``noisy_kind``,
+  chosen uniformly) have norm ``tau_big`` instead: the *noisy tokens* that Section 4.3's
+  sparsification removes;
 - counts: ``fixed`` puts round(alpha*·L) and round(alpha#·L) tokens in every sample;
   ``binomial`` draws them per sample (mean alpha*·L and alpha#·L) and keeps draws with more
   label-relevant than confusion tokens, so the label rule always holds;
@@ -28,7 +31,7 @@ import torch
 
 from vit_core.configs import TokenDataConfig
 from vit_core.seeding import Stream, numpy_rng, stream_seed
-from vit_core.sparsify import keep_mask
+from vit_core.sparsify import keep_mask, top_k
 
 BLOCK = 64
 
@@ -86,6 +89,15 @@ def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.
     return n_rel, n_conf
 
 
+def _noisy(cfg: TokenDataConfig, kinds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A bool (n, L) mask of each sample's noisy tokens: round(noisy_fraction·L) chosen uniformly
+    among its tokens of ``noisy_kind`` (all of them when it has fewer)."""
+    score = rng.random(kinds.shape)
+    if cfg.noisy_kind != "any":
+        score[kinds != TokenKind[cfg.noisy_kind.upper()]] = -1.0
+    return top_k(score, round(cfg.noisy_fraction * cfg.n_tokens))
+
+
 def _sample_block(
     cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.random.Generator, gen: torch.Generator
 ) -> TokenBatch:
@@ -105,6 +117,8 @@ def _sample_block(
         kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern)
     )
     noise_norm = cfg.tau * rng.random((n, L))
+    if cfg.noisy_fraction > 0:  # no extra draws otherwise: the default data stay as they were
+        noise_norm[_noisy(cfg, kinds, rng)] = cfg.tau_big
     norm = torch.from_numpy(noise_norm.astype(np.float32))
     tokens = torch.randn((n, L, cfg.dim), generator=gen)  # a uniform direction, scaled to its norm, plus the pattern
     tokens *= (norm / torch.linalg.vector_norm(tokens, dim=-1)).unsqueeze(-1)

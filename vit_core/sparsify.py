@@ -22,19 +22,24 @@ def keep_mask(
     chosen uniformly (all of them when a sample has fewer than k); ``noisiest`` removes the k
     tokens of largest noise norm.
     """
-    n, L = kinds.shape
-    keep = np.ones((n, L), dtype=bool)
     if strategy == "all" or k == 0:
-        return keep
+        return np.ones(kinds.shape, dtype=bool)
     if strategy == "noisiest":
         score = noise_norm
     elif strategy == "random":
-        score = rng.random((n, L))
+        score = rng.random(kinds.shape)
     elif strategy == "label_irrelevant":
-        score = np.where(kinds == _IRRELEVANT, rng.random((n, L)), -1.0)  # only irrelevant ones score >= 0
+        score = np.where(kinds == _IRRELEVANT, rng.random(kinds.shape), -1.0)  # only irrelevant ones score >= 0
     else:
         raise ValueError(f"sparsify={strategy!r}: must be one of {', '.join(SparsifyStrategy.__args__)}")
-    removed = np.argsort(-score, axis=1, kind="stable")[:, :k]
-    rows = np.arange(n)[:, None]
-    keep[rows, removed] = score[rows, removed] < 0  # a non-irrelevant token is never removed
-    return keep
+    return ~top_k(score, k)
+
+
+def top_k(score: np.ndarray, k: int) -> np.ndarray:
+    """A bool (n, L) mask of each row's k highest scores, leaving out negative ones (a row with
+    fewer than k non-negative scores marks all of those); ties go to the earlier position."""
+    chosen = np.zeros(score.shape, dtype=bool)
+    top = np.argsort(-score, axis=1, kind="stable")[:, :k]
+    rows = np.arange(score.shape[0])[:, None]
+    chosen[rows, top] = score[rows, top] >= 0
+    return chosen

@@ -6,12 +6,16 @@ sample). One set, the *signal set*, is chosen uniformly; its patches are y w* + 
 patch is delta w* + xi with delta = +1 or -1 with probability q/2 each, else 0. The noise xi is
 N(0, sigma^2 (I - w* w*^T)), orthogonal to the unit feature w*, so <w*, X_i> is y or delta exactly.
 The label rule f*(X) = sum_l Threshold_{0.9C}(sum_{i in S_l} <w*, X_i>) counts a set only when all
-of its C patches share a nonzero sign. Choice made here (the paper leaves it open): a sample in
-which some non-signal set is such a set is redrawn, so f*(X) = C y and the label is always y.
+of its C patches share a nonzero sign. The label is always y, the signal set's sign. A sample in
+which some non-signal set is such a set (a *spurious set*) is redrawn by default, so that f* and y
+agree (our choice: labels without noise); ``spurious_sets="keep"`` keeps it, so f* and y can
+disagree, which is what the paper's Fig 4 rule does.
 
 ``labels="cnn"`` is the negative control (the paper's Fig 2): i.i.d. Gaussian patches N(0, I/d),
-labelled by the sign of a random one-hidden-layer CNN with cubic activation applied to each set's
-concatenated patches and summed over sets.
+labelled by the sign of a random one-hidden-layer CNN with cubic activation: ``teacher`` says
+whether its filters read each set's concatenated patches (summed over sets) or each patch alone
+with one filter shared by all (summed over patches). Only the shared one lies in model T's class:
+with attention near the identity, T computes sum_i (D <v, X_i>)^3, a shared cubic filter.
 
 Samples come in blocks from per-block streams as Paper A's do: a seed's first N samples are the
 same for every N. Batches are ``TokenBatch``es (kinds: 1 on the signal set), so the trainer,
@@ -43,31 +47,34 @@ def _threshold_block(cfg: SpatialDataConfig, sets: np.ndarray, w: np.ndarray, n:
     on_signal[np.arange(n)[:, None], sets[signal]] = True
     delta = np.zeros((n, D))
     todo = np.arange(n)
-    while todo.size:  # redraw samples in which a non-signal set would count in f*
+    while todo.size:  # redraw samples in which a non-signal set would count in f* (spurious_sets="redraw")
         u = rng.random((todo.size, D))
         delta[todo] = np.where(u < cfg.q / 2, 1.0, np.where(u < cfg.q, -1.0, 0.0))
         per_set = delta[todo][:, sets]  # (todo, L, C)
         full = (np.abs(per_set.sum(-1)) == C) & (np.arange(cfg.n_sets) != signal[todo, None])
-        todo = todo[full.any(-1)]
+        todo = todo[full.any(-1)] if cfg.spurious_sets == "redraw" else todo[:0]
     coefficient = np.where(on_signal, labels[:, None], delta)
     xi = rng.standard_normal((n, D, cfg.dim)) * math.sqrt(cfg.noise_variance)
     xi -= (xi @ w)[..., None] * w  # project out w*
     return coefficient[..., None] * w + xi, labels, on_signal
 
 
-def _teacher(cfg: SpatialDataConfig) -> tuple[np.ndarray, np.ndarray]:
-    """The labelling CNN of the negative control: filters (m, C d) and output signs (m,)."""
+def teacher(cfg: SpatialDataConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The labelling CNN of the negative control: unit-variance filters (m, C d) over a set's
+    concatenated patches, or (m, d) shared by every patch; and output signs (m,)."""
     rng = numpy_rng(cfg.structure_seed, Stream.PATTERNS, 2)
-    filters = rng.standard_normal((cfg.teacher_width, cfg.set_size * cfg.dim)) / math.sqrt(cfg.set_size * cfg.dim)
+    fan_in = cfg.dim * (cfg.set_size if cfg.teacher == "concatenated" else 1)
+    filters = rng.standard_normal((cfg.teacher_width, fan_in)) / math.sqrt(fan_in)
     return filters, rng.choice(np.array([-1.0, 1.0]), cfg.teacher_width)
 
 
 def _cnn_block(cfg: SpatialDataConfig, sets: np.ndarray, n: int, rng: np.random.Generator):
-    """Gaussian patches labelled by sign(sum_l sum_j u_j <w_j, X_{S_l}>^3)."""
+    """Gaussian patches labelled by sign(sum_u sum_j a_j <w_j, u>^3), u running over the sets'
+    concatenated patches (``teacher="concatenated"``) or over the patches (``"shared"``)."""
     X = rng.standard_normal((n, cfg.n_patches, cfg.dim)) / math.sqrt(cfg.dim)
-    filters, signs = _teacher(cfg)
-    per_set = X[:, sets].reshape(n, cfg.n_sets, -1)  # (n, L, C d)
-    score = ((per_set @ filters.T) ** 3 @ signs).sum(-1)
+    filters, signs = teacher(cfg)
+    units = X[:, sets].reshape(n, cfg.n_sets, -1) if cfg.teacher == "concatenated" else X  # (n, L, C d) or (n, D, d)
+    score = ((units @ filters.T) ** 3 @ signs).sum(-1)
     return X, np.where(score > 0, 1.0, -1.0), np.zeros((n, cfg.n_patches), dtype=bool)
 
 
