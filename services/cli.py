@@ -336,6 +336,7 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "patch_association": summary.patch_association,
         "cos_v_wstar": summary.cos_v_wstar,
         "test_error": summary.test_error,
+        "bayes_error": summary.bayes_error,
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),

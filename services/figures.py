@@ -104,7 +104,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
     if summary.sparsification:
         figs["sparsification.png"] = _sparsification_figure(summary)
     if not any(m in paper.SUCCESS for m in spec.models):
-        figs["structure.png"] = _structure_figure(cells)
+        figs["structure.png"] = _structure_figure(spec, summary, cells)
     if any(c.mean_scores() for c in cells):
         figs["learned_attention.png"] = _scores_figure(spec, cells)
     return figs
@@ -131,21 +131,38 @@ def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
     return fig
 
 
-def _structure_figure(cells: list[CellResult]):
+def _structure_figure(spec: SweepSpec, summary: "Summary", cells: list[CellResult]):
     """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step
-    (those the models have)."""
+    (those the models have); the test error beside the paper's values for the data's labels and
+    the lowest error the data allow where it is not 0."""
     names = {"test_error": "test error", "patch_association": "rows of A associated", "cos_v_wstar": "cos(v, w*)"}
     names = {k: v for k, v in names.items() if any(c.curves(k) for c in cells)}
     fig, axes = _subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     axes = axes[0]
+    steps = set()
     for c in cells:
         for ax, name in zip(axes, names):
             curves = c.curves(name)
             if curves:
                 n = max(curves)
-                ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
+                steps |= {step for step, _ in curves[n] if step > 0}
+                (line,) = ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
+                bayes = summary.bayes_error.get(c.cell.label, 0.0)
+                if name == "test_error" and bayes:
+                    ax.axhline(
+                        bayes, color=line.get_color(), lw=0.8, ls="-.", label=f"Bayes error of its data {bayes:.3f}"
+                    )
+    if "test_error" in names:
+        labels = {getattr(spec.configs(c.cell)[0], "labels", None) for c in cells} - {None}
+        for name, error in (item for kind in sorted(labels) for item in paper.test_errors(kind).items()):
+            axes[0].axhline(
+                error, color="black", lw=0.8, ls=":" if "plateau" in name else "--", label=f"{name} {error}"
+            )
     for ax, title in zip(axes, names.values()):
         ax.set(xlabel="SGD step", title=title + " (mean over seeds)")
+        if steps:  # linear up to the first evaluation, then logarithmic, as the paper draws 10^4 steps
+            ax.set_xscale("symlog", linthresh=min(steps))
+            ax.set_xlim(left=0)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -223,13 +240,16 @@ def _attention_figure(cells: list[CellResult]):
 def _sparsification_figure(summary: "Summary"):
     """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
     fig, ax = _subplots(figsize=(6, 4.5))
+    colours = {}  # our strategy -> its colour, which the paper's line of that strategy shares
     for group, ks in summary.sparsification.items():
         k = np.array(sorted(ks))
         mean = np.array([ks[i]["test_loss"]["mean"] for i in k])
         ci = np.array([ks[i]["test_loss"]["ci95"] for i in k]).T
-        ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
+        bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
+        colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
     for strategy, points in paper.sparsification().items():
-        ax.plot(*zip(*points), "x--", lw=0.8, label=f"paper: {strategy}")
+        colour = colours.get(paper.SPARSIFY_NAMES.get(strategy, strategy), "grey")
+        ax.plot(*zip(*points), "x--", lw=0.8, color=colour, label=f"paper: {strategy}")
     ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
     ax.legend(fontsize=7)
     return fig

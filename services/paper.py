@@ -1,6 +1,8 @@
-"""The values Li et al. (ICLR 2023) show in Figs 1-2, read off the authors' slides (+-0.05),
-shipped in ``services/reference/`` so that every report draws them beside the measured ones."""
+"""The values Li et al. (ICLR 2023) show in Figs 1-2, read off the authors' slides (+-0.05), and
+Jelassi et al.'s (NeurIPS 2022) test errors in Figs 2 and 4, shipped in ``services/reference/`` so
+that every report draws them beside the measured ones."""
 
+import csv
 from functools import cache
 from pathlib import Path
 
@@ -50,6 +52,9 @@ def attention_mass() -> tuple[np.ndarray, np.ndarray]:
     return np.array([float(r[0]) for r in body]), np.array([float(r[1]) for r in body])
 
 
+SPARSIFY_NAMES = {"noisy": "noisiest"}  # Fig 2(b)'s strategy -> our sparsify value, where they differ
+
+
 def sparsification() -> dict[str, list[tuple[int, float]]]:
     """Fig 2(b): strategy -> [(tokens removed, test loss)]."""
     _, *body = _rows("li2023_fig2b_sparsification.csv")
@@ -57,3 +62,25 @@ def sparsification() -> dict[str, list[tuple[int, float]]]:
     for strategy, removed, loss in body:
         out.setdefault(strategy, []).append((int(removed), float(loss)))
     return out
+
+
+TEST_ERRORS = {  # Paper B: data labels -> (experiment, quantity) rows of the reference, named
+    "threshold": {
+        ("fig4_synthetic", "test_error_plateau"): "paper Fig 4: plateau",
+        ("fig4_synthetic", "test_error_final_near_1e4_steps"): "paper Fig 4: near 10^4 steps",
+    },
+    "cnn": {("fig2_gaussian_cnn_labels", "test_error_final"): "paper Fig 2: final"},
+}
+
+
+def test_errors(labels: str) -> dict[str, float]:
+    """Paper B's test errors for data labelled by ``labels`` (threshold: Fig 4; cnn: Fig 2's
+    negative control): name -> error."""
+    with (REFERENCE / "jelassi2022_results.csv").open() as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    wanted = TEST_ERRORS[labels]
+    return {
+        wanted[r["experiment"], r["quantity"]]: float(r["value"])
+        for r in rows
+        if (r["experiment"], r["quantity"]) in wanted
+    }

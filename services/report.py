@@ -129,9 +129,11 @@ def notes(summary: "Summary") -> list[str]:
         )
     if not any(m in paper.SUCCESS for m in summary.models):
         for label, error in summary.test_error.items():
+            bayes = summary.bayes_error.get(label, 0.0)
             lines.append(
                 f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "
                 f"{error['seeds']} seeds"
+                + (f" (the lowest any classifier can reach on these data: {bayes:.4f})" if bayes else "")
             )
     for label, share in summary.patch_association.items():
         lines.append(

@@ -15,6 +15,7 @@ from services import paper
 from services.analysis import fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio
 from services.results import CellResult
 from services.spec import SweepSpec
+from vit_core.configs import SpatialDataConfig, bayes_error
 from vit_core.outcomes import OUTCOMES
 
 THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
@@ -111,17 +112,21 @@ def _attention(cells: list[CellResult]) -> dict:
     return out
 
 
-def _structure(cells: list[CellResult]) -> dict:
+def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
     """Per cell at its largest N: mean test error with a bootstrap CI over seeds; for Paper B's
-    synthetic data also the fraction of models whose every row of A is associated with its
-    patch's set, and the median cos(v, w*)."""
-    out: dict = {"test_error": {}, "patch_association": {}, "patch_association_rows": {}, "cos_v_wstar": {}}
+    synthetic data also the lowest error its data allow (bayes_error), the fraction of models
+    whose every row of A is associated with its patch's set, and the median cos(v, w*)."""
+    names = ("test_error", "bayes_error", "patch_association", "patch_association_rows", "cos_v_wstar")
+    out: dict = {name: {} for name in names}
     for c in cells:
         if not c.records:
             continue
         largest = max(r.n_train for r in c.records)
         last = [r.metrics for r in c.records if r.n_train == largest]
         out["test_error"][c.cell.label] = mean_ci(np.array([m["test_error"] for m in last], dtype=float))
+        data = spec.configs(c.cell)[0]
+        if isinstance(data, SpatialDataConfig):
+            out["bayes_error"][c.cell.label] = bayes_error(data)
         if "patch_association" in last[0]:
             out["patch_association"][c.cell.label] = float(np.mean([m["patch_association"] == 1.0 for m in last]))
             out["patch_association_rows"][c.cell.label] = float(np.mean([m["patch_association"] for m in last]))
@@ -198,6 +203,7 @@ class Summary:
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
     test_error: dict[str, dict]  # cell -> mean test error at its largest N, with a CI
+    bayes_error: dict[str, float]  # Paper B's synthetic cells -> the lowest test error their data allow
     patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
     patch_association_rows: dict[str, float]  # cell -> mean share of associated rows
     cos_v_wstar: dict[str, float]  # cell -> median cos(v, w*)
@@ -246,7 +252,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
             for m in spec.models
             if m in paper.SUCCESS
         },
-        **_structure(cells),
+        **_structure(spec, cells),
         attention=_attention(cells),
         sparsification=_sparsification(spec, cells),
         adaptive=_adaptive(spec, cells),

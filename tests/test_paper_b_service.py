@@ -1,13 +1,19 @@
-"""Paper B through the sweep service: a tiny Fig 4 sweep into MLflow, read back by the report."""
+"""Paper B through the sweep service: a tiny Fig 4 sweep into MLflow, read back by the report; the
+report of Fig 4's two label rules."""
 
 import json
 
 import pytest
-from conftest import run_spec
+from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from services import figures, report
 from services.cli import app
+from services.results import CellResult, ModelRecord
+from services.spec import parse_spec
+from services.summary import summarize
+from vit_core.configs import SpatialDataConfig, bayes_error
 
 runner = CliRunner()
 TINY = """name: tiny_b
@@ -27,6 +33,7 @@ def test_a_paper_b_sweep_reports_patch_association_and_the_learned_scores(local_
     assert all(0 <= v <= 1 for v in summary["patch_association"].values())
     assert summary["patch_association"]["positional"] == 1.0  # 600 steps suffice for 3 pairs
     assert summary["cos_v_wstar"]["positional"] > 0.9
+    assert summary["bayes_error"] == {"positional": 0.0, "vanilla": 0.0}  # spurious sets redrawn
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
     assert {"structure.png", "learned_attention.png", "summary.json"} <= logged
@@ -38,3 +45,32 @@ def test_a_paper_b_sweep_reports_patch_association_and_the_learned_scores(local_
     assert rebuilt["patch_association"] == summary["patch_association"]
     assert rebuilt["cos_v_wstar"] == pytest.approx(summary["cos_v_wstar"], rel=1e-8)  # MLflow's table keeps 10 digits
     assert (tmp_path / "report" / "learned_attention.png").is_file()
+
+
+def test_the_report_gives_and_draws_the_lowest_error_that_kept_spurious_sets_allow():
+    spec = parse_spec(TINY.replace("n_patches: 6", "n_patches: 10") + "axes: {spurious_sets: [redraw, keep]}\n")
+    curve = {"test_error": {"400": {"steps": [0, 100, 600], "sum": [1.5, 0.3, 0.15], "count": [3, 3, 3]}}}
+    cells = [
+        CellResult(
+            cell,
+            [
+                ModelRecord.from_dict(
+                    model_record(400, s, "failed", test_error=0.05, patch_association=1.0, cos_v_wstar=0.9)
+                )
+                for s in range(3)
+            ],
+            curve_parts=[curve],
+        )
+        for cell in spec.cells
+    ]
+    summary = summarize(spec, "b-1", cells)
+    floor = bayes_error(SpatialDataConfig(n_patches=10, set_size=2, dim=12, spurious_sets="keep"))
+    keep, redraw = "positional spurious_sets=keep", "positional spurious_sets=redraw"
+    assert summary.bayes_error[keep] == floor and summary.bayes_error[redraw] == 0.0 and floor > 0.03
+    lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
+    assert f"lowest any classifier can reach on these data: {floor:.4f}" in lines[f"test error, {keep}"]
+    assert "lowest" not in lines[f"test error, {redraw}"]
+    drawn = figures.figures(spec, summary, cells)["structure.png"].axes[0]
+    labels = [line.get_label() for line in drawn.get_lines()]
+    assert labels.count(f"Bayes error of its data {floor:.3f}") == 2  # the positional and vanilla keep cells
+    assert {"paper Fig 4: plateau 0.07", "paper Fig 4: near 10^4 steps 0.027"} <= set(labels)

@@ -1,11 +1,20 @@
 """Paper B: the spatially structured data, the positional-attention model and its training."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from vit_core import ConfigError
-from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig, patch_sets, set_matrix
+from vit_core.configs import (
+    PositionalConfig,
+    SpatialDataConfig,
+    TrainConfig,
+    bayes_error,
+    patch_sets,
+    set_matrix,
+)
 from vit_core.seeding import Stream
 from vit_core.spatial import feature, sample_patches, teacher
 from vit_core.train import build, sample, train_pack
@@ -198,3 +207,15 @@ def test_a_shared_cubic_teacher_is_model_t_with_attention_near_the_identity():
         agree = (torch.sign(model(batch.tokens)[0][0]) == batch.labels).float().mean().item()
         assert least <= agree <= most
         assert abs(batch.labels.mean().item()) < 0.05
+
+
+@pytest.mark.parametrize("q", [0.2, 0.3, 0.5])
+def test_bayes_error_is_the_error_of_guessing_the_sign_more_full_sets_carry(q):
+    cfg = SpatialDataConfig(n_patches=10, set_size=2, dim=30, q=q, spurious_sets="keep")
+    batch = sample_patches(cfg, 40000, seed=5)
+    per_set = np.round(batch.tokens.double().numpy() @ feature(cfg))[:, patch_sets(cfg)].sum(-1)
+    same = (per_set == cfg.set_size * batch.labels.numpy()[:, None]).sum(-1)  # the signal set is one of them
+    opposite = (per_set == -cfg.set_size * batch.labels.numpy()[:, None]).sum(-1)
+    guess_wrong = np.where(same == opposite, 0.5, opposite > same).mean()  # ties: a coin
+    assert guess_wrong == pytest.approx(bayes_error(cfg), abs=0.004)
+    assert bayes_error(dataclasses.replace(cfg, spurious_sets="redraw")) == 0.0

@@ -244,6 +244,23 @@ def set_matrix(cfg: SpatialDataConfig) -> np.ndarray:
     return owner[:, None] == owner[None, :]
 
 
+def bayes_error(cfg: SpatialDataConfig) -> float:
+    """The lowest test error any classifier can reach on these data. 0 unless threshold labels keep
+    spurious sets; then a sample's signal set is any of its full sets (C patches of one nonzero
+    sign) with equal chance, so the best guess is the sign more full sets carry: exact over the
+    multinomial counts of spurious sets of each sign among the L - 1 other sets."""
+    if cfg.labels != "threshold" or cfg.spurious_sets == "redraw":
+        return 0.0
+    full, others = (cfg.q / 2) ** cfg.set_size, cfg.n_sets - 1  # P(a set is full of one given sign)
+    error = 0.0
+    for same in range(others + 1):
+        for opposite in range(others + 1 - same):
+            chance = math.comb(others, same) * math.comb(others - same, opposite)
+            chance *= full ** (same + opposite) * (1 - 2 * full) ** (others - same - opposite)
+            error += chance * min(1 + same, opposite) / (1 + same + opposite)
+    return error
+
+
 CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
 
 
