@@ -147,15 +147,38 @@ def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = B
     if len(keep) < 2 or len({x[i] for i in keep}) < 2:
         return Fit(None, None, None, points, 0)
     value, intercept = loglog_slope(x[keep], np.array([y[i] for i in keep]))
-    rng = np.random.default_rng(seed)
-    slopes = []
-    for _ in range(boot):
+    slopes = bootstrap_slopes(x, cells, statistic, boot, seed)
+    slopes = slopes[np.isfinite(slopes)]
+    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if len(slopes) else None
+    return Fit(value, ci, intercept, points, len(slopes))
+
+
+def bootstrap_slopes(x, cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
+    """fit_exponent's slope in each of ``boot`` resamples of every cell's seeds (NaN where fewer
+    than two values of x kept a defined statistic)."""
+    x, rng = np.asarray(x, dtype=float), np.random.default_rng(seed)
+    slopes = np.full(boot, np.nan)
+    for b in range(boot):
         ys = [_positive(statistic(c, resample(len(c.seeds), rng))) for c in cells]
         idx = [i for i, v in enumerate(ys) if v is not None]
         if len({x[i] for i in idx}) >= 2:
-            slopes.append(loglog_slope(x[idx], np.array([ys[i] for i in idx]))[0])
-    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if slopes else None
-    return Fit(value, ci, intercept, points, len(slopes))
+            slopes[b] = loglog_slope(x[idx], np.array([ys[i] for i in idx]))[0]
+    return slopes
+
+
+def slope_difference(
+    a: tuple[list[float], list[Outcomes]], b: tuple[list[float], list[Outcomes]], stat_a, stat_b
+) -> dict:
+    """b's log-log slope (of stat_b against x) minus a's, each input (x, cells) as fit_exponent
+    takes them, with a bootstrap 95% CI: the two sweeps' seeds resampled independently (different
+    runs), resamples where either slope is undefined left out."""
+    fit_a, fit_b = fit_exponent(*a, stat_a), fit_exponent(*b, stat_b)
+    if fit_a.value is None or fit_b.value is None:
+        return {"value": None, "ci95": None}
+    difference = bootstrap_slopes(*b, stat_b, seed=1) - bootstrap_slopes(*a, stat_a, seed=0)
+    difference = difference[np.isfinite(difference)]
+    ci = [round(float(v), 4) for v in np.percentile(difference, CI)] if len(difference) else None
+    return {"value": round(fit_b.value - fit_a.value, 4), "ci95": ci}
 
 
 def _positive(value: float | None) -> float | None:

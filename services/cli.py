@@ -1,6 +1,6 @@
 """The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
-work (services.runs for run, sync, report and status) and prints what came back. Heavy modules
-(torch, Ray, MLflow, matplotlib) are imported by the commands that use them: `validate` loads none.
+work (services.runs for run, sync, report, export, compare and status) and prints what came back. Heavy modules
+(torch, Ray, MLflow, matplotlib, pandas) are imported by the commands that use them: `validate` loads none.
 
 ``vitsweep train`` trains one pack: every (N, seed) pair of one model kind at once. Its data,
 model and training flags are made from the fields of vit_core's config dataclasses, so their
@@ -14,15 +14,16 @@ import inspect
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from services.uris import redact, resolve_tracking_uri
+from services.uris import embedded_uri, redact, resolve_tracking_uri
 from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
 from vit_core.fields import ConfigError
 
@@ -443,23 +444,108 @@ def report_command(
     """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
     from services import runs
 
-    if not tracking_uri and not (home / "mlflow.db").exists():
-        print(
-            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri",
-            file=sys.stderr,
-        )
-        raise typer.Exit(2)
-    try:
-        summary, folder = runs.report(
-            tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}", sweep_id, out, home
-        )
-    except LookupError as error:
-        print(error, file=sys.stderr)
-        raise typer.Exit(2) from None
+    with _store(tracking_uri, home) as uri:
+        summary, folder = runs.report(uri, sweep_id, out, home)
     _print_summary(summary)
     Console().print(f"report written to {folder}", markup=False)
     if as_json:
         print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
+
+
+EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}
+
+
+@app.command()
+def export(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    out: Path = typer.Option(..., "--out", help="the file to write: .csv, or .parquet (.pq)"),
+    table: str = typer.Option(
+        "models", "--table", help="models: one row per model record; cells: one row per cell (N*, its CI, ...)"
+    ),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+) -> None:
+    """Write a recorded sweep's per-model records or per-cell results as CSV or Parquet: the
+    DataFrames vitsweep.load_sweep returns."""
+    if out.suffix.lower() not in EXPORT_FORMATS:
+        _usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
+    if table not in ("models", "cells"):
+        _usage(f"--table {table}: must be models or cells")
+    from services import runs
+
+    with _store(tracking_uri, home) as uri:
+        found = runs.frames(uri, sweep_id)
+    frame = getattr(found, table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
+    print(f"{found.sweep_id}: {len(frame)} rows of {table} written to {out}")
+
+
+@app.command()
+def compare(
+    sweep_a: str = typer.Argument(..., help="the first sweep's id (A)"),
+    sweep_b: str = typer.Argument(..., help="the second sweep's id (B); differences are B minus A"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/compare-A-B)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the comparison"),
+) -> None:
+    """Two recorded sweeps side by side: N* per cell, the exponents of N* in 1/alpha* with their
+    CIs, B's exponent minus A's with a bootstrap CI, and one overlaid N*-vs-1/alpha* figure, also
+    logged to MLflow as a run of its own in B's experiment."""
+    from services import runs
+
+    with _store(tracking_uri, home) as uri:
+        comparison, folder, run_id = runs.compare(uri, sweep_a, sweep_b, out, home)
+    _print_comparison(comparison)
+    Console().print(f"figure and JSON written to {folder}; MLflow run {run_id}", markup=False)
+    if as_json:
+        print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+def _print_comparison(comparison) -> None:
+    """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
+    from services.report import fmt
+
+    table = Table(title=f"A = {comparison.sweep_a}, B = {comparison.sweep_b}: N* per cell")
+    for column in ("cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A"):
+        table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
+    for pair in comparison.cells:
+        ratio = pair.n_star_b / pair.n_star_a if pair.n_star_a and pair.n_star_b else None
+        table.add_row(
+            pair.label, fmt(pair.n_star_a), fmt(pair.ci95_a), fmt(pair.n_star_b), fmt(pair.ci95_b), fmt(ratio, ".2f")
+        )
+    console = Console()
+    console.print(table)
+    for group in [*comparison.exponent_a, *(g for g in comparison.exponent_b if g not in comparison.exponent_a)]:
+        a, b = comparison.exponent_a.get(group, {}), comparison.exponent_b.get(group, {})
+        diff = comparison.difference.get(group, {})
+        console.print(
+            f"- exponent of N*, {group}: A {fmt(a.get('value'), '.2f')} {fmt(a.get('ci95'), '.2f')}, "
+            f"B {fmt(b.get('value'), '.2f')} {fmt(b.get('ci95'), '.2f')}; "
+            f"B - A {fmt(diff.get('value'), '+.2f')}, 95% CI {fmt(diff.get('ci95'), '+.2f')}",
+            markup=False,
+        )
+
+
+@contextmanager
+def _store(tracking_uri: str | None, home: Path):
+    """The tracking URI to read (the given one, else the embedded store under ``home``), exiting
+    with code 2 where there is no store or the sweep asked for is not in it."""
+    if not tracking_uri and not (home / "mlflow.db").exists():
+        _usage(
+            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri"
+        )
+    try:
+        yield tracking_uri or embedded_uri(home)
+    except LookupError as error:
+        _usage(str(error))
+
+
+def _usage(message: str) -> NoReturn:
+    """Print why the command cannot run, and exit with code 2 (nothing was started)."""
+    print(message, file=sys.stderr)
+    raise typer.Exit(2)
 
 
 @app.command()
@@ -494,15 +580,22 @@ def ui(
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind; 127.0.0.1 keeps it on this machine"),
     port: int = typer.Option(5000, "--port"),
 ) -> None:
-    """Serve the MLflow UI of the embedded store (runs until interrupted)."""
+    """Serve the MLflow UI of the embedded store (runs until interrupted); first print the URL of
+    the latest sweep's parent run, in MLflow's model-training view."""
     store = home / "mlflow.db"
     if not store.exists():
-        print(f"{store}: no MLflow store yet; run a sweep with --home {home} first", file=sys.stderr)
-        raise typer.Exit(2)
+        _usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
+    from services import tracking
+
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # what a browser on this machine opens
+    try:
+        sweep_id, url = tracking.run_page(embedded_uri(home), f"http://{shown}:{port}")
+        print(f"latest sweep, {sweep_id}: {url}", flush=True)
+    except LookupError:
+        print(f"no sweep recorded in {store} yet", flush=True)
     mlflow = Path(sys.executable).parent / "mlflow"
     os.execv(
-        str(mlflow),
-        [str(mlflow), "ui", "--backend-store-uri", f"sqlite:///{store.resolve()}", "--host", host, "--port", str(port)],
+        str(mlflow), [str(mlflow), "ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
     )
 
 

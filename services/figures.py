@@ -3,9 +3,11 @@ object API (Figure, no pyplot): no backend to choose, no global figure state. No
 saves or logs them."""
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 
 from services import paper
+from services.compare import Comparison
 from services.report import fmt
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
@@ -259,3 +261,38 @@ def _subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None 
     """pyplot.subplots without pyplot: (figure, axes)."""
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(rows, cols, **kw)
+
+
+def comparison_figure(comparison: Comparison) -> Figure:
+    """N* against 1/alpha* of two sweeps on one log-log plot: each fitted group in one colour, A's
+    points and fit solid, B's dashed, with each exponent and B's minus A's in the legend."""
+    fig, ax = _subplots(figsize=(7, 5))
+    groups = [*comparison.exponent_a, *(g for g in comparison.exponent_b if g not in comparison.exponent_a)]
+    for colour, group in zip(_colours(), groups):
+        for sweep, fits, marker, style in (
+            (comparison.sweep_a, comparison.exponent_a, "o", "-"),
+            (comparison.sweep_b, comparison.exponent_b, "s", "--"),
+        ):
+            fit = fits.get(group)
+            if not fit or not fit["points"]:
+                continue
+            xs, ys = np.array(fit["points"]).T
+            label = f"{sweep}: {group}"
+            if fit["value"] is not None:
+                grid = np.geomspace(xs.min(), xs.max(), 20)
+                ax.plot(grid, np.exp(fit["intercept"]) * grid ** fit["value"], style, color=colour, lw=1)
+                label += f", k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}"
+            ax.plot(xs, ys, marker, color=colour, ls="none", label=label)
+        diff = comparison.difference.get(group)
+        if diff and diff["value"] is not None:
+            ax.plot([], [], " ", label=f"{group}: B - A = {diff['value']:+.2f} {fmt(diff['ci95'], '+.2f')}")
+    ax.set(xscale="log", yscale="log", xlabel="1 / alpha* (effective)", ylabel="N*")
+    ax.set_title(f"N* against 1/alpha*: A = {comparison.sweep_a}, B = {comparison.sweep_b}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _colours() -> list[str]:
+    """Matplotlib's default colour cycle."""
+    return rcParams["axes.prop_cycle"].by_key()["color"]

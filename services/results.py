@@ -115,6 +115,8 @@ class CellResult:
     records: list[ModelRecord] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     curve_parts: list[dict] = field(default_factory=list)  # per pack: curve -> N -> steps, sums, counts
+    started_at: float | None = None  # epoch seconds: when its first pack started training (None: unknown)
+    ended_at: float | None = None  # when its last pack finished
 
     def curve_names(self) -> list[str]:
         return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]
@@ -185,6 +187,8 @@ class SweepResult:
     unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
     cache_hits: int = 0  # models read from the result cache instead of trained
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
+    started_at: float | None = None  # epoch seconds: when the sweep started (its first run, if resumed)
+    ended_at: float | None = None  # when its last trial was collected
 
     def to_json(self) -> str:
         cells = [
@@ -194,6 +198,8 @@ class SweepResult:
                 "records": [r.as_dict() for r in c.records],
                 "failures": c.failures,
                 "curve_parts": c.curve_parts,
+                "started_at": c.started_at,
+                "ended_at": c.ended_at,
             }
             for c in self.cells
         ]
@@ -208,6 +214,8 @@ class SweepResult:
                 [ModelRecord.from_dict(r) for r in c["records"]],
                 c["failures"],
                 c["curve_parts"],
+                c.get("started_at"),  # absent from results saved before 2026-11-23
+                c.get("ended_at"),
             )
             for c in saved.pop("cells")
         ]

@@ -1,4 +1,4 @@
-"""What `vitsweep run`, `sync`, `report` and `status` do, without the command line: the flow from
+"""What `vitsweep run`, `sync`, `report`, `export`, `compare` and `status` do, without the command line: the flow from
 a spec to a recorded sweep, with its state explicit (``Stage``) so that every path is testable.
 
 Running a spec again continues its newest sweep under the home, whatever stopped it: a sweep
@@ -9,6 +9,7 @@ MLflow and matplotlib load in the functions that use them, so that each command 
 needs (``status`` of a home with no Tune state loads none of them).
 """
 
+import json
 import sys
 import threading
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from services.spec import SweepSpec
 from services.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
+    from services.compare import Comparison
+    from services.frames import SweepFrames
     from services.summary import Summary
     from services.tracking import Record
 
@@ -235,6 +238,33 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tupl
     spec, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(spec, found_id, cells)
     return summary, write(out or home / "reports" / found_id, summary, figures.figures(spec, summary, cells))
+
+
+def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
+    """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
+    and its cells; LookupError when the store has no such sweep."""
+    from services.frames import frames as build
+    from services.summary import summarize
+    from services.tracking import load_sweep
+
+    spec, found_id, cells = load_sweep(uri, sweep_id)
+    return build(summarize(spec, found_id, cells), cells)
+
+
+def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
+    """Sweep B against sweep A, both read from ``uri``: the comparison, the folder its figure and
+    JSON were written to (default HOME/reports/compare-A-B), and the MLflow run that records it."""
+    from services import figures
+    from services.compare import compare as build
+    from services.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
+
+    comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
+    figure = figures.comparison_figure(comparison)
+    folder = out or home / "reports" / f"compare-{sweep_a}-{sweep_b}"
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.savefig(folder / COMPARE_FIGURE, dpi=120)
+    (folder / COMPARE_JSON).write_text(json.dumps(comparison.to_dict(), indent=2))
+    return comparison, folder, record_comparison(uri, comparison, figure)
 
 
 def status(home: Path) -> list[dict]:

@@ -83,15 +83,31 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
 def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
     """Per group of cells differing only in ``axis``: the log-log slope of statistic against x
     (cells that failed or are ``flagged``, by label, left out)."""
+    return {
+        name: fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic).as_dict()
+        | {"cells": [c.cell.label for c in members]}
+        for name, members in _groups(cells, flagged, axis).items()
+    }
+
+
+def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, list[CellResult]]:
+    """The cells a fit along ``axis`` uses, per group of cells differing only in it (at least two
+    values of it; cells that failed or are flagged left out)."""
     groups: dict[str, list[CellResult]] = {}
     for c in cells:
         if c.records and not c.failures and c.cell.label not in flagged:
             groups.setdefault(c.cell.group((axis,)), []).append(c)
+    return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
+
+
+def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
+    """What the N* exponent of each group is fitted on: (1/alpha*_eff per cell, the cells' outcomes)."""
+    flagged = {r.label for r in summary.cells if r.flagged}
+    if "alpha_star" not in spec.swept:
+        return {}
     return {
-        name: fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic).as_dict()
-        | {"cells": [c.cell.label for c in members]}
-        for name, members in groups.items()
-        if len({c.cell.values[axis] for c in members}) >= 2
+        name: ([1 / spec.configs(c.cell)[0].effective_alpha_star for c in members], [c.outcomes() for c in members])
+        for name, members in _groups(cells, flagged, "alpha_star").items()
     }
 
 

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from services.compare import Comparison
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
 from services.summary import Summary
@@ -45,6 +46,12 @@ SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "curves.json",
 )
 SUMMARY_MD, SUMMARY_JSON = "summary.md", "summary.json"
+COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.png", "compare.json"
+# What kind of experiment MLflow's UI shows (3.17: genai_development or custom_model_development)
+EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
+# MLflow 3.17's UI opens an experiment in the GenAI view unless the URL (or the browser's last
+# choice) asks for the model-training one; the experiment's kind tag alone does not switch it
+TRAINING_VIEW = "workflowType=machine_learning"
 
 
 def code_version() -> str:
@@ -59,11 +66,20 @@ def code_version() -> str:
 
 
 def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) -> str:
+    """The experiment's id, created as a model-training experiment where it is new; one made
+    before vitsweep tagged its kind gets the tag (a kind someone chose is left alone)."""
     found = client.get_experiment_by_name(name)
     if found is not None:
+        if EXPERIMENT_KIND_TAG not in found.tags:
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
         return found.experiment_id
     location = (home / "mlartifacts").resolve().as_uri() if embedded else None
-    return client.create_experiment(name, artifact_location=location)
+    return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
+
+
+def _ms(epoch_s: float | None) -> int | None:
+    """MLflow's run times are epoch milliseconds; None lets MLflow use the present."""
+    return None if epoch_s is None else int(epoch_s * 1000)
 
 
 def _log(
@@ -111,7 +127,9 @@ def record_sweep(
     earlier = _earlier_record(client, experiment, result.sweep_id)
     if earlier is not None:
         return Record(earlier, True)
-    parent = client.create_run(experiment, run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id})
+    parent = client.create_run(
+        experiment, start_time=_ms(result.started_at), run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id}
+    )
     pid = parent.info.run_id
     params, metrics = _sweep_params(spec), _sweep_metrics(result, summary)
     if result.best:
@@ -126,7 +144,7 @@ def record_sweep(
     client.log_text(pid, summary_md, SUMMARY_MD)
     client.log_dict(pid, summary.to_dict(), SUMMARY_JSON)
     failed = any(c.failures for c in result.cells)
-    client.set_terminated(pid, "FAILED" if failed else "FINISHED")  # last: the record is whole
+    client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))  # last: the record is whole
     return Record(pid, False)
 
 
@@ -199,6 +217,7 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
     curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed)."""
     run = client.create_run(
         experiment,
+        start_time=_ms(cell.started_at),
         run_name=cell.cell.label,
         tags={PARENT_TAG: parent_id, CELL_TAG: cell.cell.key, MODEL_TAG: cell.cell.model},
     )
@@ -234,7 +253,28 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
         )
     if cell.curve_parts:
         client.log_dict(run.info.run_id, cell.curve_parts, CURVES_FILE)
-    client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED")
+    client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
+
+
+def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure) -> str:
+    """A run of its own for `vitsweep compare A B`, in sweep B's experiment: B's exponent minus A's
+    per group (metrics), the overlaid figure and the comparison's JSON. Returns the run's id."""
+    client = MlflowClient(tracking_uri)
+    sweep_b = _parent(client, tracking_uri, comparison.sweep_b)
+    pair = f"{comparison.sweep_a} vs {comparison.sweep_b}"
+    run = client.create_run(sweep_b.info.experiment_id, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
+    metrics = [
+        Metric(f"exponent_difference.{group.replace('=', '_')}", diff["value"], 0, 0)
+        for group, diff in comparison.difference.items()
+        if diff["value"] is not None
+    ]
+    _log(
+        client, run.info.run_id, params={"sweep_a": comparison.sweep_a, "sweep_b": comparison.sweep_b}, metrics=metrics
+    )
+    client.log_figure(run.info.run_id, figure, COMPARE_FIGURE)
+    client.log_dict(run.info.run_id, comparison.to_dict(), COMPARE_JSON)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
 
 
 def _children(client: MlflowClient, experiment: str, parent_id: str) -> list:
@@ -245,6 +285,18 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
     resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
     client = MlflowClient(tracking_uri)
+    parent = _parent(client, tracking_uri, sweep_id)
+    spec = spec_from_dict(yaml.safe_load(_read(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
+    cells = [
+        _read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)
+    ]
+    order = {cell.key: i for i, cell in enumerate(spec.cells)}
+    cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
+    return spec, parent.data.tags[SWEEP_TAG], cells
+
+
+def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None):
+    """A sweep's parent run (the latest sweep's when ``sweep_id`` is None); LookupError: none."""
     experiments = [e.experiment_id for e in client.search_experiments()]
     where = f"tags.`{SWEEP_TAG}` = '{sweep_id}'" if sweep_id else f"tags.`{SWEEP_TAG}` LIKE '%'"
     parents = (
@@ -254,14 +306,15 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     )
     if not parents:
         raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
-    parent = parents[0]
-    spec = spec_from_dict(yaml.safe_load(_read(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
-    cells = [
-        _read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)
-    ]
-    order = {cell.key: i for i, cell in enumerate(spec.cells)}
-    cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
-    return spec, parent.data.tags[SWEEP_TAG], cells
+    return parents[0]
+
+
+def run_page(tracking_uri: str, ui_url: str, sweep_id: str | None = None) -> tuple[str, str]:
+    """(sweep id, URL of its parent run in the UI at ``ui_url``, in the model-training view) for a
+    sweep, the latest when ``sweep_id`` is None; LookupError: none."""
+    parent = _parent(MlflowClient(tracking_uri), tracking_uri, sweep_id)
+    path = f"#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
+    return parent.data.tags[SWEEP_TAG], f"{ui_url.rstrip('/')}/{path}?{TRAINING_VIEW}"
 
 
 def _read(client: MlflowClient, run_id: str, name: str) -> str:

@@ -15,7 +15,12 @@ from services.spec import SweepSpec
 
 def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
     """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
-    return override or spec.tracking.tracking_uri or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+    return override or spec.tracking.tracking_uri or embedded_uri(home)
+
+
+def embedded_uri(home: Path) -> str:
+    """The embedded default: a SQLite MLflow store in the sweep home."""
+    return f"sqlite:///{(home / 'mlflow.db').resolve()}"
 
 
 def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:

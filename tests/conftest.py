@@ -1,6 +1,8 @@
 import contextlib
+import html
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -146,6 +148,38 @@ def wait_until(ready, what: str, proc: subprocess.Popen | None = None) -> None:
         time.sleep(0.5)
 
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Flags this machine's closed network needs (no background connections), and a new profile per page
+# so that no choice a page stored (such as MLflow's GenAI / model-training switch) carries over
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=20000",
+)
+
+
+def chromium_page(url: str) -> str | None:
+    """The text a person sees on a page after its scripts ran (headless Chromium's DOM, less
+    scripts, styles and tags), or None where Chromium is not installed."""
+    if CHROMIUM is None:
+        return None
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+
+
 def answers(url: str) -> bool:
     """Whether an HTTP GET of ``url`` gets a response now."""
     try:
@@ -224,16 +258,17 @@ SYNTHETIC_SPEC = (
 )
 
 
-def synthetic_sweep(sweep_id: str = "synthetic-1"):
+def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
     """A finished sweep made without training (spec, SweepResult): seed s of a cell succeeds from
-    N = threshold, records carry every field vit_core writes, the last cell has a failed pack."""
+    N = threshold (times ``hard`` at alpha* = 0.1, ``easy`` at 0.3), records carry every field
+    vit_core writes, the last cell has a failed pack."""
     from services.results import CellResult, ModelRecord, SweepResult
     from services.spec import parse_spec
 
     spec = parse_spec(SYNTHETIC_SPEC)
     cells = []
     for index, cell in enumerate(spec.cells):
-        threshold = {"vit": 5, "cnn": 20}[cell.model] * (2 if cell.values["alpha_star"] == 0.1 else 1)
+        threshold = {"vit": 5, "cnn": 20}[cell.model] * (hard if cell.values["alpha_star"] == 0.1 else easy)
         records = [
             model_record(
                 n,
@@ -257,16 +292,21 @@ def synthetic_sweep(sweep_id: str = "synthetic-1"):
             ["cnn alpha_star=0.3 n_train=[40] seeds=[3]: RuntimeError: injected (trial log: x)"] if index == 3 else []
         )
         cells.append(CellResult(cell, [ModelRecord.from_dict(r) for r in records], failures, curves))
-    return spec, SweepResult(sweep_id, cells, trainings=64, wall_s=12.5, storage="/nowhere", cache_hits=0, train_s=10.0)
+    ended = time.time()  # the sweep ran for the 12.5 s before it was made, its cells one after another
+    for index, cell in enumerate(cells):
+        cell.started_at, cell.ended_at = ended - 12.5 + 3 * index, ended - 12.5 + 3 * index + 2.5
+    result = SweepResult(sweep_id, cells, trainings=64, wall_s=12.5, storage="/nowhere", cache_hits=0, train_s=10.0)
+    result.started_at, result.ended_at = ended - 12.5, ended
+    return spec, result
 
 
-def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1"):
+def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
     from services import figures, report
     from services.summary import summarize
     from services.tracking import record_sweep
 
-    spec, result = synthetic_sweep(sweep_id)
+    spec, result = synthetic_sweep(sweep_id, hard, easy)
     uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"
     summary = summarize(spec, sweep_id, result.cells)
     figs = figures.figures(spec, summary, result.cells)

@@ -53,6 +53,10 @@ def test_only_the_execution_layer_imports_ray(path):
     assert "ray" not in imports(path) or "execution" in path.parts
 
 
+def test_the_notebook_api_is_a_face_of_services():
+    assert imports(ROOT / "vitsweep" / "__init__.py") <= {"services", *sys.stdlib_module_names}
+
+
 def test_validate_loads_neither_torch_ray_mlflow_nor_matplotlib():
     assert loaded_by("validate", "sweeps/smoke.yaml") == set()
 
@@ -61,7 +65,12 @@ def test_status_of_a_home_without_tune_state_loads_none_of_them(tmp_path):
     assert loaded_by("status", "--home", str(tmp_path)) == set()
 
 
-def test_report_loads_neither_torch_nor_ray(tmp_path):
+def test_report_and_export_load_neither_torch_nor_ray(tmp_path):
     record_synthetic_sweep(tmp_path)
     assert loaded_by("report", "--home", str(tmp_path), "--out", str(tmp_path / "report")) == {"mlflow", "matplotlib"}
     assert (tmp_path / "report" / "summary.md").exists()  # it did write the report
+    assert loaded_by("export", "--home", str(tmp_path), "--out", str(tmp_path / "models.csv")) == {
+        "mlflow",
+        "matplotlib",
+    }
+    assert (tmp_path / "models.csv").exists()

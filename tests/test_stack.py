@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import mlflow_server_at, start_ray_nodes, stop_ray_nodes
+from conftest import chromium_page, mlflow_server_at, start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).parents[1]
@@ -25,7 +25,6 @@ PG_BIN = (
     if Path("/usr/lib/postgresql").is_dir()
     else None
 )
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _compose() -> dict:
@@ -173,16 +172,6 @@ def two_nodes(free_port):
         stop_ray_nodes(temp)
 
 
-def _page(url: str) -> str:
-    """The DOM of a page after its scripts ran, from headless Chromium."""
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom", url],
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout
-
-
 def test_the_stack_on_loopback_runs_a_submitted_sweep_on_two_nodes(mlflow_on_postgres, two_nodes, tmp_path):
     home = tmp_path / "home"  # one path both nodes see, as the compose file's shared volume
     result = subprocess.run(
@@ -216,8 +205,9 @@ def test_the_stack_on_loopback_runs_a_submitted_sweep_on_two_nodes(mlflow_on_pos
     parent = client.get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags["vitsweep.sweep_id"] == summary["sweep_id"]
     assert "attention_mass.png" in {a.path for a in client.list_artifacts(parent.info.run_id)}
-    if CHROMIUM is None:
-        pytest.skip("the sweep ran; the UI check needs Debian's chromium (make test installs it as root)")
     run_page = f"{mlflow_on_postgres}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
-    assert summary["sweep_id"] in _page(run_page)
-    assert "attention_mass.png" in _page(f"{run_page}/artifacts")
+    page = chromium_page(run_page)
+    if page is None:
+        pytest.skip("the sweep ran; the UI check needs Debian's chromium (make test installs it as root)")
+    assert summary["sweep_id"] in page
+    assert "attention_mass.png" in chromium_page(f"{run_page}/artifacts")

@@ -26,6 +26,20 @@ def test_a_sweep_read_back_from_mlflow_is_the_sweep_that_was_logged(recorded):
     assert summarize(read_spec, sweep_id, cells) == summarize(spec, result.sweep_id, result.cells)
 
 
+def test_runs_span_the_sweep_and_its_cells_and_the_experiment_is_a_training_one(recorded):
+    """The parent run lasts as long as the sweep ran, each child as its cell's packs, not as long as
+    recording them took; MLflow's UI files the experiment under model training."""
+    _, result, uri, parent = recorded
+    client = MlflowClient(uri)
+    run = client.get_run(parent).info
+    assert (run.start_time, run.end_time) == (int(result.started_at * 1000), int(result.ended_at * 1000))
+    children = client.search_runs([run.experiment_id], f"tags.{tracking.PARENT_TAG} = '{parent}'")
+    spans = {c.data.tags[tracking.CELL_TAG]: (c.info.start_time, c.info.end_time) for c in children}
+    assert spans == {c.cell.key: (int(c.started_at * 1000), int(c.ended_at * 1000)) for c in result.cells}
+    kind = client.get_experiment(run.experiment_id).tags[tracking.EXPERIMENT_KIND_TAG]
+    assert kind == tracking.TRAINING_KIND == "custom_model_development"
+
+
 def test_cells_are_found_by_their_tag_not_by_their_run_name(recorded):
     """A run renamed in the UI (or a label that prints a value differently) still reads back."""
     spec, result, uri, parent = recorded
@@ -54,3 +68,26 @@ def test_recording_the_same_sweep_again_finds_the_first_record(recorded, tmp_pat
 def test_an_unknown_sweep_is_a_lookup_error(recorded):
     with pytest.raises(LookupError, match="no sweep nope"):
         tracking.load_sweep(recorded[2], "nope")
+
+
+def test_an_experiment_made_before_the_kind_tag_gets_it_and_a_chosen_kind_stays(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    old = client.create_experiment("old")
+    chosen = client.create_experiment("chosen", tags={tracking.EXPERIMENT_KIND_TAG: "genai_development"})
+    assert tracking._experiment_id(client, "old", tmp_path, True) == old
+    assert tracking._experiment_id(client, "chosen", tmp_path, True) == chosen
+    assert client.get_experiment(old).tags[tracking.EXPERIMENT_KIND_TAG] == tracking.TRAINING_KIND
+    assert client.get_experiment(chosen).tags[tracking.EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+def test_a_saved_sweep_result_reads_back_whole_with_its_times():
+    from conftest import synthetic_sweep
+
+    from services.results import SweepResult
+
+    _, result = synthetic_sweep()
+    again = SweepResult.from_json(result.to_json())
+    assert again.to_json() == result.to_json()
+    assert [(c.started_at, c.ended_at) for c in again.cells] == [(c.started_at, c.ended_at) for c in result.cells]
+    assert again.started_at == result.started_at and again.ended_at is not None

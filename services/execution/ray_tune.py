@@ -92,7 +92,7 @@ def run_sweep(
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
     folder (services.cache), None for none. ``trainable(config, spec, cache)``: what a trial runs.
     """
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
     trainable = tune.with_resources(
         tune.with_parameters(trainable, spec=spec, cache=str(cache.resolve()) if cache else None),
@@ -109,6 +109,9 @@ def run_sweep(
     grid = tuner.fit()
     result = _collect(spec, grid)
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
+    # a resumed sweep started when its earliest trial did, in an earlier run of the command
+    result.started_at = min([began, *(c.started_at for c in result.cells if c.started_at is not None)])
+    result.ended_at = time.time()
     return result
 
 
@@ -163,6 +166,7 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
             )
             continue
         target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
+        _note_times(target, trial.metrics)
         if pack.max_steps is None:  # a retry's curves would count its models twice
             target.curve_parts.extend(json.loads(trial.metrics["curves"]))
         result.trainings += trial.metrics["trainings"]
@@ -179,6 +183,17 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
     order = {cell.key: i for i, cell in enumerate(spec.cells)}
     result.cells = sorted(cells.values(), key=lambda c: order.get(c.cell.key, len(order)))
     return result
+
+
+def _note_times(cell: CellResult, metrics: dict) -> None:
+    """Widen the cell's [started_at, ended_at] to a trial's, from what Tune adds to every result:
+    its wall-clock timestamp and the trial's running time."""
+    if "timestamp" not in metrics or "time_total_s" not in metrics:
+        return
+    end = float(metrics["timestamp"])
+    start = end - float(metrics["time_total_s"])
+    cell.started_at = start if cell.started_at is None else min(cell.started_at, start)
+    cell.ended_at = end if cell.ended_at is None else max(cell.ended_at, end)
 
 
 def _search_space(spec: "SweepSpec") -> dict:
