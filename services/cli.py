@@ -1,6 +1,7 @@
 """The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
-work (services.runs for run, sync, report, export, compare and status) and prints what came back. Heavy modules
-(torch, Ray, MLflow, matplotlib, pandas) are imported by the commands that use them: `validate` loads none.
+work (services.runs for run, sync, report, export, compare and status) and prints what came back.
+Heavy modules (torch, Ray, MLflow, matplotlib, pandas) are imported by the commands that use them:
+`validate` loads none.
 
 ``vitsweep train`` trains one pack: every (N, seed) pair of one model kind at once. Its data,
 model and training flags are made from the fields of vit_core's config dataclasses, so their
@@ -28,6 +29,7 @@ from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fi
 from vit_core.fields import ConfigError
 
 if TYPE_CHECKING:
+    from services.compare import Comparison
     from services.summary import Summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -503,7 +505,7 @@ def compare(
         print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
 
 
-def _print_comparison(comparison) -> None:
+def _print_comparison(comparison: "Comparison") -> None:
     """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
     from services.report import fmt
 
@@ -517,7 +519,7 @@ def _print_comparison(comparison) -> None:
         )
     console = Console()
     console.print(table)
-    for group in [*comparison.exponent_a, *(g for g in comparison.exponent_b if g not in comparison.exponent_a)]:
+    for group in comparison.groups:
         a, b = comparison.exponent_a.get(group, {}), comparison.exponent_b.get(group, {})
         diff = comparison.difference.get(group, {})
         console.print(
@@ -594,9 +596,9 @@ def ui(
     except LookupError:
         print(f"no sweep recorded in {store} yet", flush=True)
     mlflow = Path(sys.executable).parent / "mlflow"
-    os.execv(
-        str(mlflow), [str(mlflow), "ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
-    )
+    serve = ["ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
+    # one worker: a person's UI on one SQLite file; MLflow's default of 4 starts four servers
+    os.execv(str(mlflow), [str(mlflow), *serve, "--workers", "1"])
 
 
 @app.command()

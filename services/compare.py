@@ -35,6 +35,11 @@ class Comparison:
     exponent_b: dict[str, dict]
     difference: dict[str, dict]  # group -> {value, ci95}: B's exponent minus A's
 
+    @property
+    def groups(self) -> list[str]:
+        """The fitted groups of either sweep, A's first."""
+        return [*self.exponent_a, *(g for g in self.exponent_b if g not in self.exponent_a)]
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -267,8 +267,7 @@ def comparison_figure(comparison: Comparison) -> Figure:
     """N* against 1/alpha* of two sweeps on one log-log plot: each fitted group in one colour, A's
     points and fit solid, B's dashed, with each exponent and B's minus A's in the legend."""
     fig, ax = _subplots(figsize=(7, 5))
-    groups = [*comparison.exponent_a, *(g for g in comparison.exponent_b if g not in comparison.exponent_a)]
-    for colour, group in zip(_colours(), groups):
+    for colour, group in zip(_colours(), comparison.groups):
         for sweep, fits, marker, style in (
             (comparison.sweep_a, comparison.exponent_a, "o", "-"),
             (comparison.sweep_b, comparison.exponent_b, "s", "--"),
@@ -287,7 +286,7 @@ def comparison_figure(comparison: Comparison) -> Figure:
         if diff and diff["value"] is not None:
             ax.plot([], [], " ", label=f"{group}: B - A = {diff['value']:+.2f} {fmt(diff['ci95'], '+.2f')}")
     ax.set(xscale="log", yscale="log", xlabel="1 / alpha* (effective)", ylabel="N*")
-    ax.set_title(f"N* against 1/alpha*: A = {comparison.sweep_a}, B = {comparison.sweep_b}", fontsize=9)
+    ax.set_title(f"N* against 1/alpha*\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

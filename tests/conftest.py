@@ -160,7 +160,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--virtual-time-budget=20000",
+    "--virtual-time-budget=8000",  # virtual time waits for the network; MLflow polls, so more only costs real time
 )
 
 
@@ -298,6 +298,17 @@ def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1)
     result = SweepResult(sweep_id, cells, trainings=64, wall_s=12.5, storage="/nowhere", cache_hits=0, train_s=10.0)
     result.started_at, result.ended_at = ended - 12.5, ended
     return spec, result
+
+
+@pytest.fixture(scope="session")
+def two_sweeps(tmp_path_factory) -> Path:
+    """A home whose embedded store holds two synthetic sweeps, shared by the tests that only read
+    it: the ViT's N* is 10 at alpha* = 0.3 in both, 20 in sweep-a and 40 in sweep-b (the latest)
+    at 0.1."""
+    home = tmp_path_factory.mktemp("two_sweeps")
+    record_synthetic_sweep(home, "sweep-a", hard=4, easy=2)
+    record_synthetic_sweep(home, "sweep-b", hard=8, easy=2)
+    return home
 
 
 def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):

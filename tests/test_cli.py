@@ -68,33 +68,32 @@ def test_ui_refuses_a_home_without_a_store(tmp_path):
     assert result.exit_code == 2 and "no MLflow store yet" in result.stderr
 
 
-def test_ui_serves_the_store_and_prints_the_latest_sweep_in_the_training_view(tmp_path, free_port):
+def test_ui_serves_the_store_and_prints_the_latest_sweep_in_the_training_view(two_sweeps, free_port):
     """`vitsweep ui` prints the latest sweep's parent run page; in headless Chromium that page
     shows the run in MLflow's model-training view (runs, model metrics), not the GenAI one."""
     import subprocess
     import sys
     from pathlib import Path
 
-    from conftest import answers, chromium_page, record_synthetic_sweep, wait_until
+    from conftest import answers, chromium_page, wait_until
 
-    record_synthetic_sweep(tmp_path, "synthetic-ui")
     port = free_port()
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(tmp_path), "--port", str(port)],
+        [str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(two_sweeps), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
         line = proc.stdout.readline()
-        assert line.startswith("latest sweep, synthetic-ui: ") and "workflowType=machine_learning" in line
+        assert line.startswith("latest sweep, sweep-b: ") and "workflowType=machine_learning" in line
         url = line.split(": ", 1)[1].strip()
         assert url.startswith(f"http://127.0.0.1:{port}/#/experiments/")
         wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), "vitsweep ui", proc)
         page = chromium_page(url)
         if page is None:
             pytest.skip("the UI served the sweep; the page check needs Debian's chromium (make test installs it)")
-        assert "synthetic-ui" in page and "Model metrics" in page  # the parent run's page, training tabs
+        assert "sweep-b" in page and "Model metrics" in page  # the parent run's page, training tabs
         assert "Evaluation runs" not in page and "Token Usage" not in page  # no GenAI navigation or overview
     finally:
         proc.terminate()

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import record_synthetic_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "mlflow", "matplotlib")
@@ -65,12 +64,9 @@ def test_status_of_a_home_without_tune_state_loads_none_of_them(tmp_path):
     assert loaded_by("status", "--home", str(tmp_path)) == set()
 
 
-def test_report_and_export_load_neither_torch_nor_ray(tmp_path):
-    record_synthetic_sweep(tmp_path)
-    assert loaded_by("report", "--home", str(tmp_path), "--out", str(tmp_path / "report")) == {"mlflow", "matplotlib"}
+def test_report_and_export_load_neither_torch_nor_ray(two_sweeps, tmp_path):
+    home = str(two_sweeps)
+    assert loaded_by("report", "--home", home, "--out", str(tmp_path / "report")) == {"mlflow", "matplotlib"}
     assert (tmp_path / "report" / "summary.md").exists()  # it did write the report
-    assert loaded_by("export", "--home", str(tmp_path), "--out", str(tmp_path / "models.csv")) == {
-        "mlflow",
-        "matplotlib",
-    }
+    assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == {"mlflow", "matplotlib"}
     assert (tmp_path / "models.csv").exists()

@@ -6,7 +6,6 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import record_synthetic_sweep
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -18,16 +17,6 @@ from services.uris import embedded_uri
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """Two synthetic sweeps in one store: the ViT's N* is 10 at alpha* = 0.3 in both, 20 (A) and
-    40 (B) at 0.1."""
-    home = tmp_path_factory.mktemp("home")
-    record_synthetic_sweep(home, "sweep-a", hard=4, easy=2)
-    record_synthetic_sweep(home, "sweep-b", hard=8, easy=2)
-    return home
-
-
 def _cli(*args: str) -> str:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output
@@ -35,35 +24,35 @@ def _cli(*args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def reported(store) -> dict[str, dict]:
+def reported(two_sweeps) -> dict[str, dict]:
     """`vitsweep report --json` of each sweep: what the other commands must agree with."""
     out = {}
     for sweep in ("sweep-a", "sweep-b"):
-        text = _cli("report", sweep, "--home", str(store), "--out", str(store / "report" / sweep), "--json")
+        text = _cli("report", sweep, "--home", str(two_sweeps), "--out", str(two_sweeps / "report" / sweep), "--json")
         out[sweep] = json.loads(text.strip().splitlines()[-1])
     return out
 
 
-def test_load_sweep_gives_the_records_and_the_cells_the_report_gives(store, reported):
-    sweep = vitsweep.load_sweep("sweep-a", home=store)
+def test_load_sweep_gives_the_records_and_the_cells_the_report_gives(two_sweeps, reported):
+    sweep = vitsweep.load_sweep("sweep-a", home=two_sweeps)
     assert sweep.sweep_id == "sweep-a"
     assert len(sweep.models) == 4 * 4 * 4  # cells x N x seeds, as synthetic_sweep made them
     assert {"cell", "model", "alpha_star", "n_train", "seed", "outcome", "test_error"} <= set(sweep.models.columns)
     assert set(sweep.models.groupby("cell").size()) == {16}
     n_star = dict(zip(sweep.cells["cell"], sweep.cells["n_star"]))
     assert {k: (None if pd.isna(v) else int(v)) for k, v in n_star.items()} == reported["sweep-a"]["n_star"]
-    assert vitsweep.load_sweep(home=store).sweep_id == "sweep-b"  # the latest, by default
+    assert vitsweep.load_sweep(home=two_sweeps).sweep_id == "sweep-b"  # the latest, by default
     with pytest.raises(LookupError, match="no sweep nope"):
-        vitsweep.load_sweep("nope", home=store)
+        vitsweep.load_sweep("nope", home=two_sweeps)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_export_round_trips_the_dataframes(store, reported, tmp_path, suffix):
-    sweep = vitsweep.load_sweep("sweep-a", home=store)
+def test_export_round_trips_the_dataframes(two_sweeps, reported, tmp_path, suffix):
+    sweep = vitsweep.load_sweep("sweep-a", home=two_sweeps)
     for table in ("models", "cells"):
         out = tmp_path / f"{table}{suffix}"
         assert f"rows of {table} written" in _cli(
-            "export", "sweep-a", "--home", str(store), "--table", table, "--out", str(out)
+            "export", "sweep-a", "--home", str(two_sweeps), "--table", table, "--out", str(out)
         )
         read = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
         frame = getattr(sweep, table)
@@ -83,13 +72,13 @@ def test_export_round_trips_the_dataframes(store, reported, tmp_path, suffix):
         (["nope", "--out", "x.csv"], "no sweep nope"),
     ],
 )
-def test_export_refuses_what_it_cannot_write_with_exit_2(store, tmp_path, args, message):
-    result = runner.invoke(app, ["export", *args, "--home", str(store)])
+def test_export_refuses_what_it_cannot_write_with_exit_2(two_sweeps, tmp_path, args, message):
+    result = runner.invoke(app, ["export", *args, "--home", str(two_sweeps)])
     assert result.exit_code == 2 and message in result.stderr
 
 
-def test_compare_fits_both_sweeps_and_the_difference_of_their_exponents(store, reported, tmp_path):
-    out = _cli("compare", "sweep-a", "sweep-b", "--home", str(store), "--out", str(tmp_path / "cmp"), "--json")
+def test_compare_fits_both_sweeps_and_the_difference_of_their_exponents(two_sweeps, reported, tmp_path):
+    out = _cli("compare", "sweep-a", "sweep-b", "--home", str(two_sweeps), "--out", str(tmp_path / "cmp"), "--json")
     comparison = json.loads(out.strip().splitlines()[-1])
     assert (comparison["sweep_a"], comparison["sweep_b"]) == ("sweep-a", "sweep-b")
     pairs = {p["label"]: p for p in comparison["cells"]}
@@ -103,9 +92,9 @@ def test_compare_fits_both_sweeps_and_the_difference_of_their_exponents(store, r
         assert comparison[key]["vit"]["value"] == reported[sweep]["exponent"]["vit"]["value"]
         assert comparison[key]["vit"]["ci95"] == reported[sweep]["exponent"]["vit"]["ci95"]
     assert (tmp_path / "cmp" / tracking.COMPARE_FIGURE).stat().st_size > 0
-    client = MlflowClient(embedded_uri(store))
+    client = MlflowClient(embedded_uri(two_sweeps))
     run = client.get_run(comparison["mlflow_run_id"])
     assert run.data.tags[tracking.COMPARE_TAG] == "sweep-a vs sweep-b"
     assert run.data.metrics["exponent_difference.vit"] == pytest.approx(difference["value"])
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {tracking.COMPARE_FIGURE, tracking.COMPARE_JSON}
-    assert vitsweep.load_sweep(home=store).sweep_id == "sweep-b"  # the comparison's run is not a sweep
+    assert vitsweep.load_sweep(home=two_sweeps).sweep_id == "sweep-b"  # the comparison's run is not a sweep
