@@ -597,7 +597,9 @@ def ui(
         print(f"no sweep recorded in {store} yet", flush=True)
     mlflow = Path(sys.executable).parent / "mlflow"
     serve = ["ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
-    # one worker: a person's UI on one SQLite file; MLflow's default of 4 starts four servers
+    # one worker: a person's UI on one SQLite file (MLflow's default of 4 starts four servers); no job
+    # runner: MLflow 3 starts eight processes for GenAI scorers and trace rollups, which sweeps never use
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     os.execv(str(mlflow), [str(mlflow), *serve, "--workers", "1"])
 
 

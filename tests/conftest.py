@@ -215,6 +215,11 @@ def stop_ray_nodes(temp: str) -> None:
     shutil.rmtree(temp, ignore_errors=True)
 
 
+# MLflow 3's server starts a job runner (eight huey consumers, ~240 MB each) for GenAI scorers and
+# trace rollups, which vitsweep never uses; `vitsweep ui` turns it off too
+NO_MLFLOW_JOBS = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 @contextlib.contextmanager
 def mlflow_server_at(port: int, folder: Path, backend: str | None = None, *extra: str):
     """`mlflow server` on 127.0.0.1:port with its artifacts in ``folder`` and its store at
@@ -222,7 +227,7 @@ def mlflow_server_at(port: int, folder: Path, backend: str | None = None, *extra
     store = backend or f"sqlite:///{folder / 'server.db'}"
     command = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     command += ["--backend-store-uri", store, "--artifacts-destination", str(folder / "artifacts"), *extra]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=NO_MLFLOW_JOBS)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: answers(f"{url}/health"), f"mlflow server at {url}", proc)
