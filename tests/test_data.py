@@ -179,3 +179,4 @@ def test_noisy_options_are_checked():
     with pytest.raises(ConfigError) as error:
         TokenDataConfig(noisy_fraction=1.5)
     assert error.value.field == "noisy_fraction"
+    assert TokenDataConfig(tau=4.0).tau_big < 4.0  # without noisy tokens, tau_big is not used or checked

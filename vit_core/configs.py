@@ -109,7 +109,7 @@ def _check(cfg: TokenDataConfig) -> None:
         fail("dim", cfg.dim, f"orthonormal patterns need dim >= n_patterns={cfg.n_patterns}")
     if not 0 <= cfg.noisy_fraction <= 1:
         fail("noisy_fraction", cfg.noisy_fraction, "must lie in [0, 1]")
-    if cfg.tau_big < cfg.tau:
+    if cfg.noisy_fraction > 0 and cfg.tau_big < cfg.tau:
         fail("tau_big", cfg.tau_big, f"must be >= tau={cfg.tau} (noisy tokens carry the larger noise)")
     if cfg.sparsify == "all" and cfg.sparsify_k != 0:
         fail("sparsify_k", cfg.sparsify_k, "must be 0 when sparsify='all'")
