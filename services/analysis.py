@@ -140,17 +140,25 @@ def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = B
 
     ``statistic(outcomes, columns)`` returns a number or None; None and values <= 0 (a censored
     N*, zero error from the first evaluation on) leave the cell out of that fit or resample."""
+    value, intercept, points = point_slope(x, cells, statistic)
+    if value is None:
+        return Fit(None, None, None, points, 0)
+    slopes = bootstrap_slopes(x, cells, statistic, boot, seed)
+    slopes = slopes[np.isfinite(slopes)]
+    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if len(slopes) else None
+    return Fit(value, ci, intercept, points, len(slopes))
+
+
+def point_slope(x, cells: list[Outcomes], statistic) -> tuple[float | None, float | None, list[tuple[float, float]]]:
+    """fit_exponent's estimate without its CI: (slope, intercept, the (x, y) points fitted); the
+    slope and intercept are None where fewer than two values of x have a defined statistic."""
     x = np.asarray(x, dtype=float)
     y = [_positive(statistic(c, None)) for c in cells]
     keep = [i for i, v in enumerate(y) if v is not None]
     points = [(float(x[i]), float(y[i])) for i in keep]
     if len(keep) < 2 or len({x[i] for i in keep}) < 2:
-        return Fit(None, None, None, points, 0)
-    value, intercept = loglog_slope(x[keep], np.array([y[i] for i in keep]))
-    slopes = bootstrap_slopes(x, cells, statistic, boot, seed)
-    slopes = slopes[np.isfinite(slopes)]
-    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if len(slopes) else None
-    return Fit(value, ci, intercept, points, len(slopes))
+        return None, None, points
+    return (*loglog_slope(x[keep], np.array([y[i] for i in keep])), points)
 
 
 def bootstrap_slopes(x, cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
@@ -172,13 +180,13 @@ def slope_difference(
     """b's log-log slope (of stat_b against x) minus a's, each input (x, cells) as fit_exponent
     takes them, with a bootstrap 95% CI: the two sweeps' seeds resampled independently (different
     runs), resamples where either slope is undefined left out."""
-    fit_a, fit_b = fit_exponent(*a, stat_a), fit_exponent(*b, stat_b)
-    if fit_a.value is None or fit_b.value is None:
+    slope_a, slope_b = point_slope(*a, stat_a)[0], point_slope(*b, stat_b)[0]
+    if slope_a is None or slope_b is None:
         return {"value": None, "ci95": None}
     difference = bootstrap_slopes(*b, stat_b, seed=1) - bootstrap_slopes(*a, stat_a, seed=0)
     difference = difference[np.isfinite(difference)]
     ci = [round(float(v), 4) for v in np.percentile(difference, CI)] if len(difference) else None
-    return {"value": round(fit_b.value - fit_a.value, 4), "ci95": ci}
+    return {"value": round(slope_b - slope_a, 4), "ci95": ci}
 
 
 def _positive(value: float | None) -> float | None:

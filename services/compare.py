@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from services.analysis import slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
-from services.summary import Summary, n_star_fit_inputs, summarize
+from services.summary import Summary, n_star_fit_inputs, n_star_statistic, summarize
 
 
 @dataclass
@@ -63,7 +63,7 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
     inputs = [n_star_fit_inputs(sweep[0], summary, sweep[2]) for sweep, summary in zip((a, b), summaries)]
     p = [sweep[0].success_rate for sweep in (a, b)]
     difference = {
-        group: slope_difference(inputs[0][group], inputs[1][group], _n_star(p[0]), _n_star(p[1]))
+        group: slope_difference(inputs[0][group], inputs[1][group], n_star_statistic(p[0]), n_star_statistic(p[1]))
         for group in inputs[0]
         if group in inputs[1]
     }
@@ -74,8 +74,3 @@ def _exponents(summary: Summary) -> dict[str, dict]:
     """Per group: the fitted exponent, its CI, and the points and intercept a figure draws."""
     keys = ("value", "ci95", "intercept", "points")
     return {group: {k: fit[k] for k in keys} for group, fit in summary.exponent.items()}
-
-
-def _n_star(p: float):
-    """The statistic the N* exponent is fitted on, at threshold p (as summarize fits it)."""
-    return lambda outcomes, columns: outcomes.n_star_known(p, columns)

@@ -100,6 +100,12 @@ def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, 
     return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
 
 
+def n_star_statistic(p: float):
+    """What the N* exponent is fitted on: a cell's N* at threshold p where it is known (None where it
+    is censored), over the given columns (seeds) of its outcomes."""
+    return lambda outcomes, columns: outcomes.n_star_known(p, columns)
+
+
 def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
     """What the N* exponent of each group is fitted on: (1/alpha*_eff per cell, the cells' outcomes)."""
     flagged = {r.label for r in summary.cells if r.flagged}
@@ -245,7 +251,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         def alpha(c: CellResult) -> float:
             return 1 / spec.configs(c.cell)[0].effective_alpha_star
 
-        fits["exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.n_star_known(p, cols))
+        fits["exponent"] = _fits(cells, flagged, "alpha_star", alpha, n_star_statistic(p))
         fits["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
         one_pass = [c for c in cells if spec.one_pass(c.cell)]
         fits["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
