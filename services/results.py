@@ -70,6 +70,7 @@ class ModelRecord:
     batch_size: int | None = None  # one pass: B
     n_first_zero: int | None = None  # one pass: its first N with zero test error (-1: never)
     n_stable: int | None = None  # one pass: the N from which its test error stays zero (-1: never)
+    censored: bool | None = None  # one pass with a stability window: stopped at its cap before its window closed
 
     @property
     def test_error(self) -> float:

@@ -115,3 +115,53 @@ def test_one_pass_on_a_finite_image_pool_stops_at_its_end():
     digits = ImageDataConfig()
     with pytest.raises(ValueError, match="images"):
         sample(digits, 10, 0, Stream.TRAIN_DATA, start=10_000)
+
+
+WINDOW = dataclasses.replace(ONE_PASS, max_steps=400, stability_window=3.0)
+
+
+def _zero_run_start(records: list[dict]) -> int:
+    """The first N of the run of zero test error that ends a model's records (-1: none)."""
+    zero = [r["test_error"] == 0 for r in records]
+    if not zero[-1]:
+        return -1
+    i = len(zero) - 1 - zero[::-1].index(False) if False in zero else -1
+    return records[i + 1]["n_train"]
+
+
+def test_a_window_follows_each_model_to_w_times_its_stable_n_then_stops():
+    """Each model runs on until its zero test error has held from its stable N to W times it, then
+    leaves the pack: its records are a prefix of an unwindowed run's, whatever its budget was."""
+    windowed = train_pack(SMALL, ModelConfig(), WINDOW, [8 * 400] * 3, [0, 1, 2])
+    free = train_pack(SMALL, ModelConfig(), dataclasses.replace(WINDOW, stability_window=0.0), [8 * 400] * 3, [0, 1, 2])
+    for k in range(3):
+        mine, long = windowed.model_records(k), free.model_records(k)
+        assert [r["test_error"] for r in mine] == pytest.approx([r["test_error"] for r in long[: len(mine)]])
+        n_stable = mine[0]["n_stable"]
+        assert n_stable > 0 and not mine[0]["censored"] and n_stable == _zero_run_start(mine)
+        last = mine[-1]["n_train"]
+        assert last >= 3 * n_stable  # followed over the whole window ...
+        assert len(mine) < len(long)  # ... and no further: the cap was never needed
+        for i in range(1, len(mine)):  # at no earlier evaluation was its window already closed
+            start = _zero_run_start(mine[:i])
+            assert start < 0 or mine[i - 1]["n_train"] < 3 * start
+        assert [r["success"] for r in mine] == [r["n_train"] >= n_stable for r in mine]
+
+
+def test_a_model_whose_window_does_not_fit_under_its_cap_is_censored():
+    """A model stopped by the cap before its window closes has no stable N: every N fails, and it
+    says so; with the cap above W times that N the same model is confirmed."""
+    confirmed = train_pack(SMALL, ModelConfig(), WINDOW, [8 * 400], [0]).model_records(0)
+    n_stable = confirmed[0]["n_stable"]
+    cap = (3 * n_stable) // 8 - 2  # ends inside the window
+    assert cap * 8 > n_stable
+    capped = train_pack(SMALL, ModelConfig(), dataclasses.replace(WINDOW, max_steps=cap), [8 * cap], [0])
+    records = capped.model_records(0)
+    assert records[-1]["n_train"] == 8 * cap and _zero_run_start(records) == n_stable
+    assert all(r["censored"] and r["n_stable"] == -1 and not r["success"] for r in records)
+
+
+def test_the_window_is_zero_or_above_one():
+    with pytest.raises(ConfigError, match="stability_window"):
+        TrainConfig(stability_window=1.0)
+    assert "censored" not in train_pack(SMALL, ModelConfig(), ONE_PASS, [80], [0]).records()[0]  # off: records as before

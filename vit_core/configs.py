@@ -382,6 +382,11 @@ class TrainConfig:
         "one_pass: evaluate every eval_every steps until that gap is below this ratio's share of the step, "
         "then on a geometric grid of this ratio (N* resolves to this precision)",
     )
+    stability_window: float = param(
+        0.0,
+        "one_pass: follow each model until its test error has stayed 0 from its candidate stable N up to W times "
+        "that N; max_steps is then a cap, and a model that reaches it unconfirmed is censored (0: up to the budget)",
+    )
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
@@ -391,6 +396,8 @@ class TrainConfig:
             raise ConfigError("lr", self.lr, "must be > 0")
         if not self.eval_ratio > 1:
             raise ConfigError("eval_ratio", self.eval_ratio, "must be > 1")
+        if not (self.stability_window == 0 or self.stability_window > 1):
+            raise ConfigError("stability_window", self.stability_window, "must be 0 (off) or > 1")
 
     def evaluation_steps(self, last: int) -> list[int]:
         """The steps at which a model that trains ``last`` steps is evaluated, 0 and ``last``

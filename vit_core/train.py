@@ -13,7 +13,10 @@ in a single forward/backward. Two protocols decide what "N samples" means:
   error at every N of the evaluation grid (geometric, ``eval_ratio``). Model k trains for
   N_k / B steps (at most ``max_steps``); its record at each evaluated N says whether it had zero
   test error there and at every later evaluation (the *stable* success the sample complexity
-  counts).
+  counts). With a stability window W (``stability_window``), each model is followed until its test
+  error has been 0 at every evaluation from the start s of its current zero run up to W·s, and
+  then leaves the pack: every model's stability is checked over the same relative window, and
+  ``max_steps`` is only a cap (a model that reaches it unconfirmed is *censored*).
 
 A model *diverges* once its loss or parameters stop being finite, and leaves the pack; the pack
 stops when no model is left.
@@ -70,6 +73,7 @@ class PackResult:
     )  # a pack's snapshot() arrays, (K, ...), when it stopped
     protocol: str = "multi_pass"
     batch_size: int = 16
+    stability_window: float = 0.0  # one_pass: W of TrainConfig.stability_window (0: stable up to the budget)
 
     def by_n(self) -> list[dict]:
         """Per training-set size N: see summarize_by_n."""
@@ -90,7 +94,9 @@ class PackResult:
         """Model k's records as plain dicts (JSON-ready): its setting, outcome class and values.
         multi_pass: one, with its final values. one_pass: one per evaluated N = B·t > 0, with the
         values at that step, ``success`` meaning zero test error there and at every later
-        evaluation, and the model's first and stable N (``n_first_zero``, ``n_stable``; -1: never)."""
+        evaluation, and the model's first and stable N (``n_first_zero``, ``n_stable``; -1: never).
+        With a stability window W, a stable N counts only where the model was followed to W times
+        it; a model stopped at its cap before that is ``censored``: no N is a success."""
         if self.protocol == "one_pass":
             return self._one_pass_records(k)
         columns = {
@@ -116,6 +122,10 @@ class PackResult:
         stable = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0  # the rows from here on are all zero
         stable_step = int(self.eval_steps[rows[stable]]) if stable < len(rows) else -1
         first, B, diverged = int(self.iterations_to_zero[k]), self.batch_size, bool(self.diverged[k])
+        W = self.stability_window
+        censored = bool(W) and not diverged and (stable_step < 0 or self.steps[k] < W * stable_step)
+        if censored:
+            stable, stable_step = len(rows), -1
         common = {
             "seed": int(self.seeds[k]),
             "lr": float(self.lr[k]),
@@ -124,7 +134,7 @@ class PackResult:
             "batch_size": B,
             "n_first_zero": B * first if first >= 0 else -1,
             "n_stable": B * stable_step if stable_step >= 0 and not diverged else -1,
-        }
+        } | ({"censored": censored} if W else {})
         records = []
         for i, row in enumerate(rows):
             step, success = int(self.eval_steps[row]), not diverged and i >= stable
@@ -526,7 +536,8 @@ def train_pack(
 ) -> PackResult:
     """Train K = len(seeds) models at once with seed seeds[k] and step size lr[k]. multi_pass:
     model k has a training set of n_train[k] samples and trains max_steps steps at most;
-    one_pass: it reads n_train[k] fresh samples, n_train[k] / B steps (max_steps at most).
+    one_pass: it reads n_train[k] fresh samples, n_train[k] / B steps (max_steps at most), or
+    stops once its stability window is confirmed.
 
     ``progress(step, models_still_training)`` is called after every evaluation.
     """
@@ -573,7 +584,8 @@ def train_pack(
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             if hasattr(pack.model, "snapshot"):
                 rec.snap(pack.ids, pack.model.snapshot())
-            stay = torch.nonzero(~(diverged | settled | ending)).squeeze(1)
+            confirmed = rec.confirmed(step, pack.ids, train.stability_window if one_pass else 0.0).to(device)
+            stay = torch.nonzero(~(diverged | settled | ending | confirmed)).squeeze(1)
             if progress is not None:
                 progress(step, len(stay))
             if len(stay) == 0:
@@ -597,6 +609,7 @@ class _Recorder:
         self.diverged = np.zeros(K, dtype=bool)
         self.settled = np.zeros(K, dtype=bool)
         self.iterations_to_zero = np.full(K, -1)
+        self.streak_start = np.full(K, -1)  # the first step > 0 of each model's current run of zero test error
         self.snapshots: dict[str, np.ndarray] = {}
 
     def add(
@@ -617,9 +630,17 @@ class _Recorder:
         zero = ids[(on_test["error"] == 0).cpu().numpy()]
         first = zero[self.iterations_to_zero[zero] < 0]
         self.iterations_to_zero[first] = step
+        self.streak_start[np.setdiff1d(ids, zero)] = -1
+        self.streak_start[zero[self.streak_start[zero] < 0]] = step if step > 0 else -1
         self.diverged[dead] = True
         self.settled[ids[settled.numpy()]] = True
         self.stopped_at[ids] = step
+
+    def confirmed(self, step: int, ids: Tensor, window: float) -> Tensor:
+        """(len(ids),) bool: the models whose test error has been 0 at every evaluation from their
+        streak's start s up to this step, and step >= window * s (none when window is 0)."""
+        start = self.streak_start[ids.numpy()]
+        return torch.from_numpy((window > 0) & (start > 0) & (step >= window * start))
 
     def snap(self, ids: Tensor, arrays: dict[str, Tensor]) -> None:
         """Keep each model's latest snapshot arrays (small: Paper B's A)."""
@@ -646,4 +667,5 @@ class _Recorder:
             snapshots=self.snapshots,
             protocol=train.protocol,
             batch_size=train.batch_size,
+            stability_window=train.stability_window if train.protocol == "one_pass" else 0.0,
         )
