@@ -1,9 +1,12 @@
 """Statistics over trained models: N*, power-law exponents with bootstrap CIs, iterations to zero
 error and paired effects, all from per-model records (``services.results.ModelRecord``).
 
-Every confidence interval resamples *seeds* within a cell: a seed fixes a model's data at every N
-(the sets are nested) and its initialisation, so the seeds are the independent units. Pure numpy:
-the same functions serve ``vitsweep run``, ``vitsweep report`` and the tests.
+Every confidence interval resamples *seeds*: a seed fixes a model's data at every N (the sets are
+nested) and its initialisation, so the seeds are the independent units. Cells of one sweep that
+hold the same seeds share them (a seed's data streams, initialisation and the test set), so a fit
+over several cells draws one resample of seeds for all of them (``joint_resamples``): a paired
+bootstrap, which keeps the cells' correlation in the CI of a slope and of a difference of slopes.
+Pure numpy: the same functions serve ``vitsweep run``, ``vitsweep report`` and the tests.
 """
 
 from dataclasses import dataclass
@@ -47,6 +50,8 @@ class Outcomes:
     steps_to_zero: np.ndarray  # (N, seed): first evaluated step with zero test error; NaN if never
     test_loss: np.ndarray  # (N, seed): final test hinge loss
     batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
+    first_zero: np.ndarray | None = None  # one pass (N, seed): 1 where the seed had zero test error at N or
+    # before, 0 where not yet, NaN where it does not count (diverged); None: multi_pass records
 
     @classmethod
     def from_records(cls, records: list["ModelRecord"]) -> "Outcomes":
@@ -54,23 +59,38 @@ class Outcomes:
         seeds = np.array(sorted({r.seed for r in records}))
         tables = {name: np.full((len(ns), len(seeds)), np.nan) for name in ("success", "steps_to_zero", "test_loss")}
         row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
+        one_pass = all(r.n_first_zero is not None for r in records)
+        first_zero = np.full((len(ns), len(seeds)), np.nan) if one_pass else None
         for r in records:
             i, j = row[r.n_train], col[r.seed]
             tables["success"][i, j] = np.nan if (value := counted_success(r.outcome)) is None else value
             tables["steps_to_zero"][i, j] = r.iterations_to_zero if r.iterations_to_zero >= 0 else np.nan
             tables["test_loss"][i, j] = r.test_loss
+            if one_pass and not r.diverged:
+                first_zero[i, j] = float(0 <= r.n_first_zero <= r.n_train)
         batch = {r.batch_size for r in records}
-        return cls(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None)
+        return cls(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None, first_zero=first_zero)
 
-    def rates(self, columns: np.ndarray | None = None) -> np.ndarray:
+    def rates(self, columns: np.ndarray | None = None, table: np.ndarray | None = None) -> np.ndarray:
         """Success rate per N over the given seed columns (all by default), over the models that
-        count (succeeded, failed_converged or failed); NaN where none does."""
-        table = self.success if columns is None else self.success[:, columns]
+        count (succeeded, failed_converged or failed); NaN where none does. ``table``: another
+        (N, seed) table of 1/0/NaN than ``success`` (first_zero)."""
+        table = self.success if table is None else table
+        table = table if columns is None else table[:, columns]
         counted = np.isfinite(table).sum(1)
         return np.where(counted > 0, np.nansum(table, 1) / np.maximum(counted, 1), np.nan)
 
     def n_star(self, p: float, columns: np.ndarray | None = None) -> int | None:
         return stable_n_star(self.ns, self.rates(columns), p)
+
+    def n_star_first_zero(self, p: float, columns: np.ndarray | None = None) -> int | None:
+        """One pass: the smallest N by which a share p of the seeds had zero test error at least
+        once (reached, not necessarily kept); None for multi_pass, where the N is not known, or
+        at the smallest N tried (N* could lie below it)."""
+        if self.first_zero is None:
+            return None
+        star = stable_n_star(self.ns, self.rates(columns, self.first_zero), p)
+        return None if star is None or star == self.ns[0] > 1 else star
 
     def n_star_known(self, p: float, columns: np.ndarray | None = None) -> int | None:
         """N* where the outcomes pin it down: None when the largest N misses p, or when the
@@ -125,10 +145,9 @@ class Fit:
     resamples: int  # bootstrap resamples that had >= 2 cells with a defined statistic
 
     def as_dict(self) -> dict:
-        r = lambda v: None if v is None else round(v, 4)  # noqa: E731 (bootstrap noise is far above 1e-4)
         return {
-            "value": r(self.value),
-            "ci95": [r(v) for v in self.ci95] if self.ci95 else None,
+            "value": _round(self.value),
+            "ci95": _round(self.ci95),
             "intercept": self.intercept,
             "points": [list(p) for p in self.points],
             "resamples": self.resamples,
@@ -136,7 +155,8 @@ class Fit:
 
 
 def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> Fit:
-    """Slope of log statistic(cell) against log x, with a CI from resampling each cell's seeds.
+    """Slope of log statistic(cell) against log x, with a CI from resampling the cells' seeds
+    (jointly, where they share them: joint_resamples).
 
     ``statistic(outcomes, columns)`` returns a number or None; None and values <= 0 (a censored
     N*, zero error from the first evaluation on) leave the cell out of that fit or resample."""
@@ -147,6 +167,77 @@ def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = B
     slopes = slopes[np.isfinite(slopes)]
     ci = tuple(float(v) for v in np.percentile(slopes, CI)) if len(slopes) else None
     return Fit(value, ci, intercept, points, len(slopes))
+
+
+def local_slopes(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP) -> list[dict]:
+    """The slope between each two neighbouring x (ascending) with its paired-bootstrap CI: where a
+    fit over the whole range is heading. Neighbours whose statistic is undefined give value None."""
+    order = np.argsort(x)
+    out = []
+    for i, j in zip(order[:-1], order[1:]):
+        fit = fit_exponent([x[i], x[j]], [cells[i], cells[j]], statistic, boot)
+        out.append({"x": [float(x[i]), float(x[j])], "value": _round(fit.value), "ci95": _round(fit.ci95)})
+    return out
+
+
+def joint_resamples(cells: list[Outcomes], boot: int, seed: int = 0):
+    """``boot`` bootstrap resamples of seeds for all ``cells`` at once, each a list of per-cell
+    column arrays. Cells that hold the same seeds get the same drawn seeds (paired); otherwise
+    each cell's seeds are drawn on their own."""
+    rng = np.random.default_rng(seed)
+    shared = all(np.array_equal(c.seeds, cells[0].seeds) for c in cells)
+    for _ in range(boot):
+        if shared:
+            columns = resample(len(cells[0].seeds), rng)
+            yield [columns] * len(cells)
+        else:
+            yield [resample(len(c.seeds), rng) for c in cells]
+
+
+def bootstrap_slope_sets(
+    fits: list[tuple[list[float], list[Outcomes]]], statistic, boot: int = BOOTSTRAP, seed: int = 0
+):
+    """The log-log slope of every (x, cells) in ``fits`` in each of ``boot`` joint resamples of
+    all their cells' seeds: a (boot, len(fits)) array (NaN where fewer than two values of x kept a
+    defined statistic)."""
+    cells = [c for _, group in fits for c in group]
+    xs = [np.asarray(x, dtype=float) for x, _ in fits]
+    slopes = np.full((boot, len(fits)), np.nan)
+    for b, columns in enumerate(joint_resamples(cells, boot, seed)):
+        ys = [_positive(statistic(c, cols)) for c, cols in zip(cells, columns)]
+        start = 0
+        for f, x in enumerate(xs):
+            mine, start = ys[start : start + len(x)], start + len(x)
+            idx = [i for i, v in enumerate(mine) if v is not None]
+            if len({x[i] for i in idx}) >= 2:
+                slopes[b, f] = loglog_slope(x[idx], np.array([mine[i] for i in idx]))[0]
+    return slopes
+
+
+def paired_slope_difference(
+    a: tuple[list[float], list[Outcomes]], b: tuple[list[float], list[Outcomes]], statistic
+) -> dict:
+    """b's log-log slope minus a's, both from one sweep, with a bootstrap 95% CI over joint
+    resamples of every seed both use (the paired difference: shared seeds resampled together)."""
+    slope_a, slope_b = point_slope(*a, statistic)[0], point_slope(*b, statistic)[0]
+    if slope_a is None or slope_b is None:
+        return {"value": None, "ci95": None}
+    sets = bootstrap_slope_sets([a, b], statistic)
+    difference = sets[:, 1] - sets[:, 0]
+    difference = difference[np.isfinite(difference)]
+    return {
+        "value": _round(slope_b - slope_a),
+        "ci95": _round(np.percentile(difference, CI)) if len(difference) else None,
+    }
+
+
+def _round(value):
+    """Bootstrap noise is far above 1e-4: values and CIs are kept to 4 decimals."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [round(float(v), 4) for v in value]
+    return round(float(value), 4)
 
 
 def point_slope(x, cells: list[Outcomes], statistic) -> tuple[float | None, float | None, list[tuple[float, float]]]:
@@ -162,16 +253,9 @@ def point_slope(x, cells: list[Outcomes], statistic) -> tuple[float | None, floa
 
 
 def bootstrap_slopes(x, cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
-    """fit_exponent's slope in each of ``boot`` resamples of every cell's seeds (NaN where fewer
-    than two values of x kept a defined statistic)."""
-    x, rng = np.asarray(x, dtype=float), np.random.default_rng(seed)
-    slopes = np.full(boot, np.nan)
-    for b in range(boot):
-        ys = [_positive(statistic(c, resample(len(c.seeds), rng))) for c in cells]
-        idx = [i for i, v in enumerate(ys) if v is not None]
-        if len({x[i] for i in idx}) >= 2:
-            slopes[b] = loglog_slope(x[idx], np.array([ys[i] for i in idx]))[0]
-    return slopes
+    """fit_exponent's slope in each of ``boot`` joint resamples of the cells' seeds (NaN where
+    fewer than two values of x kept a defined statistic)."""
+    return bootstrap_slope_sets([(x, cells)], statistic, boot, seed)[:, 0]
 
 
 def slope_difference(

@@ -40,19 +40,27 @@ def _config(cfg) -> dict:
     return {"type": type(cfg).__qualname__, **dataclasses.asdict(cfg)}
 
 
-def model_keys(data, model, training, n_train: list[int], seeds: list[int], device: str) -> list[str]:
-    """The cache key of each (N, seed) model trained with these configs."""
+def model_keys(
+    data, model, training, n_train: list[int], seeds: list[int], device: str, lrs: list[float] | None = None
+) -> list[str]:
+    """The cache key of each (N, seed) model trained with these configs (and step size lrs[k],
+    which replaces the training config's in model k's key)."""
     base = {
         "data": _config(data),
         "model": _config(model),
-        "training": _config(training),
         "vit_core": code_version(),
         "torch": version("torch"),
         "device": device.split(":")[0],
     }
     return [
-        hashlib.sha256(json.dumps(base | {"n": n, "seed": s}, sort_keys=True, default=str).encode()).hexdigest()
-        for n, s in zip(n_train, seeds)
+        hashlib.sha256(
+            json.dumps(
+                base | {"training": _config(dataclasses.replace(training, lr=lr)), "n": n, "seed": s},
+                sort_keys=True,
+                default=str,
+            ).encode()
+        ).hexdigest()
+        for n, s, lr in zip(n_train, seeds, lrs or [training.lr] * len(seeds))
     ]
 
 

@@ -325,6 +325,8 @@ class _ProgressBar:
 
 def _run_json(spec, out, failed: list[str]) -> dict:
     """`vitsweep run --json`: where the sweep is recorded, what it found and which trials failed."""
+    from services.summary import error_bound
+
     summary, result = out.summary, out.result
     return {
         "sweep_id": result.sweep_id,
@@ -333,6 +335,11 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "n_star": _n_star(spec, result),
         "recorded_earlier": bool(out.record and out.record.earlier),
         "exponent": _exponents(summary),
+        "exponent_first_zero": _exponents(summary, "exponent_first_zero"),
+        "local_exponent": summary.local_exponent,
+        "exponent_difference": summary.exponent_difference,
+        "tuning": _tuning(summary),
+        "error_bound": {str(r.n_test): round(error_bound(r.n_test), 6) for r in summary.cells},
         "t_star_exponent": _exponents(summary, "t_star_exponent"),
         "protocol": summary.protocol,
         "adaptive": summary.adaptive,
@@ -380,6 +387,15 @@ def _exponents(summary: "Summary", key: str = "exponent") -> dict:
     """group (the model, with any other axis values) -> {value, ci95} of an exponent in 1/alpha*
     (``key``: N*'s, or T*'s)."""
     return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in getattr(summary, key).items()}
+
+
+def _tuning(summary: "Summary") -> dict:
+    """cell label -> what tuning chose, on which seeds, and the window its N* was checked over."""
+    return {
+        r.label: dataclasses.asdict(r.tuning) | {"window": r.window and dataclasses.asdict(r.window)}
+        for r in summary.cells
+        if r.tuning
+    }
 
 
 def _print_summary(summary: "Summary") -> None:

@@ -5,6 +5,7 @@ saves or logs them."""
 import numpy as np
 from matplotlib import rcParams
 from matplotlib.figure import Figure
+from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from services import paper
 from services.compare import Comparison
@@ -86,6 +87,10 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         ax.set_title("N* against 1/alpha* (theory: ViT <= 2, CNN 4)")
         ax.legend(fontsize=7)
         figs["n_star_fit.png"] = fig
+    if any(r.tuning for r in summary.cells):
+        figs["tuning.png"] = _tuning_figure(spec, summary)
+    if any(any(s["value"] is not None for s in slopes) for slopes in summary.local_exponent.values()):
+        figs["local_exponent.png"] = _local_figure(summary)
     if summary.iterations_exponent or summary.lr_exponent:
         keys = [k for k in ("iterations_exponent", "lr_exponent") if getattr(summary, k)]
         fig, axes = _subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
@@ -253,6 +258,83 @@ def _sparsification_figure(summary: "Summary"):
         colour = colours.get(paper.SPARSIFY_NAMES.get(strategy, strategy), "grey")
         ax.plot(*zip(*points), "x--", lw=0.8, color=colour, label=f"paper: {strategy}")
     ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _tuning_figure(spec: SweepSpec, summary: "Summary"):
+    """Per model: each setting's N* on the selection seeds against eta, one colour per cell (its
+    axis values), one line style per batch size; the chosen setting starred, and the N* measured
+    there on the held-out seeds with its CI beside it."""
+    fig, axes = _subplots(1, len(spec.models), figsize=(6 * len(spec.models), 4.5), squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for ax, model in zip(axes[0], spec.models):
+        rows = [r for r in summary.cells if r.model == model and r.tuning]
+        batches = sorted({s["batch_size"] for r in rows for s in r.tuning.selection})
+        for colour, r in zip(_colours() * 4, rows):
+            for style, b in zip(styles * 4, batches):
+                points = sorted((s["lr"], s["n_star"]) for s in r.tuning.selection if s["batch_size"] == b)
+                known = [(lr, n) for lr, n in points if n is not None]
+                if known:
+                    ax.plot(
+                        *zip(*known),
+                        style,
+                        marker="o",
+                        ms=3,
+                        color=colour,
+                        label=f"{Cell(r.model, r.values).setting} B={b}",
+                    )
+            chosen = r.tuning.chosen
+            ax.plot(chosen["lr"], r.tuning.selection_n_star or np.nan, "*", ms=12, color=colour)
+            if r.n_star is not None:
+                lo, hi = (v if v is not None else np.nan for v in (r.n_star_ci95 or (None, None)))
+                ax.errorbar(
+                    chosen["lr"] * 1.15,
+                    r.n_star,
+                    yerr=[[r.n_star - lo], [hi - r.n_star]],
+                    fmt="D",
+                    ms=4,
+                    color=colour,
+                    capsize=2,
+                )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="eta (step size)",
+            ylabel="N* on the selection seeds",
+            title=f"{model}: N* against eta (star: chosen; diamond: held-out N*, 95% CI)",
+        )
+        ax.title.set_fontsize(9)
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        if rows:
+            ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def _local_figure(summary: "Summary"):
+    """N*'s slope between neighbouring alpha* (at their geometric mean) with 95% CIs, per model,
+    and each model's exponent over the whole range dashed: where the curve is heading."""
+    fig, ax = _subplots(figsize=(6, 4.5))
+    for colour, (group, slopes) in zip(_colours() * 4, summary.local_exponent.items()):
+        done = [s for s in slopes if s["value"] is not None]
+        if not done:
+            continue
+        mid = [float(np.sqrt(np.prod(s["alpha_star"]))) for s in done]
+        value = np.array([s["value"] for s in done])
+        ci = np.array([s["ci95"] or [v, v] for s, v in zip(done, value)]).T
+        ax.errorbar(mid, value, yerr=[value - ci[0], ci[1] - value], marker="o", capsize=3, color=colour, label=group)
+        whole = summary.exponent.get(group, {}).get("value")
+        if whole is not None:
+            ax.axhline(whole, color=colour, ls="--", lw=0.8, label=f"{group}: whole range, k = {whole:.2f}")
+    ax.set(
+        xscale="log",
+        xlabel="alpha* (geometric mean of the two neighbours)",
+        ylabel="local exponent of N* in 1/alpha*",
+        title="local slopes of N* (95% CI, paired bootstrap)",
+    )
+    ax.invert_xaxis()
     ax.legend(fontsize=7)
     return fig
 

@@ -11,12 +11,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Pack:
-    """Models of one cell trained at once: model k has N = n_train[k] and seed seeds[k]."""
+    """Models of one cell trained at once: model k has N = n_train[k] and seed seeds[k] (and,
+    in a tuned cell, step size lr[k]; the pack's batch size and the tuning phase it serves)."""
 
     cell: int  # index into SweepSpec.cells
     n_train: tuple[int, ...]
     seeds: tuple[int, ...]
     max_steps: int | None = None  # a retry's larger step budget (None: the cell's own)
+    lr: tuple[float, ...] | None = None  # each model's step size (None: the cell's)
+    batch_size: int | None = None  # None: the cell's
+    phase: str | None = None  # tuning: "selection" or "measurement" (services.tuning)
 
     def config(self) -> dict:
         """The pack as a Ray Tune trial's config entry (plain JSON values); from_config reads it."""
@@ -24,7 +28,16 @@ class Pack:
 
     @classmethod
     def from_config(cls, config: dict) -> "Pack":
-        return cls(config["cell"], tuple(config["n_train"]), tuple(config["seeds"]), config.get("max_steps"))
+        lr = config.get("lr")
+        return cls(
+            config["cell"],
+            tuple(config["n_train"]),
+            tuple(config["seeds"]),
+            config.get("max_steps"),
+            None if lr is None else tuple(lr),
+            config.get("batch_size"),
+            config.get("phase"),
+        )
 
     @property
     def name(self) -> str:
@@ -44,14 +57,22 @@ def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
     return [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
 
 
+def chunks(items: list, size: int) -> list[list]:
+    """``items`` in consecutive chunks of at most ``size``, as equal in size as they can be."""
+    count = math.ceil(len(items) / size)
+    return [items[len(items) * i // count : len(items) * (i + 1) // count] for i in range(count)]
+
+
 def cut(cell: int, pairs: list[tuple[int, int]], size: int, max_steps: int | None = None) -> list[Pack]:
     """A cell's (N, seed) pairs as packs of at most ``size`` models, of equal size."""
-    count = math.ceil(len(pairs) / size)
-    chunks = (pairs[len(pairs) * i // count : len(pairs) * (i + 1) // count] for i in range(count))
-    return [Pack(cell, tuple(n for n, _ in chunk), tuple(s for _, s in chunk), max_steps) for chunk in chunks]
+    return [
+        Pack(cell, tuple(n for n, _ in chunk), tuple(s for _, s in chunk), max_steps) for chunk in chunks(pairs, size)
+    ]
 
 
 def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
     """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample; None
-    for the sample_complexity search, whose rounds depend on the results."""
+    for the sample_complexity search and for tuning, whose rounds depend on the results."""
+    if spec.tuning is not None:
+        return None
     return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 
 from services import paper
-from services.summary import THEORY_T_EXPONENT, Summary
+from services.summary import THEORY_T_EXPONENT, Summary, error_bound
 from vit_core.outcomes import OUTCOMES
 
 
@@ -43,9 +43,11 @@ def table_rows(summary: "Summary") -> list[list[str]]:
                 star,
                 bracket,
                 fmt(r.n_star_ci95),
+                fmt(r.n_star_first_zero),
                 "yes" if r.monotone else ("no" if r.monotone is False else "-"),
                 fmt(r.steps_to_zero, ".0f"),
                 fmt(r.t_star, ".0f"),
+                f"{r.batch_size}, {r.lr:g}" + (" (tuned)" if r.tuning else ""),
                 str(r.trainings),
                 "/".join(map(str, totals)),
             ]
@@ -59,9 +61,11 @@ TABLE_HEADER = [
     "N*",
     "bracket",
     "N* 95% CI",
+    "first-zero N*",
     "monotone",
     "T (steps to 0)",
     "T* = N*/B",
+    "B, eta",
     "trainings",
     "outcomes s/fc/f/nc/d",
 ]
@@ -75,9 +79,10 @@ def _fit_lines(summary: "Summary") -> list[str]:
     lines = []
     for key, title, theory in (
         ("exponent", "N* ~ (1/alpha*)^k", summary.theory["exponent"]),
-        ("iterations_exponent", "T ~ (1/alpha*)^k", None),
-        ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", None),
-        ("lr_exponent", "T ~ (1/eta)^k", None),
+        ("exponent_first_zero", "first-zero N* (zero test error reached, not kept) ~ (1/alpha*)^k", None),
+        ("iterations_exponent", "T ~ (1/alpha*)^k", THEORY_T_EXPONENT),
+        ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", THEORY_T_EXPONENT),
+        ("lr_exponent", "T ~ (1/eta)^k", THEORY_T_EXPONENT),
     ):
         unfitted = [group for group, fit in getattr(summary, key).items() if fit["value"] is None]
         if unfitted:
@@ -85,11 +90,13 @@ def _fit_lines(summary: "Summary") -> list[str]:
                 f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value"
             )
         for group, fit in getattr(summary, key).items():
-            expected = theory.get(group.split()[0]) if theory else THEORY_T_EXPONENT
             if fit["value"] is not None:
                 lines.append(
-                    f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')} (theory: {expected:g})"
+                    f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')}"
+                    + _theory(theory, group)
                 )
+        if key == "exponent":
+            lines += _difference_lines(summary) + _local_lines(summary)
     fitted = any(fit["value"] is not None for fit in summary.exponent.values())
     for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
@@ -99,10 +106,78 @@ def _fit_lines(summary: "Summary") -> list[str]:
     return lines
 
 
+def _theory(theory, group: str) -> str:
+    """What a fitted exponent can be compared with: a model's bound (paper.THEORY), T's 1, or nothing."""
+    if isinstance(theory, dict):
+        bound = theory.get(group.split()[0])
+        return f" ({bound})" if bound else ""
+    return "" if theory is None else f" (theory: {theory:g})"
+
+
+def _difference_lines(summary: "Summary") -> list[str]:
+    return [
+        f"N* exponent difference, {name}: {fmt(d['value'], '+.2f')}, 95% CI {fmt(d['ci95'], '+.2f')} (paired "
+        f"bootstrap: the cells' shared seeds resampled together){_theory(paper.THEORY_DIFFERENCE, name)}"
+        for name, d in summary.exponent_difference.items()
+    ]
+
+
+def _local_lines(summary: "Summary") -> list[str]:
+    lines = []
+    for group, slopes in summary.local_exponent.items():
+        parts = [
+            f"{s['alpha_star'][0]:g}->{s['alpha_star'][1]:g}: {fmt(s['value'], '.2f')} {fmt(s['ci95'], '.2f')}"
+            for s in slopes
+        ]
+        lines.append(f"local exponent of N* between neighbouring alpha*, {group}: " + "; ".join(parts))
+    return lines
+
+
+def _tuning_lines(summary: "Summary") -> list[str]:
+    """Per tuned cell: the setting chosen, on which seeds, and what N* the selection saw."""
+    lines = []
+    for r in summary.cells:
+        t = r.tuning
+        if t is None:
+            continue
+        lines.append(
+            f"tuned, {r.label}: B = {t.chosen['batch_size']}, eta = {t.chosen['lr']:g}, chosen on seeds "
+            f"{_span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
+            f" N* measured on seeds {_span(t.measurement_seeds)}"
+            + (f"; AT THE EDGE of the space: {', '.join(t.at_edge)}" if t.at_edge else "")
+        )
+    return lines
+
+
+def _span(seeds: list[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else fmt(seeds)
+
+
+def _window_lines(summary: "Summary") -> list[str]:
+    """One line for the stability window and the test set's bound, when all cells share them."""
+    lines = []
+    windows = [r.window for r in summary.cells if r.window]
+    if windows:
+        censored, runs = sum(w.censored for w in windows), sum(w.runs for w in windows)
+        checked = min((w.checked for w in windows if w.checked), default=None)
+        lines.append(
+            f"stability window: each measured run followed to {windows[0].stability_window:g}x its own stable N "
+            f"(checked to >= {fmt(checked, '.2f')}x); {censored} of {runs} runs stopped by their cap before it closed "
+            "(censored: counted as failures)"
+        )
+    tests = sorted({r.n_test for r in summary.cells})
+    if summary.cells:
+        bounds = ", ".join(f"{n:,} samples: error <= {error_bound(n):.2%}" for n in tests)
+        lines.append(
+            f"success = zero errors on the test set; at 95% that bounds a model's error ({bounds}; rule of three: 3/n)"
+        )
+    return lines
+
+
 def notes(summary: "Summary") -> list[str]:
     """One line per finding below the table: fits against theory and the paper, the adaptive
     search's savings, attention concentration, sparsification effects."""
-    lines = [*_fit_lines(summary), OUTCOMES_LEGEND]
+    lines = [*_fit_lines(summary), *_window_lines(summary), *_tuning_lines(summary), OUTCOMES_LEGEND]
     flagged = [r.label for r in summary.cells if r.flagged]
     if flagged:
         lines.append(

@@ -3,7 +3,7 @@ results. Plain data and numpy, so that the report, the MLflow module and the sta
 results without Ray or torch."""
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -11,6 +11,8 @@ import numpy as np
 from services.analysis import Outcomes
 from services.cache import CURVES_KEPT
 from vit_core.outcomes import summarize_by_n
+
+SELECTION, MEASUREMENT = "selection", "measurement"  # a tuned cell's two phases, as its records name them
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class ModelRecord:
     n_first_zero: int | None = None  # one pass: its first N with zero test error (-1: never)
     n_stable: int | None = None  # one pass: the N from which its test error stays zero (-1: never)
     censored: bool | None = None  # one pass with a stability window: stopped at its cap before its window closed
+    phase: str | None = None  # a tuned cell's: "selection" (choosing its setting) or "measurement" (services.tuning)
 
     @property
     def test_error(self) -> float:
@@ -99,13 +102,34 @@ class ModelRecord:
 
 
 def latest_budget(records: list[ModelRecord]) -> list[ModelRecord]:
-    """One record per (N, seed): where a model was trained again with a larger step budget, the retry's."""
-    best: dict[tuple[int, int], ModelRecord] = {}
+    """The records of each model's run with the largest step budget, where a model was trained
+    again with a larger one (a multi-pass retry; a tuned one-pass run under a larger cap). A
+    model is a (seed, setting, phase) and, multi-pass, its N."""
+
+    def model(r: ModelRecord) -> tuple:
+        return (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase)
+
+    top: dict[tuple, int] = {}
     for r in records:
-        key = (r.n_train, r.seed)
-        if key not in best or (r.max_steps or 0) > (best[key].max_steps or 0):
-            best[key] = r
-    return list(best.values())
+        top[model(r)] = max(top.get(model(r), 0), r.max_steps or 0)
+    return [r for r in records if (r.max_steps or 0) == top[model(r)]]
+
+
+def confirmed_onwards(records: list[ModelRecord]) -> list[ModelRecord]:
+    """One-pass records with a stability window, completed: a run that stopped once its window was
+    confirmed is stable at every larger N its setting's other runs were evaluated at, so its last
+    record stands for it there (its steps unchanged). Other records are returned as they are."""
+    runs: dict[tuple, list[ModelRecord]] = {}
+    grids: dict[tuple, set[int]] = {}
+    for r in records:
+        runs.setdefault((r.seed, r.lr, r.batch_size, r.phase), []).append(r)
+        grids.setdefault((r.batch_size, r.phase), set()).add(r.n_train)
+    out = list(records)
+    for (_, _, batch_size, phase), mine in runs.items():
+        last = max(mine, key=lambda r: r.n_train)
+        if last.censored is False and last.success:
+            out += [replace(last, n_train=n) for n in sorted(grids[batch_size, phase]) if n > last.n_train]
+    return out
 
 
 @dataclass
@@ -152,12 +176,17 @@ class CellResult:
             curves[n] = means
         return curves
 
+    def measured(self) -> list[ModelRecord]:
+        """The records N* is measured on: all of them, or a tuned cell's measurement phase (its
+        selection runs chose the setting), runs confirmed by a stability window completed."""
+        return confirmed_onwards([r for r in self.records if r.phase != SELECTION])
+
     def by_n(self) -> list[dict]:
-        """Per N, ascending: vit_core.outcomes.summarize_by_n over the cell's models."""
-        return summarize_by_n([r.as_dict() for r in self.records])
+        """Per N, ascending: vit_core.outcomes.summarize_by_n over the cell's measured models."""
+        return summarize_by_n([r.as_dict() for r in self.measured()])
 
     def outcomes(self) -> Outcomes:
-        return Outcomes.from_records(self.records)
+        return Outcomes.from_records(self.measured())
 
     def n_star(self, p: float) -> int | None:
         """The stable N* at threshold p: the smallest N from which every larger N reaches success
@@ -166,7 +195,7 @@ class CellResult:
 
     def per_seed(self) -> dict | None:
         """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""
-        firsts = {r.seed: (r.n_first_zero, r.n_stable) for r in self.records if r.n_stable is not None}
+        firsts = {r.seed: (r.n_first_zero, r.n_stable) for r in self.measured() if r.n_stable is not None}
         seeds = sorted(firsts)
         return (
             {"seeds": seeds, "n_first_zero": [firsts[s][0] for s in seeds], "n_stable": [firsts[s][1] for s in seeds]}

@@ -28,6 +28,7 @@ from pydantic import (
 
 from services.analysis import full_grid_size
 from services.results import Cell
+from services.tuning import Setting
 from vit_core.configs import (
     ImageDataConfig,
     ModelConfig,
@@ -177,6 +178,76 @@ class Search(BaseModel):
     space: dict[str, Range] = Field(default_factory=dict, description="field -> range, for optuna")
 
 
+class Tuning(BaseModel):
+    """Training settings searched inside every cell (one pass): each cell's N* is the smallest over
+    these settings, chosen on the selection seeds and measured on the sweep's own seeds
+    (services.tuning). A value list per searched field: a grid (every combination), or, with
+    sampler optuna, the log range the list spans."""
+
+    model_config = FORBID
+    lr: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="step sizes eta to try (default: the training section's alone)"
+    )
+    batch_size: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, min_length=1, description="batch sizes B to try (default: the training section's alone)"
+    )
+    selection_seeds: int = Field(8, ge=1, description="seeds that choose each cell's setting")
+    selection_seed_start: int = Field(
+        1000, ge=0, description="the first selection seed; the measurement seeds are 0 .. seeds - 1"
+    )
+    at_edge: Literal["extend", "flag"] = Field(
+        "extend",
+        description="a best setting at the end of the values tried: extend: try one geometric step past it; "
+        "flag: report it as found at the edge",
+    )
+    max_extensions: int = Field(2, ge=0, description="extend: steps past each edge at most, per cell")
+    cap_rounds: int = Field(
+        3,
+        ge=1,
+        description="grid: selection runs under this many growing sample caps, the last the cell's sample budget "
+        "(training.batch_size x max_steps); a setting goes on to the next only while it could still win",
+    )
+    cap_factor: float = Field(4.0, gt=1, description="grid: each cap is this times the one before")
+    sampler: Literal["grid", "optuna"] = Field(
+        "grid", description="grid: every combination of the values; optuna: TPE over the range they span (log scale)"
+    )
+    num_samples: int = Field(12, ge=1, description="optuna: settings tried per cell")
+    parallel: int = Field(4, ge=1, description="optuna: settings asked at once per cell (one round)")
+    seed: int = Field(0, description="optuna: seed of the sampler")
+
+    @field_validator("lr", "batch_size")
+    @classmethod
+    def _distinct_values(cls, values: list | None) -> list | None:
+        return values if values is None else sorted(_distinct(values))
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """The fields with more than one value to try."""
+        return tuple(d for d in ("batch_size", "lr") if len(getattr(self, d) or []) > 1)
+
+    def settings(self, base: Setting) -> list[Setting]:
+        """Every combination of the listed values; a field not listed keeps ``base``'s value."""
+        return [Setting(b, float(lr)) for b in self.batch_size or [base.batch_size] for lr in self.lr or [base.lr]]
+
+    def caps(self, budget: int) -> list[int]:
+        """The selection caps in samples, ascending, ending at a cell's sample ``budget``."""
+        return sorted({max(1, round(budget / self.cap_factor**k)) for k in range(self.cap_rounds)})
+
+    def selection_seed_list(self) -> list[int]:
+        return list(range(self.selection_seed_start, self.selection_seed_start + self.selection_seeds))
+
+    def distributions(self) -> dict:
+        """Optuna's distributions of the searched fields: log-uniform eta, log-spaced integer B."""
+        from optuna.distributions import FloatDistribution, IntDistribution
+
+        out = {}
+        if "batch_size" in self.searched:
+            out["batch_size"] = IntDistribution(min(self.batch_size), max(self.batch_size), log=True)
+        if "lr" in self.searched:
+            out["lr"] = FloatDistribution(min(self.lr), max(self.lr), log=True)
+        return out
+
+
 class Tracking(BaseModel):
     """Where results go."""
 
@@ -211,6 +282,9 @@ class SweepSpec(BaseModel):
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
     search: Search = Field(default_factory=Search)
+    tuning: Tuning | None = Field(
+        None, description="one pass: search these training settings inside every cell, N* at each cell's best"
+    )
     max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
     resources: Resources = Field(default_factory=Resources)
     tracking: Tracking = Field(default_factory=Tracking)
@@ -257,7 +331,10 @@ class SweepSpec(BaseModel):
 
     @property
     def trainings(self) -> int:
-        """Models the sweep trains (sample_complexity: its first round; later rounds add more)."""
+        """Models the sweep trains (sample_complexity: its first round; later rounds add more;
+        tuning: its grid on the selection seeds and the measurement, before any extension)."""
+        if self.tuning is not None:
+            return len(self.cells) * (self._selection_settings * self.tuning.selection_seeds + self.seeds)
         if self.search.mode == "optuna":
             return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
         return sum(len(self.n_values(c)) for c in self.cells) * self.seeds
@@ -274,9 +351,19 @@ class SweepSpec(BaseModel):
         return self.search.n_max or (16 * self.largest_n if self.search.mode == "sample_complexity" else self.largest_n)
 
     @property
+    def _selection_settings(self) -> int:
+        """Settings tried per cell before any extension: the grid's, or Optuna's samples."""
+        t = self.tuning
+        return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
+
+    @property
     def max_trainings_bound(self) -> int:
         """The most models the sweep can train: for sample_complexity, every cell at every N of a
-        geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
+        geometric grid of ratio 1 + precision up to n_max (it trains far fewer); tuning: with
+        every extension past every edge."""
+        if self.tuning is not None:
+            extensions = 2 * len(self.tuning.searched) * self.tuning.max_extensions * (self.tuning.sampler == "grid")
+            return self.trainings + len(self.cells) * extensions * self.tuning.selection_seeds
         if self.search.mode != "sample_complexity":
             return self.trainings
         grid = full_grid_size(1, self.n_max, self.search.precision)
@@ -481,7 +568,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     ][:1]
     if problems:
         return problems
-    problems += _search_problems(spec)
+    problems += _search_problems(spec) + _tuning_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
         problems.append(
             Problem(
@@ -531,6 +618,48 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
                 spec.configs(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
             except (ConfigError, TypeError) as error:
                 problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
+    return problems
+
+
+def _tuning_problems(spec: SweepSpec) -> list[Problem]:
+    """Tuning searches one-pass cells' eta and B: nothing else may set them per cell, and its
+    selection seeds are never measurement seeds."""
+    tuning = spec.tuning
+    if tuning is None:
+        return []
+    problems = []
+    if not (tuning.lr or tuning.batch_size):
+        problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
+    if any(not spec.one_pass(c) for c in spec.cells):
+        problems.append(Problem("tuning", None, "needs training.protocol one_pass in every cell"))
+    if spec.search.mode == "optuna":
+        problems.append(
+            Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
+        )
+    for name in ("lr", "batch_size"):
+        if getattr(tuning, name) is None:
+            continue
+        own = [m for m, grid in spec.per_model.items() if grid.training and getattr(grid.training, name) is not None]
+        if name in spec.swept or own:
+            where = "axes" if name in spec.swept else f"per_model.{own[0]}.training"
+            problems.append(Problem(f"tuning.{name}", getattr(tuning, name), f"also set in {where}.{name}: keep one"))
+    scaled = [m for m, rule in getattr(spec, "alpha_scaling", {}).items() if rule.batch_size and tuning.batch_size]
+    problems += [
+        Problem(f"alpha_scaling.{m}.batch_size", spec.alpha_scaling[m].batch_size, "0 when tuning searches batch_size")
+        for m in scaled
+    ]
+    if not all(spec.configs(c)[2].stability_window for c in spec.cells):
+        problems.append(
+            Problem("training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule")
+        )
+    if tuning.selection_seed_start < spec.seeds:
+        problems.append(
+            Problem(
+                "tuning.selection_seed_start",
+                tuning.selection_seed_start,
+                f"must be at least seeds={spec.seeds}: selection seeds are never measurement seeds (0 .. seeds - 1)",
+            )
+        )
     return problems
 
 

@@ -12,13 +12,59 @@ from typing import Any
 import numpy as np
 
 from services import paper
-from services.analysis import fit_exponent, full_grid_size, mean_ci, n_star_ci, paired_difference, steps_ratio
-from services.results import CellResult
+from services.analysis import (
+    fit_exponent,
+    full_grid_size,
+    local_slopes,
+    mean_ci,
+    n_star_ci,
+    paired_difference,
+    paired_slope_difference,
+    steps_ratio,
+)
+from services.results import MEASUREMENT, SELECTION, CellResult
 from services.spec import SweepSpec
+from services.tuning import Setting, at_edge, best, n_star_of_runs, runs_by_setting
 from vit_core.configs import SpatialDataConfig, bayes_error
 from vit_core.outcomes import OUTCOMES
 
 THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
+CONFIDENCE = 0.95
+
+
+def error_bound(n_test: int) -> float:
+    """The one-sided 95% upper bound on a model's error rate when it makes 0 errors on n_test
+    independent test samples: 1 - 0.05^(1/n), about 3/n (the rule of three)."""
+    return 1 - (1 - CONFIDENCE) ** (1 / n_test)
+
+
+@dataclass
+class TuningRow:
+    """A tuned cell: the setting chosen on the selection seeds, each setting's N* there, whether
+    the choice sits at an edge of what was tried, and which seeds chose and which measured."""
+
+    chosen: dict[str, float]  # batch_size, lr of the setting N* was measured at
+    selection: list[dict]  # per setting tried: batch_size, lr, n_star (None: not reached), seeds, without_stable
+    at_edge: list[str]  # edges of the values tried the chosen setting sits at ([]: inside)
+    selection_seeds: list[int]
+    measurement_seeds: list[int]
+
+    @property
+    def selection_n_star(self) -> int | None:
+        """The chosen setting's N* on the selection seeds."""
+        chosen = (self.chosen["batch_size"], self.chosen["lr"])
+        return next((s["n_star"] for s in self.selection if (s["batch_size"], s["lr"]) == chosen), None)
+
+
+@dataclass
+class WindowRow:
+    """The stability window a one-pass cell's measured runs were checked over."""
+
+    stability_window: float  # W: each run followed to W times its own stable N
+    cap: int  # the runs' cap, in samples (B x their step budget)
+    checked: float | None  # the smallest (last N evaluated / stable N) over the runs confirmed (>= W)
+    censored: int  # runs stopped by the cap before their window closed: no stable N
+    runs: int
 
 
 @dataclass
@@ -47,21 +93,27 @@ class CellRow:
     batch_size: int = 16
     t_star: float | None = None  # one pass: N*/B
     per_seed: dict | None = None  # one pass: each seed's first and stable N
+    n_star_first_zero: int | None = None  # one pass: the smallest N by which a share p of seeds had zero error once
+    n_test: int = 1000  # test samples: zero errors on them bound the error by error_bound(n_test) at 95%
+    tuning: TuningRow | None = None
+    window: WindowRow | None = None
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     data, _, training = spec.configs(cell.cell)
     one_pass = training.protocol == "one_pass"
+    measured = cell.measured()
     row = CellRow(
         cell.cell.label,
         cell.cell.model,
         cell.cell.values,
         getattr(data, "effective_alpha_star", None),
-        training.lr,
-        len({r.seed for r in cell.records}) if one_pass else len(cell.records),
+        measured[0].lr if measured else training.lr,
+        len({(r.seed, r.lr, r.batch_size, r.phase) for r in cell.records}) if one_pass else len(cell.records),
         bool(cell.failures),
         protocol=training.protocol,
-        batch_size=training.batch_size,
+        batch_size=(measured[0].batch_size or training.batch_size) if measured else training.batch_size,
+        n_test=training.n_test,
     )
     if not cell.records:
         return row
@@ -77,7 +129,55 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.rates = dict(zip(o.ns.tolist(), o.rates().tolist()))
     row.t_star = None if cell.failures else o.t_star(p)
     row.per_seed = cell.per_seed()
+    row.n_star_first_zero = o.n_star_first_zero(p)
+    row.tuning = _tuning_row(spec, cell)
+    row.window = _window_row(training, cell)
     return row
+
+
+def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
+    """What tuning chose for a cell, from its records (the planner chose from the same ones)."""
+    table = runs_by_setting(cell.records)
+    measured = [r for r in cell.records if r.phase == MEASUREMENT]
+    if spec.tuning is None or not table:
+        return None
+    chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
+    selection = [
+        {
+            "batch_size": s.batch_size,
+            "lr": s.lr,
+            "n_star": n_star_of_runs(runs, spec.success_rate),
+            "seeds": len(runs),
+            "without_stable": sum(r.n_stable < 0 or r.diverged for r in runs.values()),
+        }
+        for s, runs in sorted(table.items())
+    ]
+    return TuningRow(
+        {"batch_size": chosen.batch_size, "lr": chosen.lr},
+        selection,
+        at_edge(chosen, set(table), spec.tuning.searched, spec.tuning.sampler),
+        sorted({r.seed for r in cell.records if r.phase == SELECTION}),
+        sorted({r.seed for r in measured}),
+    )
+
+
+def _window_row(training, cell: CellResult) -> WindowRow | None:
+    """The window the cell's measured runs were checked over (None: no stability window)."""
+    measured = [r for r in cell.records if r.phase != SELECTION and r.censored is not None]
+    runs = {r.seed: r for r in measured}
+    if not training.stability_window or not runs:
+        return None
+    last: dict[int, int] = {}
+    for r in measured:
+        last[r.seed] = max(last.get(r.seed, 0), r.n_train)
+    ratios = [last[s] / r.n_stable for s, r in runs.items() if not r.censored and r.n_stable > 0]
+    return WindowRow(
+        training.stability_window,
+        max(r.max_steps * r.batch_size for r in runs.values()),
+        round(min(ratios), 3) if ratios else None,
+        sum(bool(r.censored) for r in runs.values()),
+        len(runs),
+    )
 
 
 def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
@@ -106,11 +206,37 @@ def n_star_statistic(p: float):
     return lambda outcomes, columns: outcomes.n_star_known(p, columns)
 
 
+def first_zero_statistic(p: float):
+    """What the first-zero exponent is fitted on: the smallest N by which a share p of a cell's seeds
+    had zero test error at least once (one pass)."""
+    return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
+
+
+def _differences(spec: SweepSpec, inputs: dict[str, tuple]) -> dict[str, dict]:
+    """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
+    of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
+    by_rest: dict[str, dict[str, tuple]] = {}
+    for group, fit_input in inputs.items():
+        model, _, rest = group.partition(" ")
+        by_rest.setdefault(rest, {})[model] = fit_input
+    out = {}
+    for rest, groups in by_rest.items():
+        models = [m for m in spec.models if m in groups]
+        for i, a in enumerate(models):
+            for b in models[i + 1 :]:
+                name = f"{b} - {a}" + (f" {rest}" if rest else "")
+                out[name] = paired_slope_difference(groups[a], groups[b], n_star_statistic(spec.success_rate))
+    return out
+
+
 def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
     """What the N* exponent of each group is fitted on: (1/alpha*_eff per cell, the cells' outcomes)."""
-    flagged = {r.label for r in summary.cells if r.flagged}
     if "alpha_star" not in spec.swept:
         return {}
+    return _fit_inputs(spec, cells, {r.label for r in summary.cells if r.flagged})
+
+
+def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
     return {
         name: ([1 / spec.configs(c.cell)[0].effective_alpha_star for c in members], [c.outcomes() for c in members])
         for name, members in _groups(cells, flagged, "alpha_star").items()
@@ -143,8 +269,9 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
     for c in cells:
         if not c.records:
             continue
-        largest = max(r.n_train for r in c.records)
-        last = [r.metrics for r in c.records if r.n_train == largest]
+        measured = c.measured()
+        largest = max(r.n_train for r in measured)
+        last = [r.metrics for r in measured if r.n_train == largest]
         out["test_error"][c.cell.label] = mean_ci(np.array([m["test_error"] for m in last], dtype=float))
         data = spec.configs(c.cell)[0]
         if isinstance(data, SpatialDataConfig):
@@ -221,6 +348,9 @@ class Summary:
     exponent: dict[str, dict]  # N* ~ (1/alpha*)^k
     iterations_exponent: dict[str, dict]  # T ~ (1/alpha*)^k
     t_star_exponent: dict[str, dict]  # one pass: T* = N*/B ~ (1/alpha*)^k
+    exponent_first_zero: dict[str, dict]  # one pass: the first-zero N* ~ (1/alpha*)^k
+    local_exponent: dict[str, list[dict]]  # group -> N*'s slope between neighbouring alpha*, with CIs
+    exponent_difference: dict[str, dict]  # "cnn - vit" (per other axis values) -> value, ci95 (paired bootstrap)
     lr_exponent: dict[str, dict]  # T ~ (1/eta)^k
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
@@ -245,7 +375,8 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
     p = spec.success_rate
     rows = [_cell_row(spec, c) for c in cells]
     flagged = {r.label for r in rows if r.flagged}
-    fits: dict[str, dict] = {"exponent": {}, "iterations_exponent": {}, "t_star_exponent": {}, "lr_exponent": {}}
+    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
+    fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent", "exponent_difference")}
     if "alpha_star" in spec.swept:
 
         def alpha(c: CellResult) -> float:
@@ -255,6 +386,16 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         fits["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
         one_pass = [c for c in cells if spec.one_pass(c.cell)]
         fits["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
+        fits["exponent_first_zero"] = _fits(one_pass, flagged, "alpha_star", alpha, first_zero_statistic(p))
+        inputs = _fit_inputs(spec, cells, flagged)
+        fits["local_exponent"] = {
+            name: [
+                {"alpha_star": [round(1 / v, 4) for v in slope.pop("x")]} | slope
+                for slope in local_slopes(x, outcomes, n_star_statistic(p))
+            ]
+            for name, (x, outcomes) in inputs.items()
+        }
+        fits["exponent_difference"] = _differences(spec, inputs)
     if "lr" in spec.swept:
         fits["lr_exponent"] = _fits(
             cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols)
@@ -268,7 +409,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         spec.max_not_converged,
         rows,
         **fits,
-        theory={"exponent": paper.THEORY_EXPONENT, "iterations_exponent": THEORY_T_EXPONENT},
+        theory={"exponent": paper.THEORY, "iterations_exponent": THEORY_T_EXPONENT},
         paper={
             m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)}
             for m in spec.models

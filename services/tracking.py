@@ -9,6 +9,7 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 import json
 import os
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from services.compare import Comparison
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
-from services.summary import Summary
+from services.summary import CellRow, Summary
 from services.uris import redact
 from vit_core.outcomes import OUTCOMES
 
@@ -45,7 +46,7 @@ SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "models.json",
     "curves.json",
 )
-SUMMARY_MD, SUMMARY_JSON = "summary.md", "summary.json"
+SUMMARY_MD, SUMMARY_JSON, TUNING_FILE = "summary.md", "summary.json", "tuning.json"
 COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.png", "compare.json"
 # What kind of experiment MLflow's UI shows (3.17: genai_development or custom_model_development)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -137,8 +138,8 @@ def record_sweep(
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
     _log(client, pid, params=params, metrics=metrics, tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
     _log_spec(client, pid, spec, spec_text)
-    for cell in result.cells:
-        _record_cell(client, experiment, pid, spec, cell)
+    for cell, row in zip(result.cells, summary.cells):
+        _record_cell(client, experiment, pid, spec, cell, row)
     for name, fig in figures.items():
         client.log_figure(pid, fig, name)
     client.log_text(pid, summary_md, SUMMARY_MD)
@@ -185,8 +186,18 @@ def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         Metric("wall_s", result.wall_s, 0, 0),
         Metric("failed_cells", failed, 0, 0),
     ]
-    fitted = {group: fit["value"] for group, fit in summary.exponent.items() if fit["value"] is not None}
-    return metrics + [Metric(f"exponent.{group.replace('=', '_')}", value, 0, 0) for group, value in fitted.items()]
+    fitted = {
+        f"{key}.{group}": fit["value"]
+        for key in ("exponent", "exponent_first_zero", "exponent_difference")
+        for group, fit in getattr(summary, key).items()
+        if fit["value"] is not None
+    }
+    return metrics + [Metric(_metric_name(name), value, 0, 0) for name, value in fitted.items()]
+
+
+def _metric_name(name: str) -> str:
+    """A name MLflow accepts (no '='): "exponent_difference.cnn - vit" -> "exponent_difference.cnn_minus_vit"."""
+    return name.replace(" - ", "_minus_").replace("=", "_")
 
 
 def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
@@ -212,9 +223,12 @@ def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str
     return whole
 
 
-def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult) -> None:
+def _record_cell(
+    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult, row: CellRow
+) -> None:
     """One child run per cell: its values as params, per-N metrics (step = N: the success-rate
-    curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed)."""
+    curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed);
+    a tuned cell the setting chosen (params) and its selection (tuning.json)."""
     run = client.create_run(
         experiment,
         start_time=_ms(cell.started_at),
@@ -239,10 +253,13 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
         for name in ("n_first_zero", "n_stable")
     ]
     metrics.append(Metric("trainings", len(cell.records), 0, 0))
+    if row.n_star_first_zero is not None:
+        metrics.append(Metric("n_star_first_zero", row.n_star_first_zero, 0, 0))
+    tuned = {f"tuned.{k}": v for k, v in row.tuning.chosen.items()} if row.tuning else {}
     _log(
         client,
         run.info.run_id,
-        params={"model": cell.cell.model, **cell.cell.values},
+        params={"model": cell.cell.model, **cell.cell.values, **tuned},
         metrics=metrics,
         tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None,
     )
@@ -253,6 +270,9 @@ def _record_cell(client: MlflowClient, experiment: str, parent_id: str, spec: Sw
         )
     if cell.curve_parts:
         client.log_dict(run.info.run_id, cell.curve_parts, CURVES_FILE)
+    if row.tuning:
+        window = asdict(row.window) if row.window else None
+        client.log_dict(run.info.run_id, asdict(row.tuning) | {"window": window}, TUNING_FILE)
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
 
 

@@ -123,7 +123,7 @@ class PackResult:
         stable_step = int(self.eval_steps[rows[stable]]) if stable < len(rows) else -1
         first, B, diverged = int(self.iterations_to_zero[k]), self.batch_size, bool(self.diverged[k])
         W = self.stability_window
-        censored = bool(W) and not diverged and (stable_step < 0 or self.steps[k] < W * stable_step)
+        censored = bool(W) and not diverged and bool(stable_step < 0 or self.steps[k] < W * stable_step)
         if censored:
             stable, stable_step = len(rows), -1
         common = {

@@ -1,7 +1,8 @@
 """Run a sweep spec as Ray Tune trials, one pack of models per trial, and collect per-cell results.
 
 Each cell's (N, seed) models are cut into packs (services.packs), and each pack is one trial of a
-Ray Tune grid search, of Optuna's search, or of the adaptive N* search (services.nstar). Ray does
+Ray Tune grid search, of Optuna's search, of the adaptive N* search (services.nstar) or of tuning
+(services.tuning). Ray does
 the scheduling, resource accounting, retries (FailureConfig) and trial state; this module starts
 the trials (what one runs: services.execution.trial) and reads their results back. The spec
 reaches the trials once, through the object store (tune.with_parameters); a trial's config holds
@@ -24,7 +25,8 @@ from ray.tune.search import Searcher
 from services import state
 from services.nstar import NStarSearch
 from services.packs import Pack, packs
-from services.results import Cell, CellResult, ModelRecord, SweepResult, latest_budget
+from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
+from services.tuning import TuningSearch
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -119,7 +121,7 @@ def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callb
     """A Tuner for the spec's search: every pack (grid), Optuna's samples of one cell, or the
     adaptive N* search's rounds."""
     mode, search = spec.search.mode, {}
-    if mode == "grid":
+    if mode == "grid" and spec.tuning is None:
         param_space = {"pack": tune.grid_search([p.config() for p in packs(spec, trial_slots(spec))])}
     elif mode == "optuna":
         from ray.tune.search.optuna import OptunaSearch
@@ -131,8 +133,9 @@ def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callb
             "metric": spec.search.metric,
             "mode": spec.search.direction,
         }
-    else:  # sample_complexity: the searcher suggests every pack
-        param_space, search = {}, {"search_alg": NStarSearcher(spec), "num_samples": -1}
+    else:  # sample_complexity, or tuning: the searcher suggests every pack
+        searcher = TuningSearcher(spec) if spec.tuning is not None else NStarSearcher(spec)
+        param_space, search = {}, {"search_alg": searcher, "num_samples": -1}
     return tune.Tuner(
         trainable,
         param_space=param_space,
@@ -167,7 +170,7 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
             continue
         target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
         _note_times(target, trial.metrics)
-        if pack.max_steps is None:  # a retry's curves would count its models twice
+        if pack.max_steps is None and pack.phase != SELECTION:  # a retry's would count its models twice
             target.curve_parts.extend(json.loads(trial.metrics["curves"]))
         result.trainings += trial.metrics["trainings"]
         result.cache_hits += trial.metrics.get("cache_hits", 0)
@@ -250,16 +253,17 @@ def trial_status(path: Path) -> tuple[dict[str, int], int]:
     return counts, models
 
 
-class NStarSearcher(Searcher):
-    """services.nstar.NStarSearch as a Ray Tune searcher: each suggestion is {"pack": ...}."""
+class PlanSearcher(Searcher):
+    """A pure planner of packs (services.nstar.NStarSearch, services.tuning.TuningSearch) as a Ray
+    Tune searcher: each suggestion is {"pack": ...}; its state is saved with Tune's experiment."""
 
-    def __init__(self, spec: "SweepSpec"):
+    def __init__(self, planner: "NStarSearch | TuningSearch"):
         super().__init__(metric="success_rate", mode="max")
-        self.search = NStarSearch(spec)
+        self.search = planner
 
     def suggest(self, trial_id: str) -> dict | str | None:
         pack = self.search.suggest(trial_id)
-        if pack == NStarSearch.FINISHED:
+        if pack == self.search.FINISHED:
             return Searcher.FINISHED
         return None if pack is None else {"pack": pack.config()}
 
@@ -274,6 +278,20 @@ class NStarSearcher(Searcher):
 
     def restore(self, checkpoint_path: str) -> None:
         self.search.set_state(json.loads(Path(checkpoint_path).read_text()))
+
+
+class NStarSearcher(PlanSearcher):
+    """The adaptive N* search (search mode sample_complexity) as a Ray Tune searcher."""
+
+    def __init__(self, spec: "SweepSpec"):
+        super().__init__(NStarSearch(spec))
+
+
+class TuningSearcher(PlanSearcher):
+    """Tuning (services.tuning): every cell's training settings searched, then its N* measured."""
+
+    def __init__(self, spec: "SweepSpec"):
+        super().__init__(TuningSearch(spec))
 
 
 class _TrialDone(tune.Callback):

@@ -25,23 +25,38 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
     rest train as one pack and go into it as soon as they are done."""
     pack = Pack.from_config(config["pack"])
     data, model, training = spec.configs(trial_cell(spec, config))
+    if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
+        training = dataclasses.replace(
+            training, batch_size=pack.batch_size, max_steps=training.batch_size * training.max_steps // pack.batch_size
+        )
     training = dataclasses.replace(training, max_steps=pack.max_steps or training.max_steps)  # a retry's larger budget
+    lrs = list(pack.lr or [training.lr] * len(pack.seeds))
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
     results = ResultCache(cache)
-    keys = model_keys(data, model, training, pack.n_train, pack.seeds, device)
+    keys = model_keys(data, model, training, pack.n_train, pack.seeds, device, lrs)
     entries = [results.get(key) for key in keys]
     todo = [k for k, entry in enumerate(entries) if entry is None]
     wall_s = 0.0
     if todo:
         result = train_pack(
-            data, model, training, [pack.n_train[k] for k in todo], [pack.seeds[k] for k in todo], device=device
+            data,
+            model,
+            training,
+            [pack.n_train[k] for k in todo],
+            [pack.seeds[k] for k in todo],
+            lr=[lrs[k] for k in todo],
+            device=device,
         )
         for k, entry in zip(todo, model_entries(result)):
             results.put(keys[k], entry)
             entries[k] = entry
         wall_s = result.wall_s
-    records = [record | {"max_steps": training.max_steps} for entry in entries for record in entry["records"]]
+    records = [
+        record | {"max_steps": _budget(training, n)} | ({"phase": pack.phase} if pack.phase else {})
+        for entry, n in zip(entries, pack.n_train)
+        for record in entry["records"]
+    ]
     tune.report(
         {
             "trainings": len(todo),  # trained now
@@ -53,6 +68,11 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
             "curves": json.dumps(curve_sums(entries)),
         }
     )
+
+
+def _budget(training, n: int) -> int:
+    """The steps a model of N = n trained at most: max_steps, or one pass's n / B if fewer."""
+    return min(training.max_steps, n // training.batch_size) if training.protocol == "one_pass" else training.max_steps
 
 
 def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:

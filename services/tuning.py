@@ -1,0 +1,381 @@
+"""Training settings searched inside every cell (``tuning``): N* of a model class, not of one optimiser setting.
+
+In one pass N = B·t, so a cell's N* is B times the SGD steps it needs at *that* (B, eta). Per cell,
+each setting of the space is trained on the *selection* seeds; the setting with the smallest N*
+there is chosen, and the cell's N* and its CI are then measured at that setting on other,
+*held-out* seeds (the measurement seeds, ``seeds``), so that the minimum over many noisy
+estimates (the winner's curse) never reaches the reported N* (docs/science-choices.md). A best
+setting at an edge of the values tried extends the space one geometric step past it (``at_edge:
+extend``, up to ``max_extensions`` per direction), or is flagged.
+
+Settings come from a grid (every combination of the listed values) or from Optuna's TPE sampler
+(``sampler: optuna``: ``num_samples`` settings per cell, ``parallel`` asked at a time, over the
+log range the lists span). Step sizes of one batch size share a pack: models carry their own eta.
+Pure: no Ray here (services.execution.ray_tune adapts TuningSearch to Ray Tune's Searcher).
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from services.packs import Pack, chunks
+from services.results import MEASUREMENT, SELECTION
+
+if TYPE_CHECKING:
+    from services.results import ModelRecord
+    from services.spec import SweepSpec
+
+DONE = "done"  # a tuned cell's phase after SELECTION and MEASUREMENT
+DIMENSIONS = ("batch_size", "lr")  # what a setting fixes, in this order
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """One training setting of a cell: its batch size B and step size eta."""
+
+    batch_size: int
+    lr: float
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch_size} lr={self.lr:g}"
+
+    def value(self, dimension: str) -> float:
+        return getattr(self, dimension)
+
+    def replace(self, dimension: str, value: float) -> "Setting":
+        values = {d: self.value(d) for d in DIMENSIONS} | {dimension: value}
+        return Setting(int(values["batch_size"]), float(values["lr"]))
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a one-pass run of one seed says about N*: its stable N (-1: never, or not confirmed
+    within its cap), whether it diverged (then it does not count), and its step budget (its cap
+    in samples over its batch size)."""
+
+    n_stable: int
+    diverged: bool
+    budget: int
+
+    @property
+    def open(self) -> bool:
+        """Whether a larger cap could still give it a stable N (neither confirmed nor diverged)."""
+        return self.n_stable < 0 and not self.diverged
+
+
+def runs_by_setting(records: list["ModelRecord"]) -> dict[Setting, dict[int, Run]]:
+    """The selection records of a cell as runs: setting -> seed -> its Run of the largest cap
+    (each record of a run carries the run's stable N and step budget)."""
+    out: dict[Setting, dict[int, Run]] = {}
+    for r in records:
+        if r.phase == SELECTION:
+            run = Run(r.n_stable, r.diverged, r.max_steps)
+            mine = out.setdefault(Setting(r.batch_size, r.lr), {})
+            if r.seed not in mine or run.budget > mine[r.seed].budget:
+                mine[r.seed] = run
+    return out
+
+
+def n_star_of_runs(runs: dict[int, Run], p: float) -> int | None:
+    """The one-pass N* of some seeds: the smallest N from which at least a share p of the seeds
+    that count keep zero test error, i.e. the ceil(p·seeds)-th smallest stable N (None: fewer
+    than that many seeds have one). Equal to analysis.stable_n_star over their success table."""
+    stable = sorted(r.n_stable for r in runs.values() if not r.diverged and r.n_stable >= 0)
+    counted = sum(not r.diverged for r in runs.values())
+    need = next((k for k in range(1, counted + 1) if k / counted >= p), None) if counted else None
+    return stable[need - 1] if need is not None and need <= len(stable) else None
+
+
+def _rank(runs: dict[int, Run], p: float) -> tuple:
+    """How good a setting is, smallest first: its N*, then fewer seeds without a stable N, then
+    the mean log stable N of the others (ties of N* are common: N lies on an evaluation grid)."""
+    star = n_star_of_runs(runs, p)
+    stable = [math.log(r.n_stable) for r in runs.values() if not r.diverged and r.n_stable > 0]
+    return (math.inf if star is None else star, len(runs) - len(stable), float(np.mean(stable)) if stable else 0.0)
+
+
+def best(table: dict[Setting, dict[int, Run]], p: float) -> Setting:
+    """The setting with the smallest selection N* (ties: _rank, then the smaller setting)."""
+    return min(table, key=lambda s: (_rank(table[s], p), s))
+
+
+def edges(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Where the chosen setting sits at an end of the values tried along each searched dimension
+    (with the other dimension at its chosen value): [(dimension, "low" | "high")]."""
+    out = []
+    for d in searched:
+        line = sorted({s.value(d) for s in tried if all(s.value(o) == chosen.value(o) for o in DIMENSIONS if o != d)})
+        if len(line) >= 2 and chosen.value(d) in (line[0], line[-1]):
+            out.append((d, "low" if chosen.value(d) == line[0] else "high"))
+    return out
+
+
+def step_past(chosen: Setting, dimension: str, side: str, tried: set[Setting]) -> Setting | None:
+    """One geometric step past the edge the chosen setting sits at: its value times its ratio to
+    its neighbour on that line (a batch size rounded, and at least 1; None where that gives
+    nothing new)."""
+    line = sorted({s.value(dimension) for s in tried if s.replace(dimension, chosen.value(dimension)) == chosen})
+    edge, neighbour = (line[0], line[1]) if side == "low" else (line[-1], line[-2])
+    value = edge * edge / neighbour
+    if dimension == "batch_size":
+        value = max(1, round(value))
+        if value == edge:
+            return None
+    new = chosen.replace(dimension, value)
+    return None if new in tried else new
+
+
+@dataclass
+class CellTuning:
+    """The tuning state of one cell: every seed's run at every setting tried, the extensions made
+    past each edge, and the phase (selection, then the measurement of the chosen setting)."""
+
+    runs: dict[str, dict[str, list]] = field(default_factory=dict)  # setting -> seed -> [n_stable, diverged, budget]
+    settings: dict[str, list] = field(default_factory=dict)  # setting label -> [B, lr]
+    extensions: dict[str, int] = field(default_factory=dict)  # "lr high" -> steps past that edge
+    phase: str = SELECTION
+    chosen: list | None = None  # [B, lr] once selection ended
+    failed: bool = False
+    asked: int = 0  # optuna: settings asked so far
+
+    def table(self) -> dict[Setting, dict[int, Run]]:
+        return {
+            Setting(*self.settings[label]): {int(s): Run(*v) for s, v in seeds.items()}
+            for label, seeds in self.runs.items()
+        }
+
+    def add(self, setting: Setting, seed: int, run: Run) -> None:
+        """Keep a seed's run, unless a run of it with a larger budget is kept already."""
+        self.settings[setting.label] = [setting.batch_size, setting.lr]
+        mine = self.runs.setdefault(setting.label, {})
+        if str(seed) not in mine or run.budget > mine[str(seed)][2]:
+            mine[str(seed)] = [run.n_stable, run.diverged, run.budget]
+
+
+class TuningSearch:
+    """Plans packs round by round for every cell of a tuned spec: the selection rounds, then one
+    measurement round at the chosen setting. A cell's next round starts once its current one has
+    reported; ``suggest`` answers None while rounds are in flight and FINISHED when no cell has
+    anything left to train. Pure: execution.ray_tune adapts it to a Ray Tune searcher.
+
+    Selection runs under growing sample caps (``Tuning.caps``): a run not confirmed stable by cap C
+    has a stable N above C/W (its window W·N must fit under C), so once some setting's N* is b, a
+    setting whose runs reached C >= W·b without N* cannot beat it and is not run further. Only the
+    settings that still could go on, at the next cap; every setting's sample budget is the cell's
+    (training.batch_size × max_steps), whatever its own batch size."""
+
+    FINISHED = "FINISHED"
+
+    def __init__(self, spec: "SweepSpec"):
+        self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
+        trainings = [spec.configs(c)[2] for c in spec.cells]
+        self.window = trainings[0].stability_window
+        self.caps = [self.tuning.caps(t.batch_size * t.max_steps) for t in trainings]  # per cell, ascending
+        self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps
+        self.cells = [CellTuning() for _ in spec.cells]
+        self.samplers = [self._sampler(i) for i in range(len(spec.cells))]
+        self.queue: list[Pack] = []
+        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
+        self.planned: dict[int, list[Setting]] = {}  # cell -> the settings of its selection round in flight
+
+    def _sampler(self, cell: int) -> "OptunaSettings | None":
+        if self.tuning.sampler != "optuna":
+            return None
+        return OptunaSettings(self.tuning, self.p, self.bases[cell], self.caps[cell][-1], self.cells[cell])
+
+    def suggest(self, trial_id: str) -> Pack | str | None:
+        if not self.queue:
+            self._plan()
+        if not self.queue:
+            return None if self.in_flight else self.FINISHED
+        pack = self.queue.pop(0)
+        self.in_flight[trial_id] = pack
+        return pack
+
+    def _plan(self) -> None:
+        """Queue the next round of every cell with nothing queued or in flight."""
+        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]}
+        for index, cell in enumerate(self.cells):
+            if index in busy or cell.failed or cell.phase == DONE:
+                continue
+            if index in self.planned and self.samplers[index] is not None:
+                self.samplers[index].tell(self.planned[index])
+            self.planned.pop(index, None)
+            self.queue += self._next_round(index, cell)
+
+    def _next_round(self, index: int, cell: CellTuning) -> list[Pack]:
+        """A selection round, the measurement round once selection is over, or nothing (done)."""
+        if cell.phase == MEASUREMENT:
+            cell.phase = DONE
+            return []
+        new = self._selection_round(index, cell)
+        if new:
+            self.planned[index] = [s for s, _ in new]
+            return self._packs(index, new, self.tuning.selection_seed_list(), SELECTION)
+        chosen = best(cell.table(), self.p)
+        cell.chosen, cell.phase = [chosen.batch_size, chosen.lr], MEASUREMENT
+        return self._packs(index, [(chosen, self.caps[index][-1])], list(range(self.spec.seeds)), MEASUREMENT)
+
+    def _selection_round(self, index: int, cell: CellTuning) -> list[tuple[Setting, int]]:
+        """The (setting, sample cap) pairs to train next on the selection seeds; [] once
+        selection is over: Optuna's next settings; else the grid, then the settings that could
+        still win at the next cap, then one step past each edge the best setting sits at."""
+        caps = self.caps[index]
+        if self.samplers[index] is not None:
+            return [(s, caps[-1]) for s in self.samplers[index].ask()]
+        if not cell.runs:
+            return [(s, caps[0]) for s in self.tuning.settings(self.bases[index])]
+        table = cell.table()
+        further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, table, caps)) is not None]
+        if further:
+            return further
+        chosen, tried, new = best(table, self.p), set(table), []
+        for dimension, side in edges(chosen, tried, self.tuning.searched):
+            name, step = f"{dimension} {side}", step_past(chosen, dimension, side, tried)
+            if self.tuning.at_edge == "extend" and step and cell.extensions.get(name, 0) < self.tuning.max_extensions:
+                cell.extensions[name] = cell.extensions.get(name, 0) + 1
+                new.append((step, caps[0]))
+        return new
+
+    def _further(
+        self, setting: Setting, runs: dict[int, Run], table: dict[Setting, dict[int, Run]], caps: list[int]
+    ) -> int | None:
+        """The next cap for a setting whose N* is not known yet and could still be the smallest
+        (None: it is known, cannot win, or had the last cap)."""
+        budget = max(r.budget for r in runs.values())
+        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
+        if n_star_of_runs(runs, self.p) is not None or not any(r.open for r in runs.values()):
+            return None
+        if stars and budget * setting.batch_size >= self.window * min(stars):  # its N* > its cap / W >= the best's
+            return None
+        return next((c for c in caps if c // setting.batch_size > budget), None)
+
+    def _packs(self, index: int, settings: list[tuple[Setting, int]], seeds: list[int], phase: str) -> list[Pack]:
+        """The packs of one round: per batch size, its (eta, seed) models, each with its setting's
+        sample cap, cut into packs."""
+        packs = []
+        for batch_size in sorted({s.batch_size for s, _ in settings}):
+            models = [(s.lr, cap, seed) for s, cap in settings if s.batch_size == batch_size for seed in seeds]
+            packs += [
+                Pack(
+                    index,
+                    tuple(cap for _, cap, _ in chunk),
+                    tuple(seed for _, _, seed in chunk),
+                    lr=tuple(lr for lr, _, _ in chunk),
+                    batch_size=batch_size,
+                    phase=phase,
+                )
+                for chunk in chunks(models, self.spec.resources.models_per_pack)
+            ]
+        return packs
+
+    def complete(self, trial_id: str, records: list["ModelRecord"] | None) -> None:
+        """A trial ended with these records; None: it failed (after Ray's retries), and its cell
+        stops (reported FAILED)."""
+        pack = self.in_flight.pop(trial_id, None)
+        if pack is None:
+            return
+        cell = self.cells[pack.cell]
+        if records is None:
+            cell.failed = True
+            self.queue = [p for p in self.queue if p.cell != pack.cell]
+            return
+        for setting, runs in runs_by_setting(records).items():
+            for seed, run in runs.items():
+                cell.add(setting, seed, run)
+
+    def get_state(self) -> dict:
+        return {
+            "cells": [vars(c) for c in self.cells],
+            "queue": [p.config() for p in self.queue],
+            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
+            "planned": {str(i): [[s.batch_size, s.lr] for s in v] for i, v in self.planned.items()},
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.cells = [CellTuning(**c) for c in state["cells"]]
+        self.samplers = [self._sampler(i) for i in range(len(self.cells))]
+        self.queue = [Pack.from_config(p) for p in state["queue"]]
+        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
+        self.planned = {int(i): [Setting(*s) for s in v] for i, v in state["planned"].items()}
+
+
+def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...], sampler: str) -> list[str]:
+    """Where a cell's chosen setting still sits at an edge of what was tried, for people: a grid's
+    line ends (after any extension), or Optuna's outermost values."""
+    found = edges(chosen, tried, searched) if sampler == "grid" else outer(chosen, tried)
+    return [
+        f"{d}: the {'smallest' if side == 'low' else 'largest'} value tried ({chosen.value(d):g})" for d, side in found
+    ]
+
+
+def outer(chosen: Setting, tried: set[Setting]) -> list[tuple[str, str]]:
+    """Where the chosen setting holds the smallest or largest value of a dimension among all the
+    settings tried (Optuna's settings lie on no grid line)."""
+    out = []
+    for d in DIMENSIONS:
+        values = sorted({s.value(d) for s in tried})
+        if len(values) >= 2 and chosen.value(d) in (values[0], values[-1]):
+            out.append((d, "low" if chosen.value(d) == values[0] else "high"))
+    return out
+
+
+class OptunaSettings:
+    """Optuna's TPE sampler over one cell's settings (``sampler: optuna``), asked ``parallel``
+    settings at a time until ``num_samples``, each run at the cell's whole sample budget ``cap``.
+    Its objective is log N* on the selection seeds; a setting without one scores as twice the cap.
+    Rebuilt from the cell's runs on restore (Optuna's add_trial), so a resumed search asks what it
+    would have asked."""
+
+    def __init__(self, tuning, p: float, base: Setting, cap: int, cell: CellTuning):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.tuning, self.p, self.base, self.cap, self.cell = tuning, p, base, cap, cell
+        self.distributions = tuning.distributions()
+        self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=tuning.seed))
+        self.pending: dict[Setting, list] = {}
+        for setting, runs in cell.table().items():
+            self.study.add_trial(
+                optuna.trial.create_trial(
+                    params={d: setting.value(d) for d in self.distributions},
+                    distributions=self.distributions,
+                    value=self._value(setting, runs),
+                )
+            )
+
+    def _value(self, setting: Setting, runs: dict[int, Run]) -> float:
+        star = n_star_of_runs(runs, self.p)
+        return math.log(star if star is not None else 2 * self.cap)
+
+    def ask(self) -> list[Setting]:
+        """The next round's settings (fewer when Optuna repeats one); [] after num_samples."""
+        asked = []
+        for _ in range(min(self.tuning.parallel, self.tuning.num_samples - self.cell.asked)):
+            trial = self.study.ask(self.distributions)
+            setting = self.base
+            for dimension, value in trial.params.items():
+                setting = setting.replace(dimension, value)
+            self.pending.setdefault(setting, []).append(trial)
+            asked.append(setting)
+        self.cell.asked += len(asked)
+        return sorted(set(asked))
+
+    def tell(self, settings: list[Setting]) -> None:
+        """Give Optuna the selection N* of a round's settings."""
+        import optuna
+
+        table = self.cell.table()
+        for setting in settings:
+            value = self._value(setting, table.get(setting, {}))
+            asked = self.pending.pop(setting, [])
+            for trial in asked:
+                self.study.tell(trial, value)
+            if not asked:  # asked before a restore: Optuna learns it as a finished trial
+                params = {d: setting.value(d) for d in self.distributions}
+                self.study.add_trial(
+                    optuna.trial.create_trial(params=params, distributions=self.distributions, value=value)
+                )

@@ -1,0 +1,201 @@
+"""Tuning (services.tuning): training settings searched inside every cell on selection seeds, N*
+measured on other seeds at the chosen setting; successive caps; edges extended or flagged."""
+
+import json
+import math
+
+import pytest
+from conftest import model_record
+from ray.tune.search import Searcher
+
+from services.execution.ray_tune import TuningSearcher
+from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
+from services.spec import SpecError, parse_spec
+from services.summary import summarize
+from services.tuning import Run, Setting, TuningSearch, n_star_of_runs
+from vit_core import TrainConfig
+
+SPEC = """name: tuned
+models: [vit, cnn]
+data: {n_tokens: 24, dim: 12, n_patterns: 8}
+model: {width: 16}
+training: {protocol: one_pass, batch_size: 4, max_steps: 400, eval_every: 1, eval_ratio: 1.1, stability_window: 4}
+axes: {alpha_star: [0.25, 0.5]}
+seeds: 6
+tuning: {lr: [0.25, 1, 4], batch_size: [1, 4], selection_seeds: 4}
+resources: {models_per_pack: 24}
+"""
+W = 4
+
+
+def stable_n(setting: Setting, seed: int) -> int:
+    """A made-up world: a cell's stable N is smallest at B = 1, eta = 1, and varies by seed."""
+    return round(20 * (1 + abs(math.log2(setting.lr))) * (1 + math.log2(setting.batch_size)) * (1 + 0.1 * (seed % 5)))
+
+
+def run_records(setting: Setting, seed: int, cap: int, phase: str, truth=stable_n) -> list[dict]:
+    """A one-pass run's records as vit_core makes them with a stability window W: evaluated on
+    the grid of steps, stopped once zero error held from its stable N to W times it, censored
+    when its sample cap comes first."""
+    B, steps = setting.batch_size, cap // setting.batch_size
+    grid = TrainConfig(protocol="one_pass", eval_every=1, eval_ratio=1.1).evaluation_steps(steps)[1:]
+    target = truth(setting, seed)
+    stable = next((B * t for t in grid if B * t >= target), None)
+    confirmed = stable is not None and W * stable <= B * steps
+    last = next(B * t for t in grid if B * t >= W * stable) if confirmed else B * steps
+    return [
+        model_record(
+            B * t,
+            seed,
+            "succeeded" if confirmed and B * t >= stable else "failed",
+            lr=setting.lr,
+            batch_size=B,
+            n_stable=stable if confirmed else -1,
+            n_first_zero=stable if stable else -1,
+            censored=not confirmed,
+            max_steps=steps,
+            phase=phase,
+        )
+        for t in grid
+        if B * t <= last
+    ]
+
+
+def drive(search: TuningSearch, truth=stable_n, until: int | None = None) -> list[dict]:
+    """Run the planner against the made-up world: every suggested pack answered with its runs'
+    records; ``until``: stop after that many trials. Returns every pack suggested."""
+    suggested, trial = [], 0
+    while until is None or trial < until:
+        pack = search.suggest(f"t{trial}")
+        if pack in (None, TuningSearch.FINISHED):
+            assert pack == TuningSearch.FINISHED or not search.in_flight
+            break
+        suggested.append(pack)
+        records = [
+            r
+            for n, seed, lr in zip(pack.n_train, pack.seeds, pack.lr)
+            for r in run_records(Setting(pack.batch_size, lr), seed, n, pack.phase, truth)
+        ]
+        search.complete(f"t{trial}", [ModelRecord.from_dict(r) for r in records])
+        trial += 1
+        assert trial < 500, "the planner does not finish"
+    return suggested
+
+
+def test_selection_and_measurement_seeds_never_overlap_and_n_star_is_measured_at_the_best_setting():
+    spec = parse_spec(SPEC)
+    search = TuningSearch(spec)
+    packs = drive(search)
+    selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
+    measurement = {s for p in packs if p.phase == MEASUREMENT for s in p.seeds}
+    assert selection == set(range(1000, 1004)) and measurement == set(range(6))
+    assert not selection & measurement
+    for index in range(len(spec.cells)):
+        measured = [p for p in packs if p.cell == index and p.phase == MEASUREMENT]
+        assert len(measured) == 1 and set(measured[0].lr) == {1.0} and measured[0].batch_size == 1
+        assert measured[0].n_train == (spec.configs(spec.cells[index])[2].max_steps * 4,) * 6  # the whole budget
+
+
+def test_settings_go_on_to_a_larger_cap_only_while_they_could_still_win():
+    """Under cap C a run not yet confirmed has a stable N above C/W. At the first cap no setting's
+    N* is known yet, so all go on; at the second the best one's is, every other is known or ruled
+    out, and none needs the whole budget: the choice is the one the whole budget would give."""
+
+    def slower(setting: Setting, seed: int) -> int:
+        return 2 * stable_n(setting, seed)
+
+    spec = parse_spec(SPEC)
+    search = TuningSearch(spec)
+    packs = drive(search, slower)
+    assert spec.tuning.caps(4 * 400) == [100, 400, 1600]
+    caps: dict[tuple, set[int]] = {}
+    for p in packs:
+        if p.phase == SELECTION and p.cell == 0:
+            for lr, n in zip(p.lr, p.n_train):
+                caps.setdefault((p.batch_size, lr), set()).add(n)
+    assert W * n_star_of_runs(search.cells[0].table()[Setting(1, 1.0)], 0.5) > 100  # not known at the first cap
+    assert all(used == {100, 400} for used in caps.values())  # none went on to 1600
+    full = TuningSearch(parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, cap_rounds: 1}")))
+    drive(full, slower)
+    assert search.cells[0].chosen == full.cells[0].chosen == [1, 1.0]
+
+
+def test_a_best_setting_at_an_edge_is_extended_then_flagged():
+    """The best eta is the largest tried: the search steps past it (x4 each time) up to
+    max_extensions, and the report says the choice still sits at that edge."""
+
+    def rising(setting: Setting, seed: int) -> int:  # the larger the step, the fewer samples
+        return round(400 * setting.batch_size / setting.lr) + seed % 3
+
+    spec = parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, max_extensions: 2}"))
+    search = TuningSearch(spec)
+    packs = drive(search, rising)
+    tried = {lr for p in packs if p.phase == SELECTION and p.cell == 0 for lr in p.lr}
+    assert tried == {0.25, 1.0, 4.0, 16.0, 64.0}
+    assert search.cells[0].chosen == [1, 64.0] and search.cells[0].extensions == {"lr high": 2}
+    records = [ModelRecord.from_dict(r) for p in packs if p.cell == 0 for r in _records(p, rising)]
+    result = CellResult(spec.cells[0], records)
+    row = summarize(spec, "s", [result]).cells[0]
+    assert row.tuning.chosen == {"batch_size": 1, "lr": 64.0}
+    assert row.tuning.at_edge == ["lr: the largest value tried (64)"]
+    assert row.tuning.selection_seeds == [1000, 1001, 1002, 1003] and row.tuning.measurement_seeds == list(range(6))
+    flag = parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, at_edge: flag}"))
+    search = TuningSearch(flag)
+    drive(search, rising)
+    assert search.cells[0].chosen == [1, 4.0] and search.cells[0].extensions == {}
+
+
+def _records(pack, truth) -> list[dict]:
+    return [
+        r
+        for n, seed, lr in zip(pack.n_train, pack.seeds, pack.lr)
+        for r in run_records(Setting(pack.batch_size, lr), seed, n, pack.phase, truth)
+    ]
+
+
+def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
+    spec = parse_spec(SPEC)
+    whole = [p.config() for p in drive(TuningSearch(spec))]
+    first = TuningSearcher(spec)
+    head = [p.config() for p in drive(first.search, until=7)]
+    state = json.loads(json.dumps(first.search.get_state()))
+    again = TuningSearcher(spec)
+    again.search.set_state(state)
+    rest = [p.config() for p in drive(again.search)]
+    assert head + rest == whole
+    assert again.suggest("late") == Searcher.FINISHED
+
+
+def test_n_star_of_runs_is_the_stable_n_star_of_their_success_table():
+    runs = {s: Run(n, False, 100) for s, n in enumerate([30, 10, -1, 20])}
+    assert n_star_of_runs(runs, 0.5) == 20 and n_star_of_runs(runs, 0.75) == 30 and n_star_of_runs(runs, 1.0) is None
+    records = [
+        ModelRecord.from_dict(
+            model_record(n, s, "succeeded" if 0 <= r.n_stable <= n else "failed", n_stable=r.n_stable)
+        )
+        for s, r in runs.items()
+        for n in (10, 20, 30, 40)
+    ]
+    outcomes = CellResult(Cell("vit", {}), records).outcomes()
+    assert [outcomes.n_star(p) for p in (0.5, 0.75, 1.0)] == [20, 30, None]
+
+
+@pytest.mark.parametrize(
+    "change, path",
+    [
+        ("axes: {alpha_star: [0.25, 0.5], lr: [0.5, 1]}", "tuning.lr"),
+        ("stability_window: 4}", "training.stability_window"),
+        ("seeds: 6", "tuning.selection_seed_start"),
+        ("protocol: one_pass", "tuning"),
+    ],
+)
+def test_a_tuned_spec_that_cannot_run_says_where(change, path):
+    text = {
+        "tuning.lr": SPEC.replace("axes: {alpha_star: [0.25, 0.5]}", change),
+        "training.stability_window": SPEC.replace("stability_window: 4}", "stability_window: 0}"),
+        "tuning.selection_seed_start": SPEC.replace("seeds: 6", "seeds: 2000"),
+        "tuning": SPEC.replace("protocol: one_pass", "protocol: multi_pass").replace("axes:", "n_train: [4]\naxes:"),
+    }[path]
+    with pytest.raises(SpecError) as error:
+        parse_spec(text)
+    assert path in [p.path for p in error.value.problems], str(error.value)
