@@ -78,6 +78,23 @@ def _distinct(values: list) -> list:
     return values
 
 
+class TuningSpace(BaseModel):
+    """The values of the training fields a tuned cell searches (services.tuning)."""
+
+    model_config = FORBID
+    lr: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="step sizes eta to try (default: the training section's alone)"
+    )
+    batch_size: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, min_length=1, description="batch sizes B to try (default: the training section's alone)"
+    )
+
+    @field_validator("lr", "batch_size")
+    @classmethod
+    def _distinct_values(cls, values: list | None) -> list | None:
+        return values if values is None else sorted(_distinct(values))
+
+
 def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
     """One model kind's own grid: N values, training values and axis values that replace the sweep's for it."""
     n_train = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1), AfterValidator(_distinct)]
@@ -94,6 +111,10 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
             Field(None, description="this model's training values (those it sets replace the sweep's)"),
         ),
         axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
+        tuning=(
+            TuningSpace | None,
+            Field(None, description="this model's values to try (those it lists replace the sweep tuning's)"),
+        ),
     )
 
 
@@ -178,19 +199,14 @@ class Search(BaseModel):
     space: dict[str, Range] = Field(default_factory=dict, description="field -> range, for optuna")
 
 
-class Tuning(BaseModel):
+class Tuning(TuningSpace):
     """Training settings searched inside every cell (one pass): each cell's N* is the smallest over
     these settings, chosen on the selection seeds and measured on the sweep's own seeds
     (services.tuning). A value list per searched field: a grid (every combination), or, with
-    sampler optuna, the log range the list spans."""
+    sampler optuna, the log range the list spans. ``per_model.<model>.tuning`` gives a model
+    lists of its own."""
 
     model_config = FORBID
-    lr: list[Annotated[float, Field(gt=0)]] | None = Field(
-        None, min_length=1, description="step sizes eta to try (default: the training section's alone)"
-    )
-    batch_size: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, min_length=1, description="batch sizes B to try (default: the training section's alone)"
-    )
     selection_seeds: int = Field(8, ge=1, description="seeds that choose each cell's setting")
     selection_seed_start: int = Field(
         1000, ge=0, description="the first selection seed; the measurement seeds are 0 .. seeds - 1"
@@ -214,11 +230,6 @@ class Tuning(BaseModel):
     num_samples: int = Field(12, ge=1, description="optuna: settings tried per cell")
     parallel: int = Field(4, ge=1, description="optuna: settings asked at once per cell (one round)")
     seed: int = Field(0, description="optuna: seed of the sampler")
-
-    @field_validator("lr", "batch_size")
-    @classmethod
-    def _distinct_values(cls, values: list | None) -> list | None:
-        return values if values is None else sorted(_distinct(values))
 
     @property
     def searched(self) -> tuple[str, ...]:
@@ -301,6 +312,13 @@ class SweepSpec(BaseModel):
             own.axes.model_dump(exclude_none=True) if own and own.axes else {}
         )
 
+    def tuning_of(self, model: str) -> "Tuning | None":
+        """A model's tuning: the sweep's, with the value lists of its own (per_model) replacing."""
+        own = getattr(self.per_model.get(model), "tuning", None)
+        if self.tuning is None or own is None:
+            return self.tuning
+        return self.tuning.model_copy(update=own.model_dump(exclude_none=True))
+
     def n_train_of(self, model: str) -> list[int] | None:
         """A model's training-set sizes: its own (per_model), else the sweep's."""
         own = self.per_model.get(model)
@@ -334,7 +352,7 @@ class SweepSpec(BaseModel):
         """Models the sweep trains (sample_complexity: its first round; later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
         if self.tuning is not None:
-            return len(self.cells) * (self._selection_settings * self.tuning.selection_seeds + self.seeds)
+            return sum(self._selection_settings(c.model) * self.tuning.selection_seeds + self.seeds for c in self.cells)
         if self.search.mode == "optuna":
             return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
         return sum(len(self.n_values(c)) for c in self.cells) * self.seeds
@@ -350,10 +368,9 @@ class SweepSpec(BaseModel):
         """The largest N the sweep may train."""
         return self.search.n_max or (16 * self.largest_n if self.search.mode == "sample_complexity" else self.largest_n)
 
-    @property
-    def _selection_settings(self) -> int:
-        """Settings tried per cell before any extension: the grid's, or Optuna's samples."""
-        t = self.tuning
+    def _selection_settings(self, model: str) -> int:
+        """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
+        t = self.tuning_of(model)
         return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
 
     @property
@@ -362,8 +379,9 @@ class SweepSpec(BaseModel):
         geometric grid of ratio 1 + precision up to n_max (it trains far fewer); tuning: with
         every extension past every edge."""
         if self.tuning is not None:
-            extensions = 2 * len(self.tuning.searched) * self.tuning.max_extensions * (self.tuning.sampler == "grid")
-            return self.trainings + len(self.cells) * extensions * self.tuning.selection_seeds
+            tunings = [self.tuning_of(c.model) for c in self.cells]
+            extensions = sum(2 * len(t.searched) * t.max_extensions * (t.sampler == "grid") for t in tunings)
+            return self.trainings + extensions * self.tuning.selection_seeds
         if self.search.mode != "sample_complexity":
             return self.trainings
         grid = full_grid_size(1, self.n_max, self.search.precision)
@@ -625,8 +643,9 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
     """Tuning searches one-pass cells' eta and B: nothing else may set them per cell, and its
     selection seeds are never measurement seeds."""
     tuning = spec.tuning
+    own = {m: grid.tuning for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)}
     if tuning is None:
-        return []
+        return [Problem(f"per_model.{m}.tuning", None, "needs a sweep tuning section beside it") for m in own]
     problems = []
     if not (tuning.lr or tuning.batch_size):
         problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
@@ -636,14 +655,19 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(
             Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
         )
-    for name in ("lr", "batch_size"):
-        if getattr(tuning, name) is None:
-            continue
-        own = [m for m, grid in spec.per_model.items() if grid.training and getattr(grid.training, name) is not None]
-        if name in spec.swept or own:
-            where = "axes" if name in spec.swept else f"per_model.{own[0]}.training"
-            problems.append(Problem(f"tuning.{name}", getattr(tuning, name), f"also set in {where}.{name}: keep one"))
-    scaled = [m for m, rule in getattr(spec, "alpha_scaling", {}).items() if rule.batch_size and tuning.batch_size]
+    for model in spec.models:
+        mine = spec.tuning_of(model)
+        for name in ("lr", "batch_size"):
+            if getattr(mine, name) is None:
+                continue
+            training = getattr(spec.per_model.get(model), "training", None)
+            if name in spec.axes_of(model) or (training and getattr(training, name) is not None):
+                where = "axes" if name in spec.axes_of(model) else f"per_model.{model}.training"
+                path = f"per_model.{model}.tuning.{name}" if model in own else f"tuning.{name}"
+                problems.append(Problem(path, getattr(mine, name), f"also set in {where}.{name}: keep one"))
+    scaled = [
+        m for m, rule in getattr(spec, "alpha_scaling", {}).items() if rule.batch_size and spec.tuning_of(m).batch_size
+    ]
     problems += [
         Problem(f"alpha_scaling.{m}.batch_size", spec.alpha_scaling[m].batch_size, "0 when tuning searches batch_size")
         for m in scaled

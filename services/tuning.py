@@ -103,29 +103,24 @@ def best(table: dict[Setting, dict[int, Run]], p: float) -> Setting:
 
 
 def edges(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> list[tuple[str, str]]:
-    """Where the chosen setting sits at an end of the values tried along each searched dimension
-    (with the other dimension at its chosen value): [(dimension, "low" | "high")]."""
+    """Where the chosen setting holds the smallest or largest value of a searched dimension among
+    all the settings tried: [(dimension, "low" | "high")]."""
     out = []
     for d in searched:
-        line = sorted({s.value(d) for s in tried if all(s.value(o) == chosen.value(o) for o in DIMENSIONS if o != d)})
-        if len(line) >= 2 and chosen.value(d) in (line[0], line[-1]):
-            out.append((d, "low" if chosen.value(d) == line[0] else "high"))
+        values = sorted({s.value(d) for s in tried})
+        if len(values) >= 2 and chosen.value(d) in (values[0], values[-1]):
+            out.append((d, "low" if chosen.value(d) == values[0] else "high"))
     return out
 
 
-def step_past(chosen: Setting, dimension: str, side: str, tried: set[Setting]) -> Setting | None:
-    """One geometric step past the edge the chosen setting sits at: its value times its ratio to
-    its neighbour on that line (a batch size rounded, and at least 1; None where that gives
-    nothing new)."""
-    line = sorted({s.value(dimension) for s in tried if s.replace(dimension, chosen.value(dimension)) == chosen})
-    edge, neighbour = (line[0], line[1]) if side == "low" else (line[-1], line[-2])
+def beyond(values: list[float], side: str, dimension: str) -> float | None:
+    """One geometric step past an end of the sorted ``values``: the end times its ratio to its
+    neighbour (a batch size rounded, and at least 1; None where that gives nothing new)."""
+    edge, neighbour = (values[0], values[1]) if side == "low" else (values[-1], values[-2])
     value = edge * edge / neighbour
     if dimension == "batch_size":
         value = max(1, round(value))
-        if value == edge:
-            return None
-    new = chosen.replace(dimension, value)
-    return None if new in tried else new
+    return None if value == edge else value
 
 
 @dataclass
@@ -171,9 +166,10 @@ class TuningSearch:
 
     def __init__(self, spec: "SweepSpec"):
         self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
+        self.tunings = [spec.tuning_of(c.model) for c in spec.cells]  # each cell's model's value lists
         trainings = [spec.configs(c)[2] for c in spec.cells]
         self.window = trainings[0].stability_window
-        self.caps = [self.tuning.caps(t.batch_size * t.max_steps) for t in trainings]  # per cell, ascending
+        self.caps = [t.caps(c.batch_size * c.max_steps) for t, c in zip(self.tunings, trainings)]  # ascending
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps
         self.cells = [CellTuning() for _ in spec.cells]
         self.samplers = [self._sampler(i) for i in range(len(spec.cells))]
@@ -184,7 +180,7 @@ class TuningSearch:
     def _sampler(self, cell: int) -> "OptunaSettings | None":
         if self.tuning.sampler != "optuna":
             return None
-        return OptunaSettings(self.tuning, self.p, self.bases[cell], self.caps[cell][-1], self.cells[cell])
+        return OptunaSettings(self.tunings[cell], self.p, self.bases[cell], self.caps[cell][-1], self.cells[cell])
 
     def suggest(self, trial_id: str) -> Pack | str | None:
         if not self.queue:
@@ -222,22 +218,42 @@ class TuningSearch:
     def _selection_round(self, index: int, cell: CellTuning) -> list[tuple[Setting, int]]:
         """The (setting, sample cap) pairs to train next on the selection seeds; [] once
         selection is over: Optuna's next settings; else the grid, then the settings that could
-        still win at the next cap, then one step past each edge the best setting sits at."""
+        still win at the next cap, then the best setting's untried neighbours."""
         caps = self.caps[index]
         if self.samplers[index] is not None:
             return [(s, caps[-1]) for s in self.samplers[index].ask()]
         if not cell.runs:
-            return [(s, caps[0]) for s in self.tuning.settings(self.bases[index])]
+            return [(s, caps[0]) for s in self.tunings[index].settings(self.bases[index])]
         table = cell.table()
         further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, table, caps)) is not None]
         if further:
             return further
-        chosen, tried, new = best(table, self.p), set(table), []
-        for dimension, side in edges(chosen, tried, self.tuning.searched):
-            name, step = f"{dimension} {side}", step_past(chosen, dimension, side, tried)
-            if self.tuning.at_edge == "extend" and step and cell.extensions.get(name, 0) < self.tuning.max_extensions:
-                cell.extensions[name] = cell.extensions.get(name, 0) + 1
-                new.append((step, caps[0]))
+        return self._neighbours(cell, best(table, self.p), set(table), self.tunings[index], caps[0])
+
+    def _neighbours(self, cell: CellTuning, chosen: Setting, tried: set[Setting], tuning, cap: int):
+        """The chosen setting's neighbours not tried yet, so that it ends a local minimum: along each
+        searched field, the next value on either side among all values tried, or one geometric step
+        past an end (at most ``max_extensions`` per end; none with ``at_edge: flag``)."""
+        new: list[tuple[Setting, int]] = []
+        for dimension in tuning.searched:
+            values = sorted({s.value(dimension) for s in tried})
+            i = values.index(chosen.value(dimension))
+            for side, j in (("low", i - 1), ("high", i + 1)):
+                name = f"{dimension} {side}"
+                if 0 <= j < len(values):
+                    candidate = chosen.replace(dimension, values[j])
+                elif (
+                    len(values) < 2
+                    or tuning.at_edge != "extend"
+                    or cell.extensions.get(name, 0) >= tuning.max_extensions
+                    or (value := beyond(values, side, dimension)) is None
+                ):
+                    continue
+                else:
+                    candidate = chosen.replace(dimension, value)
+                    cell.extensions[name] = cell.extensions.get(name, 0) + 1
+                if candidate not in tried and candidate not in [s for s, _ in new]:
+                    new.append((candidate, cap))
         return new
 
     def _further(
@@ -308,7 +324,10 @@ def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...], sam
     line ends (after any extension), or Optuna's outermost values."""
     found = edges(chosen, tried, searched) if sampler == "grid" else outer(chosen, tried)
     return [
-        f"{d}: the {'smallest' if side == 'low' else 'largest'} value tried ({chosen.value(d):g})" for d, side in found
+        "batch_size: 1, the smallest possible"
+        if (d, side, chosen.batch_size) == ("batch_size", "low", 1)
+        else f"{d}: the {'smallest' if side == 'low' else 'largest'} value tried ({chosen.value(d):g})"
+        for d, side in found
     ]
 
 

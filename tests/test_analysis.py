@@ -156,3 +156,56 @@ def test_steps_ratio_of_two_cells_with_a_ci():
     assert gap["value"] == 8.0 and gap["ci95"] == [8.0, 8.0]
     never = _outcomes(_records([16], lambda n: False, steps=-1))
     assert steps_ratio(never, fast) == {"value": None, "ci95": None}
+
+
+def cells_of(scales: list[float], effects: np.ndarray, rng: np.random.Generator) -> list[Outcomes]:
+    """Cells where seed s succeeds from N = 3 scale e[s] f_s on: effects (seeds,) or (cells,
+    seeds) given, f_s a small noise of the cell's own."""
+    effects = np.broadcast_to(effects, (len(scales), SEEDS))
+    cells = []
+    for scale, effect in zip(scales, effects):
+        thresholds = 3 * scale * effect * np.exp(rng.normal(0, 0.05, SEEDS))
+        success = (NS[:, None] >= thresholds[None, :]).astype(float)
+        cells.append(Outcomes(NS, np.arange(SEEDS), success, np.ones_like(success), np.zeros_like(success)))
+    return cells
+
+
+def test_the_paired_difference_of_two_exponents_finds_a_known_difference_and_pairing_narrows_it():
+    """The CNN's N* grows as x^3 and the ViT's as x^2, and at each x a seed's data make it harder
+    or easier for both models alike (one effect per seed and x, shared): the paired bootstrap's CI
+    holds the true difference 1 and is much narrower than resampling the two models' seeds apart,
+    which ignores that their N* move together."""
+    from services.analysis import bootstrap_slopes, paired_slope_difference
+
+    rng = np.random.default_rng(11)
+    x = np.geomspace(2, 10, 5)
+    effects = np.exp(rng.normal(0, 0.8, (len(x), SEEDS)))
+    vit, cnn = cells_of(list(x**2), effects, rng), cells_of(list(x**3), effects, rng)
+    statistic = lambda o, cols: o.n_star(0.5, cols)  # noqa: E731
+    paired = paired_slope_difference((list(x), vit), (list(x), cnn), statistic)
+    assert paired["ci95"][0] <= 1.0 <= paired["ci95"][1] and abs(paired["value"] - 1.0) < 0.2
+    apart = bootstrap_slopes(x, cnn, statistic, seed=1) - bootstrap_slopes(x, vit, statistic, seed=2)
+    width_apart = np.subtract(*np.percentile(apart[np.isfinite(apart)], [97.5, 2.5]))
+    assert paired["ci95"][1] - paired["ci95"][0] < 0.5 * width_apart
+
+
+def test_local_slopes_show_a_curve_that_steepens():
+    """N* = x^2 up to x = 4, then x^4: the slopes between neighbours say so, each within its CI."""
+    from services.analysis import local_slopes
+
+    rng = np.random.default_rng(5)
+    x = np.array([2.0, 4.0, 8.0, 16.0])
+    scales = [v**2 if v <= 4 else 16 * (v / 4) ** 4 for v in x]
+    cells = cells_of(scales, np.exp(rng.normal(0, 0.5, SEEDS)), rng)
+    slopes = local_slopes(list(x), cells, lambda o, cols: o.n_star(0.5, cols))
+    assert [s["x"] for s in slopes] == [[2.0, 4.0], [4.0, 8.0], [8.0, 16.0]]
+    for slope, truth in zip(slopes, (2, 4, 4)):
+        assert slope["ci95"][0] <= truth <= slope["ci95"][1] and abs(slope["value"] - truth) < 0.3
+
+
+def test_zero_errors_in_n_bound_the_error_by_the_rule_of_three():
+    from services.summary import error_bound
+
+    assert error_bound(1000) == pytest.approx(3 / 1000, rel=0.01)
+    assert error_bound(10_000) == pytest.approx(3e-4, rel=0.01)
+    assert (1 - error_bound(300)) ** 300 == pytest.approx(0.05)  # the chance of 0 errors at that error rate

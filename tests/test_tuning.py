@@ -137,7 +137,7 @@ def test_a_best_setting_at_an_edge_is_extended_then_flagged():
     result = CellResult(spec.cells[0], records)
     row = summarize(spec, "s", [result]).cells[0]
     assert row.tuning.chosen == {"batch_size": 1, "lr": 64.0}
-    assert row.tuning.at_edge == ["lr: the largest value tried (64)"]
+    assert row.tuning.at_edge == ["batch_size: 1, the smallest possible", "lr: the largest value tried (64)"]
     assert row.tuning.selection_seeds == [1000, 1001, 1002, 1003] and row.tuning.measurement_seeds == list(range(6))
     flag = parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, at_edge: flag}"))
     search = TuningSearch(flag)
@@ -199,3 +199,20 @@ def test_a_tuned_spec_that_cannot_run_says_where(change, path):
     with pytest.raises(SpecError) as error:
         parse_spec(text)
     assert path in [p.path for p in error.value.problems], str(error.value)
+
+
+def test_a_model_can_search_values_of_its_own():
+    """per_model.cnn.tuning replaces the sweep's lists for the CNN alone; a batch size below the
+    low edge steps to 1 when the geometric step would round to 0."""
+    text = SPEC.replace(
+        "tuning: {lr: [0.25, 1, 4], batch_size: [1, 4],", "tuning: {lr: [0.25, 1, 4], batch_size: [2, 8],"
+    )
+    spec = parse_spec(text + "per_model: {cnn: {tuning: {lr: [16, 64]}}}\n")
+    assert spec.tuning_of("cnn").lr == [16.0, 64.0] and spec.tuning_of("vit").lr == [0.25, 1.0, 4.0]
+    packs = drive(TuningSearch(spec))
+    first = {(spec.cells[p.cell].model, lr) for p in packs if p.phase == SELECTION for lr in p.lr}
+    assert {lr for m, lr in first if m == "cnn"} == {16.0, 64.0, 4.0, 1.0}  # best at 16: two steps down past it
+    assert {lr for m, lr in first if m == "vit"} >= {0.25, 1.0, 4.0}
+    assert {p.batch_size for p in packs if p.phase == SELECTION} >= {1, 2, 8}  # 2 is best here: B = 1 tried past it
+    with pytest.raises(SpecError, match="needs a sweep tuning"):
+        parse_spec(text.split("tuning:")[0] + "per_model: {cnn: {tuning: {lr: [16]}}}\n")
