@@ -275,6 +275,13 @@ def _tuning_figure(spec: SweepSpec, summary: "Summary"):
             for style, b in zip(styles * 4, batches):
                 points = sorted((s["lr"], s["n_star"]) for s in r.tuning.selection if s["batch_size"] == b)
                 known = [(lr, n) for lr, n in points if n is not None]
+                above = [
+                    (s["lr"], s["n_star_above"])
+                    for s in r.tuning.selection
+                    if s["batch_size"] == b and s["n_star"] is None
+                ]
+                if above:  # N* above cap / W: drawn at that bound, pointing up
+                    ax.plot(*zip(*above), "^", ms=5, mfc="none", color=colour, ls="none")
                 if known:
                     ax.plot(
                         *zip(*known),
@@ -302,7 +309,7 @@ def _tuning_figure(spec: SweepSpec, summary: "Summary"):
             yscale="log",
             xlabel="eta (step size)",
             ylabel="N* on the selection seeds",
-            title=f"{model}: N* against eta (star: chosen; diamond: held-out N*, 95% CI)",
+            title=f"{model}: N* against eta (star: chosen; diamond: held-out N*, 95% CI; ^: N* above)",
         )
         ax.title.set_fontsize(9)
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))

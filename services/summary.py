@@ -44,7 +44,8 @@ class TuningRow:
     the choice sits at an edge of what was tried, and which seeds chose and which measured."""
 
     chosen: dict[str, float]  # batch_size, lr of the setting N* was measured at
-    selection: list[dict]  # per setting tried: batch_size, lr, n_star (None: not reached), seeds, without_stable
+    selection: list[dict]  # per setting tried: batch_size, lr, n_star (None: not known; then n_star_above, the
+    # bound its runs' cap gives: N* > cap / W), seeds, without_stable
     at_edge: list[str]  # edges of the values tried the chosen setting sits at ([]: inside)
     selection_seeds: list[int]
     measurement_seeds: list[int]
@@ -142,11 +143,13 @@ def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
     if spec.tuning is None or not table:
         return None
     chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
+    window = spec.configs(cell.cell)[2].stability_window
     selection = [
         {
             "batch_size": s.batch_size,
             "lr": s.lr,
-            "n_star": n_star_of_runs(runs, spec.success_rate),
+            "n_star": (star := n_star_of_runs(runs, spec.success_rate)),
+            "n_star_above": None if star is not None else max(r.budget for r in runs.values()) * s.batch_size / window,
             "seeds": len(runs),
             "without_stable": sum(r.n_stable < 0 or r.diverged for r in runs.values()),
         }

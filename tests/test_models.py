@@ -106,3 +106,28 @@ def test_autograd_gradients_against_finite_differences(cfg):
         return hinge_loss(F, y + 10.0)  # margin far from the kink, so the loss is smooth here
 
     assert torch.autograd.gradcheck(loss, [p.detach().clone().requires_grad_() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["all tokens", "sparsified"])
+def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse):
+    """ShallowViT.test_outputs (fused attention, mass from the relevant rows) agrees with forward
+    and the full attention map to float32 rounding, with and without a token set S^n."""
+    from vit_core.models import attention_mass
+    from vit_core.train import sample
+
+    data = TokenDataConfig(
+        dim=12,
+        n_patterns=8,
+        n_tokens=40,
+        alpha_star=0.2,
+        counts="binomial",
+        **({"sparsify": "random", "sparsify_k": 5} if sparse else {}),
+    )
+    test = sample(data, 64, 3)
+    model = build_model(ModelConfig(kind="vit"), make_patterns(data), [0, 1, 2])
+    keep = test.keep if sparse else None
+    relevant = (test.kinds == 1).float() * (1 if keep is None else keep)
+    F, attn = model(test.tokens, keep)
+    fast, mass = model.test_outputs(test.tokens, keep, relevant)
+    torch.testing.assert_close(fast, F, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(mass, attention_mass(attn, relevant), rtol=1e-5, atol=1e-6)

@@ -133,9 +133,9 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
             for name in ("error", "loss", "attention_mass"):
                 torch.testing.assert_close(got[name][k], source[name][k])
     scored = []
-    forward = PackedModel.forward
+    readout = PackedModel.readout  # every path from tokens to outputs ends here
     monkeypatch.setattr(
-        PackedModel, "forward", lambda self, X, keep=None: scored.append(self.K * X.shape[-3]) or forward(self, X, keep)
+        PackedModel, "readout", lambda self, Z, keep: scored.append(self.K * Z.shape[-3]) or readout(self, Z, keep)
     )
     assert _evaluate_test(model, test, None, train, torch.tensor([True] * 3))["error"][0] == 1 / 300
     assert sum(scored) == 3 * 100 + 200  # every model on the subset, model 0 on the other 200

@@ -89,6 +89,10 @@ class PackedModel(nn.Module):
     def forward(self, X: Tensor, keep: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Outputs F (K, B) and the attention map; ``keep`` (bool, like X without d) is S^n."""
         Z, attn = self.mix(X, keep)
+        return self.readout(Z, keep), attn
+
+    def readout(self, Z: Tensor, keep: Tensor | None) -> Tensor:
+        """F (K, B) from mixed tokens Z: a^T ReLU(W_O W_V z) averaged over the tokens kept."""
         K, (B, L) = self.K, Z.shape[-3:-1]
         H = _per_token(Z.flatten(-3, -2), self.W_V)
         if self.cfg.output_matrix:
@@ -97,9 +101,9 @@ class PackedModel(nn.Module):
             (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)
         )  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
         if keep is None:
-            return out.mean(-1), attn
+            return out.mean(-1)
         keep = keep.to(out.dtype).expand(K, B, L)
-        return (out * keep).sum(-1) / keep.sum(-1), attn
+        return (out * keep).sum(-1) / keep.sum(-1)
 
     def select(self, index: Tensor) -> "PackedModel":
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""
@@ -107,17 +111,54 @@ class PackedModel(nn.Module):
         return type(self)(self.cfg, params)
 
 
+def attention_mass(attn: Tensor, relevant: Tensor) -> Tensor:
+    """Per model and sample (K, n): the attention each relevant query (rows of ``attn`` that
+    ``relevant`` marks) puts on relevant keys, summed over keys, averaged over those queries."""
+    on_relevant = (attn @ relevant.unsqueeze(-1)).squeeze(-1)
+    return (on_relevant * relevant).sum(-1) / relevant.sum(-1)
+
+
 class ShallowViT(PackedModel):
     """One single-head self-attention layer before the two-layer perceptron (eq. 1)."""
 
-    def mix(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _query_side(self, X: Tensor) -> Tensor:
+        """X W_Q^T W_K (K, ..., L, d): scores[.., l, j] = x_l^T W_Q^T W_K x_j = (query side of l) . x_j."""
         *lead, L, d = X.shape
         XA = _per_token(X.reshape(*lead[:-1], -1, d), self.W_K.transpose(-1, -2) @ self.W_Q)
-        scores = XA.view(self.K, -1, L, d) @ X.transpose(-1, -2)  # scores[.., l, j] = x_l^T W_Q^T W_K x_j
+        return XA.view(self.K, -1, L, d)
+
+    def mix(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+        scores = self._query_side(X) @ X.transpose(-1, -2)
         if keep is not None:
             scores = scores.masked_fill(~keep.unsqueeze(-2), float("-inf"))
         attn = torch.softmax(scores, dim=-1)
         return attn @ X, attn
+
+    @torch.no_grad()
+    def test_outputs(self, X: Tensor, keep: Tensor | None, relevant: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Outputs F (K, n) on test samples X (n, L, d) shared by every model, and each sample's
+        attention_mass (K, n) where ``relevant`` (n, L, float, 0 where not kept) marks the
+        label-relevant tokens (None: not asked). Torch's fused attention (the L x L map is never
+        stored; 2x faster here on a CPU core) and the mass from the relevant query rows alone.
+        Test scoring only: training keeps mix's exact path, so every SGD step is as before;
+        outputs agree with forward's to float32 rounding (test_models)."""
+        n, L, d = X.shape
+        query = self._query_side(X)
+        mask = None if keep is None else keep.unsqueeze(-2)
+        values = X.expand(self.K, n, L, d)
+        Z = torch.nn.functional.scaled_dot_product_attention(query, values, values, attn_mask=mask, scale=1.0)
+        return self.readout(Z, keep), None if relevant is None else self._relevant_mass(query, X, keep, relevant)
+
+    def _relevant_mass(self, query: Tensor, X: Tensor, keep: Tensor | None, relevant: Tensor) -> Tensor:
+        """attention_mass over the rows of relevant queries only (R of L rows: alpha* of the cost)."""
+        rows = torch.argsort(relevant, dim=-1, descending=True, stable=True)[:, : int(relevant.sum(-1).max())]
+        weight = relevant.gather(-1, rows)  # (n, R): 1 for a relevant query, 0 for padding
+        picked = query.gather(-2, rows.unsqueeze(-1).expand(self.K, *rows.shape, X.shape[-1]))
+        scores = picked @ X.transpose(-1, -2)
+        if keep is not None:
+            scores = scores.masked_fill(~keep.unsqueeze(-2), float("-inf"))
+        on_relevant = (torch.softmax(scores, dim=-1) @ relevant.unsqueeze(-1)).squeeze(-1)
+        return (on_relevant * weight).sum(-1) / weight.sum(-1)
 
 
 class ShallowCNN(PackedModel):

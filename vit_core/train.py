@@ -43,7 +43,7 @@ from vit_core.configs import (
 from vit_core.data import TokenBatch, TokenKind, make_patterns, sample_tokens
 from vit_core.images import sample_images
 from vit_core.memory import keep_freed_memory
-from vit_core.models import build_model
+from vit_core.models import attention_mass, build_model
 from vit_core.outcomes import outcome, summarize_by_n
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS, build_positional
 from vit_core.seeding import Stream, numpy_rng
@@ -370,19 +370,25 @@ def _sums(
         part = slice(s, min(s + chunk, n))
         X, y = tokens[..., part, :, :], labels[..., part]
         kp = None if keep is None else keep[..., part, :]
-        F, attn = model(X, kp)
+        rel = None if kinds is None else (kinds[part] == TokenKind.RELEVANT).to(X.dtype) * (1 if kp is None else kp)
+        F, mass = _scored(model, X, kp, rel)
         totals["error"] += errors(F, y).sum(-1)
         totals["loss"] += loss(F, y).sum(-1)
-        if kinds is not None and attn is not None:
+        if mass is not None:
             measured = True
-            rel = (kinds[part] == TokenKind.RELEVANT).to(attn.dtype)
-            if kp is not None:
-                rel = rel * kp
-            on_rel = (attn @ rel.unsqueeze(-1)).squeeze(-1)  # (K, chunk, L): mass each query puts on relevant keys
-            totals["attention_mass"] += ((on_rel * rel).sum(-1) / rel.sum(-1)).sum(-1)
+            totals["attention_mass"] += mass.sum(-1)
     if not measured:
         totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
     return totals
+
+
+def _scored(model: "Packed", X: Tensor, keep: Tensor | None, relevant: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """Outputs F and per-sample attention mass (or None) of samples X: shared test samples through
+    a model's own test path where it has one (test_outputs), else through its forward."""
+    if X.dim() == 3 and hasattr(model, "test_outputs"):
+        return model.test_outputs(X, keep, relevant)
+    F, attn = model(X, keep)
+    return F, None if attn is None or relevant is None else attention_mass(attn, relevant)
 
 
 def _evaluate_test(
