@@ -144,9 +144,15 @@ def _tuning_lines(summary: "Summary") -> list[str]:
             f"tuned, {r.label}: B = {t.chosen['batch_size']}, eta = {t.chosen['lr']:g}, chosen on seeds "
             f"{_span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
             f" N* measured on seeds {_span(t.measurement_seeds)}"
-            + (f"; AT THE EDGE of the space: {', '.join(t.at_edge)}" if t.at_edge else "")
+            + "".join(f"; {note}" for note in t.at_edge if note.startswith("batch_size: 1,"))
+            + (f"; AT THE EDGE of the space: {', '.join(edge)}" if (edge := _open_edges(t.at_edge)) else "")
         )
     return lines
+
+
+def _open_edges(notes: list[str]) -> list[str]:
+    """The edges a search could have gone past (B = 1 is the smallest batch there is)."""
+    return [note for note in notes if not note.startswith("batch_size: 1,")]
 
 
 def _span(seeds: list[int]) -> str:

@@ -5,9 +5,12 @@ import json
 import math
 
 import pytest
-from conftest import model_record
+from conftest import model_record, run_spec
+from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
+from typer.testing import CliRunner
 
+from services.cli import app
 from services.execution.ray_tune import TuningSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
 from services.spec import SpecError, parse_spec
@@ -216,3 +219,56 @@ def test_a_model_can_search_values_of_its_own():
     assert {p.batch_size for p in packs if p.phase == SELECTION} >= {1, 2, 8}  # 2 is best here: B = 1 tried past it
     with pytest.raises(SpecError, match="needs a sweep tuning"):
         parse_spec(text.split("tuning:")[0] + "per_model: {cnn: {tuning: {lr: [16]}}}\n")
+
+
+TINY = """name: tuned_tiny
+models: [vit, cnn]
+data: {n_tokens: 24, dim: 12, n_patterns: 8}
+model: {width: 16}
+training: {protocol: one_pass, n_test: 200, eval_subset: 50, batch_size: 8, max_steps: 150, eval_every: 1,
+  eval_ratio: 1.2, stability_window: 3}
+axes: {alpha_star: [0.25, 0.5]}
+seeds: 4
+tuning: {lr: [0.25, 1], batch_size: [2, 8], selection_seeds: 3}
+resources: {models_per_pack: 16}
+"""
+
+
+def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path):
+    """run --json carries the tuned exponents, local slopes, the paired difference and per cell
+    what was chosen on which seeds over which window; MLflow holds the same, and `vitsweep report`
+    rebuilds it from MLflow alone."""
+    summary, output = run_spec(TINY, tmp_path)
+    for key in ("exponent", "exponent_first_zero", "exponent_difference"):
+        assert all(set(fit) == {"value", "ci95"} for fit in summary[key].values()), key
+    assert set(summary["exponent_difference"]) == {"cnn - vit"}
+    assert all(
+        len(slopes) == 1 and slopes[0]["alpha_star"] == [0.5, 0.25] for slopes in summary["local_exponent"].values()
+    )
+    assert summary["error_bound"] == {"200": pytest.approx(0.01487, abs=1e-5)}
+    assert set(summary["tuning"]) == {f"{m} alpha_star={a}" for m in ("vit", "cnn") for a in (0.25, 0.5)}
+    for cell in summary["tuning"].values():
+        assert cell["selection_seeds"] == [1000, 1001, 1002] and cell["measurement_seeds"] == [0, 1, 2, 3]
+        assert {(s["batch_size"], s["lr"]) for s in cell["selection"]} >= {(2, 0.25), (2, 1.0), (8, 0.25), (8, 1.0)}
+        assert (cell["chosen"]["batch_size"], cell["chosen"]["lr"]) in {
+            (s["batch_size"], s["lr"]) for s in cell["selection"]
+        }
+        assert cell["window"]["stability_window"] == 3 and cell["window"]["runs"] == 4
+        assert cell["window"]["checked"] is None or cell["window"]["checked"] >= 3
+    assert "chosen on seeds 1000-1002" in output and "measured on seeds 0-3" in output
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    for child in children:
+        chosen = summary["tuning"][child.info.run_name]["chosen"]
+        assert float(child.data.params["tuned.lr"]) == chosen["lr"]
+        assert int(child.data.params["tuned.batch_size"]) == chosen["batch_size"]
+        assert "tuning.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"tuning.png", "local_exponent.png"}
+    reported = CliRunner().invoke(app, ["report", "--home", str(tmp_path / "home"), "--json"])
+    assert reported.exit_code == 0, reported.output
+    rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
+    assert {r["label"]: r["tuning"]["chosen"] for r in rebuilt["cells"]} == {
+        label: cell["chosen"] for label, cell in summary["tuning"].items()
+    }
+    assert rebuilt["exponent_difference"] == summary["exponent_difference"]
