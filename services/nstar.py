@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.analysis import counted_success, stable_n_star
-from services.packs import Pack, cut
+from services.packs import Pack, RoundPlanner, cut
 from services.results import ModelRecord
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ class Bracket:
     outcomes: dict[int, list[float | None]] = field(
         default_factory=dict
     )  # per seed: 1 succeeded, 0 failed, None not counted
-    failed: bool = False
     rounds: int = 0
     adaptive: bool = True  # False for a one_pass cell: its one round gives every N
     retries: list[list[int]] = field(
@@ -54,7 +53,7 @@ class Bracket:
 
     def next_round(self) -> list[int]:
         """The N values to train next; [] when N* is known to the precision, or cannot be."""
-        if self.failed or (self.outcomes and not self.adaptive):
+        if self.outcomes and not self.adaptive:
             return []
         if not self.outcomes:
             return sorted(self.grid)
@@ -84,14 +83,11 @@ class Bracket:
         self.outcomes.setdefault(n, [None] * n_seeds)[seed] = value
 
 
-class NStarSearch:
-    """Plans packs round by round for every cell. A cell's next round starts once all packs of its
-    current round are done; ``suggest`` answers None while rounds are in flight and FINISHED when
-    no cell has anything left to train. Pure: execution.ray_tune adapts it to a Ray Tune searcher."""
-
-    FINISHED = "FINISHED"
+class NStarSearch(RoundPlanner):
+    """Plans the adaptive search's packs round by round for every cell (packs.RoundPlanner)."""
 
     def __init__(self, spec: "SweepSpec"):
+        super().__init__(len(spec.cells))
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
@@ -107,46 +103,26 @@ class NStarSearch:
             )
             for c in spec.cells
         ]
-        self.queue: list[Pack] = []
-        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
 
-    def suggest(self, trial_id: str) -> Pack | str | None:
-        if not self.queue:
-            self._plan()
-        if not self.queue:
-            return None if self.in_flight else self.FINISHED
-        pack = self.queue.pop(0)
-        self.in_flight[trial_id] = pack
-        return pack
+    def next_round(self, index: int) -> list[Pack]:
+        """Models that did not converge, again with a larger budget, before the next N; else the next N."""
+        cell = self.cells[index]
+        if cell.retries:
+            packs = [
+                pack
+                for budget in sorted({b for _, _, b in cell.retries})
+                for pack in cut(
+                    index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget
+                )
+            ]
+            cell.retries = []
+            return packs
+        pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
+        cell.rounds += bool(pairs)
+        return cut(index, pairs, self.pack_size)
 
-    def _plan(self) -> None:
-        """Queue the next round of every cell with nothing queued or in flight."""
-        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]}
-        for index, cell in enumerate(self.cells):
-            if index in busy:
-                continue
-            if cell.retries:  # models that did not converge, again with a larger budget, before the next N
-                for budget in sorted({b for _, _, b in cell.retries}):
-                    self.queue += cut(
-                        index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget
-                    )
-                cell.retries = []
-                continue
-            pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
-            cell.rounds += bool(pairs)
-            self.queue += cut(index, pairs, self.pack_size)
-
-    def complete(self, trial_id: str, records: list[ModelRecord] | None) -> None:
-        """A trial ended with these records; None: it failed (Ray already retried it max_failures
-        times), and its cell stops searching."""
-        pack = self.in_flight.pop(trial_id, None)
-        if pack is None:
-            return
+    def learn(self, pack: Pack, records: list[ModelRecord]) -> None:
         cell = self.cells[pack.cell]
-        if records is None:
-            cell.failed = True
-            self.queue = [p for p in self.queue if p.cell != pack.cell]
-            return
         budget = pack.max_steps or self.budgets[pack.cell]
         more = min(2 * budget, self.max_steps_cap or 0)
         for r in records:
@@ -155,15 +131,12 @@ class NStarSearch:
             cell.record(r.n_train, r.seed, counted_success(r.outcome), self.seeds)
 
     def get_state(self) -> dict:
-        return {
-            "cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells],
-            "queue": [p.config() for p in self.queue],
-            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
+        return super().get_state() | {
+            "cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells]
         }
 
     def set_state(self, state: dict) -> None:
-        self.cells = [
-            Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in state["cells"]
-        ]
-        self.queue = [Pack.from_config(p) for p in state["queue"]]
-        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
+        super().set_state(state)
+        cells = [dict(c) for c in state["cells"]]
+        self.failed |= {i for i, c in enumerate(cells) if c.pop("failed", False)}  # states saved before 2026-11-24
+        self.cells = [Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in cells]

@@ -76,3 +76,61 @@ def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
     if spec.tuning is not None:
         return None
     return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)
+
+
+class RoundPlanner:
+    """Plans a sweep's packs round by round, per cell: a cell's next round is planned once all
+    packs of its current one have reported. ``suggest`` answers a pack, None while rounds are in
+    flight, or FINISHED when no cell has anything left to train. Subclasses say what a cell's next
+    round is (``next_round``) and what a trial's records teach them (``learn``). Pure: Ray Tune's
+    Searcher adapts it (services.execution.ray_tune.PlanSearcher)."""
+
+    FINISHED = "FINISHED"
+
+    def __init__(self, cells: int):
+        self.queue: list[Pack] = []
+        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
+        self.failed: set[int] = set()  # cells a failed trial stopped
+        self.cell_count = cells
+
+    def suggest(self, trial_id: str) -> "Pack | str | None":
+        if not self.queue:
+            busy = {p.cell for p in [*self.queue, *self.in_flight.values()]} | self.failed
+            for index in range(self.cell_count):
+                if index not in busy:
+                    self.queue += self.next_round(index)
+        if not self.queue:
+            return None if self.in_flight else self.FINISHED
+        pack = self.queue.pop(0)
+        self.in_flight[trial_id] = pack
+        return pack
+
+    def complete(self, trial_id: str, records: list | None) -> None:
+        """A trial ended with these records; None: it failed (Ray already retried it max_failures
+        times), and its cell stops (reported FAILED)."""
+        pack = self.in_flight.pop(trial_id, None)
+        if pack is None:
+            return
+        if records is None:
+            self.failed.add(pack.cell)
+            self.queue = [p for p in self.queue if p.cell != pack.cell]
+            return
+        self.learn(pack, records)
+
+    def next_round(self, cell: int) -> list[Pack]:
+        raise NotImplementedError
+
+    def learn(self, pack: Pack, records: list) -> None:
+        raise NotImplementedError
+
+    def get_state(self) -> dict:
+        return {
+            "queue": [p.config() for p in self.queue],
+            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
+            "failed": sorted(self.failed),
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.queue = [Pack.from_config(p) for p in state["queue"]]
+        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
+        self.failed = set(state.get("failed", []))  # absent from states saved before 2026-11-24

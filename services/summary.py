@@ -158,7 +158,7 @@ def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
     return TuningRow(
         {"batch_size": chosen.batch_size, "lr": chosen.lr},
         selection,
-        at_edge(chosen, set(table), spec.tuning_of(cell.cell.model).searched, spec.tuning.sampler),
+        at_edge(chosen, set(table), spec.tuning_of(cell.cell.model).searched),
         sorted({r.seed for r in cell.records if r.phase == SELECTION}),
         sorted({r.seed for r in measured}),
     )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.packs import Pack, chunks
+from services.packs import Pack, RoundPlanner, chunks
 from services.results import MEASUREMENT, SELECTION
 
 if TYPE_CHECKING:
@@ -133,7 +133,6 @@ class CellTuning:
     extensions: dict[str, int] = field(default_factory=dict)  # "lr high" -> steps past that edge
     phase: str = SELECTION
     chosen: list | None = None  # [B, lr] once selection ended
-    failed: bool = False
     asked: int = 0  # optuna: settings asked so far
 
     def table(self) -> dict[Setting, dict[int, Run]]:
@@ -150,11 +149,9 @@ class CellTuning:
             mine[str(seed)] = [run.n_stable, run.diverged, run.budget]
 
 
-class TuningSearch:
-    """Plans packs round by round for every cell of a tuned spec: the selection rounds, then one
-    measurement round at the chosen setting. A cell's next round starts once its current one has
-    reported; ``suggest`` answers None while rounds are in flight and FINISHED when no cell has
-    anything left to train. Pure: execution.ray_tune adapts it to a Ray Tune searcher.
+class TuningSearch(RoundPlanner):
+    """Plans packs round by round for every cell of a tuned spec (packs.RoundPlanner): the
+    selection rounds, then one measurement round at the chosen setting.
 
     Selection runs under growing sample caps (``Tuning.caps``): a run not confirmed stable by cap C
     has a stable N above C/W (its window W·N must fit under C), so once some setting's N* is b, a
@@ -162,9 +159,8 @@ class TuningSearch:
     settings that still could go on, at the next cap; every setting's sample budget is the cell's
     (training.batch_size × max_steps), whatever its own batch size."""
 
-    FINISHED = "FINISHED"
-
     def __init__(self, spec: "SweepSpec"):
+        super().__init__(len(spec.cells))
         self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
         self.tunings = [spec.tuning_of(c.model) for c in spec.cells]  # each cell's model's value lists
         trainings = [spec.configs(c)[2] for c in spec.cells]
@@ -173,8 +169,6 @@ class TuningSearch:
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps
         self.cells = [CellTuning() for _ in spec.cells]
         self.samplers = [self._sampler(i) for i in range(len(spec.cells))]
-        self.queue: list[Pack] = []
-        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
         self.planned: dict[int, list[Setting]] = {}  # cell -> the settings of its selection round in flight
 
     def _sampler(self, cell: int) -> "OptunaSettings | None":
@@ -182,28 +176,14 @@ class TuningSearch:
             return None
         return OptunaSettings(self.tunings[cell], self.p, self.bases[cell], self.caps[cell][-1], self.cells[cell])
 
-    def suggest(self, trial_id: str) -> Pack | str | None:
-        if not self.queue:
-            self._plan()
-        if not self.queue:
-            return None if self.in_flight else self.FINISHED
-        pack = self.queue.pop(0)
-        self.in_flight[trial_id] = pack
-        return pack
-
-    def _plan(self) -> None:
-        """Queue the next round of every cell with nothing queued or in flight."""
-        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]}
-        for index, cell in enumerate(self.cells):
-            if index in busy or cell.failed or cell.phase == DONE:
-                continue
-            if index in self.planned and self.samplers[index] is not None:
-                self.samplers[index].tell(self.planned[index])
-            self.planned.pop(index, None)
-            self.queue += self._next_round(index, cell)
-
-    def _next_round(self, index: int, cell: CellTuning) -> list[Pack]:
+    def next_round(self, index: int) -> list[Pack]:
         """A selection round, the measurement round once selection is over, or nothing (done)."""
+        cell = self.cells[index]
+        if index in self.planned and self.samplers[index] is not None:
+            self.samplers[index].tell(self.planned[index])
+        self.planned.pop(index, None)
+        if cell.phase == DONE:
+            return []
         if cell.phase == MEASUREMENT:
             cell.phase = DONE
             return []
@@ -288,58 +268,35 @@ class TuningSearch:
             ]
         return packs
 
-    def complete(self, trial_id: str, records: list["ModelRecord"] | None) -> None:
-        """A trial ended with these records; None: it failed (after Ray's retries), and its cell
-        stops (reported FAILED)."""
-        pack = self.in_flight.pop(trial_id, None)
-        if pack is None:
-            return
+    def learn(self, pack: Pack, records: list["ModelRecord"]) -> None:
         cell = self.cells[pack.cell]
-        if records is None:
-            cell.failed = True
-            self.queue = [p for p in self.queue if p.cell != pack.cell]
-            return
         for setting, runs in runs_by_setting(records).items():
             for seed, run in runs.items():
                 cell.add(setting, seed, run)
 
     def get_state(self) -> dict:
-        return {
+        return super().get_state() | {
             "cells": [vars(c) for c in self.cells],
-            "queue": [p.config() for p in self.queue],
-            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
             "planned": {str(i): [[s.batch_size, s.lr] for s in v] for i, v in self.planned.items()},
         }
 
     def set_state(self, state: dict) -> None:
+        super().set_state(state)
         self.cells = [CellTuning(**c) for c in state["cells"]]
         self.samplers = [self._sampler(i) for i in range(len(self.cells))]
-        self.queue = [Pack.from_config(p) for p in state["queue"]]
-        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
         self.planned = {int(i): [Setting(*s) for s in v] for i, v in state["planned"].items()}
 
 
-def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...], sampler: str) -> list[str]:
-    """Where a cell's chosen setting still sits at an edge of what was tried, for people: a grid's
-    line ends (after any extension), or Optuna's outermost values."""
-    found = edges(chosen, tried, searched) if sampler == "grid" else outer(chosen, tried)
+def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> list[str]:
+    """Where a cell's chosen setting still sits at an edge of the values tried, for people (after
+    any extension; Optuna's settings: its outermost values)."""
+    found = edges(chosen, tried, searched)
     return [
         "batch_size: 1, the smallest possible"
         if (d, side, chosen.batch_size) == ("batch_size", "low", 1)
         else f"{d}: the {'smallest' if side == 'low' else 'largest'} value tried ({chosen.value(d):g})"
         for d, side in found
     ]
-
-
-def outer(chosen: Setting, tried: set[Setting]) -> list[tuple[str, str]]:
-    """Where the chosen setting holds the smallest or largest value of a dimension among all the
-    settings tried (Optuna's settings lie on no grid line)."""
-    out = []
-    for d in DIMENSIONS:
-        values = sorted({s.value(d) for s in tried})
-        if len(values) >= 2 and chosen.value(d) in (values[0], values[-1]):
-            out.append((d, "low" if chosen.value(d) == values[0] else "high"))
-    return out
 
 
 class OptunaSettings:

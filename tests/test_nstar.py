@@ -119,7 +119,7 @@ def test_a_failed_pack_ends_its_cell_only():
     searcher = _searcher(cells=2)
     configs = {f"t{i}": searcher.suggest(f"t{i}") for i in range(2)}
     searcher.on_trial_complete("t0", None, error=True)
-    assert searcher.search.cells[configs["t0"]["pack"]["cell"]].failed
+    assert configs["t0"]["pack"]["cell"] in searcher.search.failed
     assert searcher.suggest("t2") is None  # the other cell is still in flight
     _report(searcher, "t1", configs["t1"], [thresholds(30)] * 2)
     assert searcher.suggest("t3")["pack"]["cell"] == configs["t1"]["pack"]["cell"]
