@@ -351,6 +351,7 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
         "train_s": round(result.train_s, 3),
+        "busy_fraction": result.busy_fraction,
         "failed_trials": failed,
         "best": result.best,
     }
@@ -439,7 +440,8 @@ def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> N
     if result.best:
         console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
     console.print(
-        f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s.",
+        f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
+        + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy."),
         markup=False,
     )
     if parent_id is None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.analysis import counted_success, stable_n_star
-from services.packs import Pack, RoundPlanner, cut
+from services.packs import Pack, RoundPlanner, cut, pack_cost
 from services.results import ModelRecord
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class NStarSearch(RoundPlanner):
     """Plans the adaptive search's packs round by round for every cell (packs.RoundPlanner)."""
 
     def __init__(self, spec: "SweepSpec"):
-        super().__init__(len(spec.cells))
+        super().__init__(len(spec.cells), pack_cost(spec))
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
         self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget

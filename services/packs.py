@@ -49,12 +49,14 @@ def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
     """The packs of a sweep: for each cell, its (N, seed) pairs cut into packs of at most
     ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
     once), small enough that there are at least two packs per slot, so that no CPU idles through
-    a long tail; a cell's packs are of equal size."""
+    a long tail; a cell's packs are of equal size. Longest first (pack_cost), as Tune runs a grid
+    in order."""
     pairs = [[(n, seed) for n in spec.n_values(cell) for seed in range(spec.seeds)] for cell in spec.cells]
     size = spec.resources.models_per_pack
     if slots:
         size = min(size, max(1, math.ceil(sum(map(len, pairs)) / (2 * slots))))
-    return [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
+    made = [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
+    return sorted(made, key=pack_cost(spec), reverse=True)
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -78,27 +80,47 @@ def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
     return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)
 
 
+def len_of_pack(pack: Pack) -> float:
+    """The plainest cost of a pack: its models."""
+    return len(pack.seeds)
+
+
+def pack_cost(spec: "SweepSpec"):
+    """A pack's estimated cost, for ordering packs longest first: its models x the multiply-adds of
+    one model's forward pass on one sample (spec.sample_cost: a ViT's attention grows as L^2) x the
+    samples a model trains on, except in a tuned cell, whose runs stop at their window long
+    before their cap (there the cap says little, and the model's cost per sample decides)."""
+
+    def cost(pack: Pack) -> float:
+        per_sample = spec.sample_cost(spec.cells[pack.cell])
+        samples = 1 if pack.phase else sum(pack.n_train) / len(pack.n_train)
+        return len(pack.seeds) * per_sample * samples
+
+    return cost
+
+
 class RoundPlanner:
-    """Plans a sweep's packs round by round, per cell: a cell's next round is planned once all
-    packs of its current one have reported. ``suggest`` answers a pack, None while rounds are in
-    flight, or FINISHED when no cell has anything left to train. Subclasses say what a cell's next
-    round is (``next_round``) and what a trial's records teach them (``learn``). Pure: Ray Tune's
-    Searcher adapts it (services.execution.ray_tune.PlanSearcher)."""
+    """Plans a sweep's packs round by round, per cell: a cell's next round is planned as soon as
+    all packs of its current one have reported, and the queue stays ordered longest pack first
+    (``cost``), so that a late round of a slow cell does not run alone at the end while the other
+    slots idle. ``suggest`` answers a pack, None while rounds are in flight, or FINISHED when no
+    cell has anything left to train. Subclasses say what a cell's next round is (``next_round``)
+    and what a trial's records teach them (``learn``). Pure: Ray Tune's Searcher adapts it
+    (services.execution.ray_tune.PlanSearcher)."""
 
     FINISHED = "FINISHED"
 
-    def __init__(self, cells: int):
+    def __init__(self, cells: int, cost=len_of_pack):
         self.queue: list[Pack] = []
         self.in_flight: dict[str, Pack] = {}  # trial id -> pack
         self.failed: set[int] = set()  # cells a failed trial stopped
-        self.cell_count = cells
+        self.cell_count, self.cost = cells, cost
 
     def suggest(self, trial_id: str) -> "Pack | str | None":
-        if not self.queue:
-            busy = {p.cell for p in [*self.queue, *self.in_flight.values()]} | self.failed
-            for index in range(self.cell_count):
-                if index not in busy:
-                    self.queue += self.next_round(index)
+        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]} | self.failed
+        new = [pack for index in range(self.cell_count) if index not in busy for pack in self.next_round(index)]
+        if new:
+            self.queue = sorted(self.queue + new, key=self.cost, reverse=True)  # stable: equal costs keep their order
         if not self.queue:
             return None if self.in_flight else self.FINISHED
         pack = self.queue.pop(0)

@@ -219,6 +219,15 @@ class SweepResult:
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
     started_at: float | None = None  # epoch seconds: when the sweep started (its first run, if resumed)
     ended_at: float | None = None  # when its last trial was collected
+    slots: int = 0  # trials the cluster ran at once (0: not known, results saved before 2026-11-24)
+
+    @property
+    def busy_fraction(self) -> float | None:
+        """The share of the slots' time over the sweep's span (started_at to ended_at) that trials
+        spent training (train_s): how busy the sweep kept the CPUs (GPUs). A resumed sweep's span
+        holds the time between its runs too."""
+        span = (self.ended_at or 0) - (self.started_at or 0)
+        return round(self.train_s / (self.slots * span), 4) if self.slots and span > 0 else None
 
     def to_json(self) -> str:
         cells = [

@@ -440,6 +440,11 @@ class SweepSpec(BaseModel):
     def check_cell(self, data, model) -> None:
         """A family's checks across sections (ConfigError)."""
 
+    def sample_cost(self, cell: Cell) -> float:
+        """Multiply-adds of one model's forward pass on one sample: what orders packs longest first
+        (services.packs.pack_cost); 1 where a family does not say."""
+        return 1.0
+
 
 class AlphaScaling(BaseModel):
     """Training values of one model that grow as alpha* falls: value(alpha*) = round(value *
@@ -485,6 +490,13 @@ class LiSweep(SweepSpec):
     def check_cell(self, data: TokenDataConfig, model: ModelConfig) -> None:
         check_fits_data(model, data.dim, data.n_patterns)
 
+    def sample_cost(self, cell: Cell) -> float:
+        """The values' L·d·m; a ViT adds its query side L·d·d and its attention 2·L²·d."""
+        data, model, _ = self.configs(cell)
+        L, d = data.n_tokens, data.dim
+        values = L * d * model.v_rows()
+        return values + (L * d * d + 2 * L * L * d if model.kind == "vit" else 0)
+
 
 class JelassiSweep(SweepSpec):
     """Paper B (Jelassi, Sander, Li, NeurIPS 2022): positional attention on spatially structured data."""
@@ -501,6 +513,11 @@ class JelassiSweep(SweepSpec):
 
     def check_cell(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
         check_positional_fits(model, data)
+
+    def sample_cost(self, cell: Cell) -> float:
+        """Attention over D patches (D²·d) and the values (D·d·m, m = 1 for the value vector)."""
+        data, model, _ = self.configs(cell)
+        return data.n_patches**2 * data.dim + data.n_patches * data.dim * max(1, model.width)
 
 
 class ImageSweep(JelassiSweep):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.packs import Pack, RoundPlanner, chunks
+from services.packs import Pack, RoundPlanner, chunks, pack_cost
 from services.results import MEASUREMENT, SELECTION
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class TuningSearch(RoundPlanner):
     (training.batch_size × max_steps), whatever its own batch size."""
 
     def __init__(self, spec: "SweepSpec"):
-        super().__init__(len(spec.cells))
+        super().__init__(len(spec.cells), pack_cost(spec))
         self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
         self.tunings = [spec.tuning_of(c.model) for c in spec.cells]  # each cell's model's value lists
         trainings = [spec.configs(c)[2] for c in spec.cells]

@@ -166,3 +166,26 @@ def test_the_window_is_zero_or_above_one():
         TrainConfig(stability_window=1.0)
     off = train_pack(SMALL, ModelConfig(), ONE_PASS, [80], [0]).records()[0]
     assert "censored" not in off  # records as before
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 16])
+def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_size):
+    """Chunks are whole blocks: the samplers are asked for consecutive, disjoint, block-aligned
+    ranges of the stream, whatever B (at B = 1 each block used to be made twice)."""
+    from vit_core import train
+    from vit_core.data import BLOCK
+
+    asked = []
+    real = train.sample
+
+    def spy(data, n, seed, stream=Stream.TRAIN_DATA, start=0):
+        asked.append((start, n))
+        return real(data, n, seed, stream, start)
+
+    monkeypatch.setattr(train, "sample", spy)
+    batches = FreshBatches(SMALL, [0], batch_size, "cpu")
+    drawn = [batches.batch()[0][0] for _ in range(100)]
+    assert all(start % BLOCK == 0 and n % BLOCK == 0 for start, n in asked)
+    assert [start for start, _ in asked] == list(np.cumsum([0] + [n for _, n in asked[:-1]]))
+    whole = real(SMALL, 100 * batch_size, 0)
+    assert torch.equal(torch.cat(drawn), whole.tokens)  # the same samples, in order

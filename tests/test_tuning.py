@@ -272,3 +272,29 @@ def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path
         label: cell["chosen"] for label, cell in summary["tuning"].items()
     }
     assert rebuilt["exponent_difference"] == summary["exponent_difference"]
+
+
+def test_a_cells_next_round_is_planned_as_soon_as_its_round_reports_and_long_packs_go_first():
+    """The ViT's packs (attention: a larger cost per sample) come before the CNN's; once a ViT
+    cell's round has reported, its next round is queued ahead of the CNN packs still waiting,
+    so that a slow cell's last round does not run alone at the end."""
+    spec = parse_spec(SPEC)
+    search = TuningSearch(spec)
+    first = search.suggest("t0")
+    assert spec.cells[first.cell].model == "vit"
+    waiting = [spec.cells[p.cell].model for p in search.queue]
+    assert waiting == sorted(waiting, key=lambda m: m != "vit")  # every ViT pack before every CNN pack
+    cell0 = [first] + [p for p in search.queue if p.cell == first.cell]
+    search.queue = [p for p in search.queue if p.cell != first.cell]
+    for i, pack in enumerate(cell0):
+        search.in_flight[f"c{i}"] = pack
+        records = [
+            ModelRecord.from_dict(r)
+            for n, seed, lr in zip(pack.n_train, pack.seeds, pack.lr)
+            for r in run_records(Setting(pack.batch_size, lr), seed, n, pack.phase)
+        ]
+        search.complete(f"c{i}", records)
+    search.in_flight.pop("t0", None)
+    order = [search.suggest("t1").cell] + [p.cell for p in search.queue]
+    cnn = [i for i, c in enumerate(order) if spec.cells[c].model == "cnn"]
+    assert first.cell in order and order.index(first.cell) < min(cnn)  # its next round, ahead of the CNN's packs

@@ -23,6 +23,7 @@ stops when no model is left.
 """
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from vit_core.configs import (
     TokenDataConfig,
     TrainConfig,
 )
-from vit_core.data import TokenBatch, TokenKind, make_patterns, sample_tokens
+from vit_core.data import BLOCK, TokenBatch, TokenKind, make_patterns, sample_tokens
 from vit_core.images import sample_images
 from vit_core.memory import keep_freed_memory
 from vit_core.models import attention_mass, build_model
@@ -216,7 +217,7 @@ class FreshBatches:
     so a model's data do not depend on the pack it trains in. ``fixed = False``: there is no
     training set to score or settle on."""
 
-    CHUNK = 32  # steps of samples made at once per model (whole blocks of the data's stream)
+    CHUNK = 32  # steps of samples made at once per model, at least (chunk)
     fixed = False
 
     def __init__(self, data: "DataConfig", seeds: list[int], batch_size: int, device):
@@ -228,7 +229,7 @@ class FreshBatches:
     def batch(self) -> tuple[Tensor, Tensor, Tensor | None]:
         """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
         if self.consumed + self.B > self.made:
-            n = self.CHUNK * self.B
+            n = self.chunk()
             parts = [sample(self.data, n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
             self._buffer = TokenBatch(
                 *(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts)))
@@ -239,6 +240,13 @@ class FreshBatches:
         window = slice(at, at + self.B)
         keep = self._buffer.keep[:, window]
         return self._buffer.tokens[:, window], self._buffer.labels[:, window], None if keep.all() else keep
+
+    def chunk(self) -> int:
+        """Samples made at once per model: at least CHUNK steps' worth, and a whole number of batches
+        and of the data's blocks (BLOCK samples), so that no block is ever made twice (at B = 1,
+        32 steps were half a block: every block was made for two chunks)."""
+        unit = math.lcm(BLOCK, self.B)
+        return unit * math.ceil(self.CHUNK * self.B / unit)
 
     def note_losses(self, per_sample: Tensor) -> None:
         """Nothing to note: no sample comes back."""

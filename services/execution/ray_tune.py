@@ -111,6 +111,7 @@ def run_sweep(
     grid = tuner.fit()
     result = _collect(spec, grid)
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
+    result.slots = trial_slots(spec)
     # a resumed sweep started when its earliest trial did, in an earlier run of the command
     result.started_at = min([began, *(c.started_at for c in result.cells if c.started_at is not None)])
     result.ended_at = time.time()
