@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test lint chaos system-tools bench bench-full bench-packing bench-device clean
+.PHONY: run test lint chaos system-tools bench bench-full bench-packing bench-device bench-onepass clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -59,6 +59,14 @@ system-tools:
 # Ray Tune trial, a plain loop; ratios and the FLOP fraction, last stdout line JSON (bench/results/).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/fig1.py
+
+# Issue 29's benchmark: W2, the main job's one-pass workload (its tuned grid), three ways: vitsweep,
+# one model per Ray Tune trial, a plain loop; its FLOP and random-number limits and each model's
+# data share; last stdout line JSON (bench/results/onepass.json). BASELINE=REV also runs vitsweep on
+# a worktree of REV, side by side; DEVICE=cuda trains the loop and the data share on a GPU.
+BASELINE ?=
+bench-onepass: $(VENV)/.installed
+	$(BIN)/python bench/onepass.py $(if $(BASELINE),--baseline $(BASELINE)) $(if $(DEVICE),--device $(DEVICE))
 
 # All of W1 (4,000 trainings) through vitsweep only, timed.
 bench-full: $(VENV)/.installed

@@ -67,3 +67,24 @@ def test_fig1_bench_runs_all_three_ways_on_a_tiny_subset(tmp_path):
     )
     assert 0 < result["flop_fraction"] < 1 and 0 < result["attention_matmul_fraction"] < 1
     assert out.with_suffix(".run.txt").read_text().strip()  # vitsweep's own output, kept
+
+
+def test_the_one_pass_benchmark_runs_its_three_ways_and_says_what_the_issue_asks(tmp_path):
+    """bench/onepass.py on a toy tuned spec: vitsweep end to end, one model per Ray Tune trial and
+    a plain loop, with the ratios, the FLOP fraction and each model kind's data share."""
+    out = tmp_path / "onepass.json"
+    run = subprocess.run(
+        [sys.executable, "bench/onepass.py", "--spec", "tests/tiny_tuned.yaml", "--a-every", "8", "--b-every", "8"]
+        + ["--flop-every", "8", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result == json.loads(out.read_text())
+    assert result["runs"] > 0 and 0 < result["busy_fraction"] <= 1
+    for key in ("ratio_vs_ray_per_trial", "ratio_vs_loop", "flop_fraction", "rng_fraction"):
+        assert result[key] > 0, key
+    assert set(result["data_share"]) == {"vit", "cnn"}
+    assert all(0 < share < 1 for kind in result["data_share"].values() for share in kind.values())
