@@ -15,6 +15,8 @@ import inspect
 import json
 import os
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -106,13 +108,33 @@ def _configs(values: dict[str, Any]) -> tuple[TokenDataConfig, ModelConfig, Trai
         ) from None
 
 
-def _table(title: str, rows: list[dict]) -> Table:
+def show_table(title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("cell",)) -> None:
+    """A table on stdout: rich's on a terminal; elsewhere (a file, a pipe, a Ray job's log) its
+    title and Markdown rows, every cell whole and no colour codes, whatever the width."""
+    if not sys.stdout.isatty():
+        print(f"{title}\n\n| " + " | ".join(header) + " |\n|" + " --- |" * len(header), flush=True)
+        print("".join("| " + " | ".join(row) + " |\n" for row in rows), flush=True)
+        return
     table = Table(title=title)
-    for column in ("N", "models", "success", "test error", "steps to 0", "settled", "diverged", "attn mass"):
-        table.add_column(column, justify="right")
+    for column in header:
+        table.add_column(column, justify="left" if column in left else "right", no_wrap=column in left)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def show(line: str) -> None:
+    """A line on stdout: wrapped to a terminal by rich there, whole elsewhere (never wrapped)."""
+    if sys.stdout.isatty():
+        Console().print(line, markup=False)
+    else:
+        print(line, flush=True)
+
+
+def _per_n_rows(rows: list[dict]) -> list[list[str]]:
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    for r in rows:
-        table.add_row(
+    return [
+        [
             str(r["n"]),
             str(r["models"]),
             fmt(r["success_rate"], ".2f"),
@@ -121,8 +143,9 @@ def _table(title: str, rows: list[dict]) -> Table:
             str(r["settled"]),
             str(r["diverged"]),
             fmt(r["mean_attention_mass"], ".3f"),
-        )
-    return table
+        ]
+        for r in rows
+    ]
 
 
 def train(**values: Any) -> None:
@@ -155,12 +178,12 @@ def train(**values: Any) -> None:
             data, model, training, n_train, seeds * len(n_values), device=values["device"], progress=report
         )
     rows = result.by_n()
-    Console().print(
-        _table(
-            f"{model.kind}, alpha*={data.alpha_star} (effective {data.effective_alpha_star:.4f}), "
-            f"{len(seeds)} seeds, {result.wall_s:.1f} s",
-            rows,
-        )
+    show_table(
+        f"{model.kind}, alpha*={data.alpha_star} (effective {data.effective_alpha_star:.4f}), "
+        f"{len(seeds)} seeds, {result.wall_s:.1f} s",
+        ["N", "models", "success", "test error", "steps to 0", "settled", "diverged", "attn mass"],
+        _per_n_rows(rows),
+        left=(),
     )
     if values["json"]:
         summary = {
@@ -259,6 +282,12 @@ def run(
     new: bool = typer.Option(
         False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"
     ),
+    progress_every: float = typer.Option(
+        None,
+        "--progress-every",
+        min=0,
+        help="where stderr is not a terminal: a progress line every SECONDS (default: VITSWEEP_PROGRESS_S, else 30)",
+    ),
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
 
@@ -270,15 +299,8 @@ def run(
     spec = _load_or_exit(path)
     from services import runs
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
     try:
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        with _progress(spec, progress_every) as follow:
             out = runs.run(
                 spec,
                 Path(path).read_text(),
@@ -288,7 +310,7 @@ def run(
                 ray_address,
                 None if no_cache else (cache or home / "cache"),
                 new,
-                _ProgressBar(bar, spec),
+                follow,
                 runs.stderr,
             )
     except runs.Interrupted as stopped:
@@ -306,21 +328,92 @@ def run(
         raise typer.Exit(1)
 
 
+@contextmanager
+def _progress(spec, every: float | None):
+    """How a run shows its progress: rich's live bar on a terminal, else ProgressLines every
+    ``every`` seconds (VITSWEEP_PROGRESS_S, else 30)."""
+    if sys.stderr.isatty():
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(
+            *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=True
+        ) as bar:
+            yield _ProgressBar(bar, spec)
+        return
+    with ProgressLines(spec, float(os.environ.get("VITSWEEP_PROGRESS_S", 30)) if every is None else every) as lines:
+        yield lines
+
+
 class _ProgressBar:
-    """runs.Progress on a rich progress bar: one task, the sweep's trials."""
+    """runs.Progress on a rich progress bar (a terminal): one task, the sweep's trials."""
 
     def __init__(self, bar: Progress, spec):
         self.bar, self.spec, self.task, self.sweep_id = bar, spec, None, ""
 
-    def start(self, sweep_id: str, trials: int | None) -> None:
+    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
         self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
 
-    def advance(self, done: int, failed: int, models: int) -> None:
+    def advance(self, done: int, failed: int, models: int, train_s: float) -> None:
         self.bar.update(
             self.task,
             completed=done,
             description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials",
         )
+
+
+class ProgressLines:
+    """runs.Progress as plain lines on stderr (a log, a pipe, a Ray job's log), at most one every
+    ``every`` seconds as trials end, and one every ``every`` seconds while none does: trials done
+    of all (when known), models trained, elapsed time, an ETA and how busy the trials kept the
+    slots so far. A context manager: its timer stops on exit."""
+
+    def __init__(self, spec, every: float):
+        self.spec, self.every = spec, every
+        self.sweep_id, self.trials, self.slots = "", None, 1
+        self.done = self.failed = self.models = 0
+        self.train_s, self.began, self.printed = 0.0, time.monotonic(), float("-inf")
+        self.lock, self.stopped = threading.Lock(), threading.Event()
+
+    def __enter__(self) -> "ProgressLines":
+        threading.Thread(target=self._tick, name="progress-lines", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+
+    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
+        self.sweep_id, self.trials, self.slots = sweep_id, trials, max(1, slots)
+        self.began = time.monotonic()
+
+    def advance(self, done: int, failed: int, models: int, train_s: float) -> None:
+        self.done, self.failed, self.models, self.train_s = done, failed, models, train_s
+        if time.monotonic() - self.printed >= self.every:
+            self._line()
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(max(self.every, 1.0)):
+            if self.sweep_id and time.monotonic() - self.printed >= self.every:
+                self._line()
+
+    def _line(self) -> None:
+        with self.lock:
+            self.printed = now = time.monotonic()
+            elapsed = now - self.began
+            total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
+            eta = elapsed * (total - done) / done if done and total and total > done else None
+            busy = self.train_s / (self.slots * elapsed) if elapsed > 0 else 0.0
+            of = f"/{self.trials}" if self.trials else ""
+            print(
+                f"[{self.sweep_id}] {self.done}{of} trials ({self.failed} failed), {self.models} models trained, "
+                f"{_clock(elapsed)} elapsed, ETA {'-' if eta is None else _clock(eta)}, "
+                f"{self.slots} slots {busy:.0%} busy so far",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
 
 
 def _run_json(spec, out, failed: list[str]) -> dict:
@@ -403,17 +496,10 @@ def _print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
     from services.report import TABLE_HEADER, notes, table_rows
 
-    table = Table(
-        title=f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
-    )
-    for column in TABLE_HEADER:
-        table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
-    for row in table_rows(summary):
-        table.add_row(*row)
-    console = Console()
-    console.print(table)
+    title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
+    show_table(title, TABLE_HEADER, table_rows(summary))
     for line in notes(summary):
-        console.print(f"- {line}", markup=False)
+        show(f"- {line}")
 
 
 def _rate(row: dict) -> str:
@@ -425,30 +511,26 @@ def _rate(row: dict) -> str:
 
 def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> None:
     """Success rates per N, failed trials, the best Optuna trial and where the results are."""
-    console = Console()
-    table = Table(title="success rate per N")
-    table.add_column("cell")
-    table.add_column("success rate per N", justify="left")
+    rows = []
     for cell in result.cells:
-        rows = cell.by_n()
+        per_n = cell.by_n()
         if spec.one_pass(cell.cell):  # every evaluated N: show where the rate changes
-            rows = [r for i, r in enumerate(rows) if i in (0, len(rows) - 1) or _rate(r) != _rate(rows[i - 1])]
-        table.add_row(cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in rows))
-    console.print(table)
+            per_n = [r for i, r in enumerate(per_n) if i in (0, len(per_n) - 1) or _rate(r) != _rate(per_n[i - 1])]
+        rows.append([cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in per_n)])
+    show_table("success rate per N", ["cell", "success rate per N"], rows, left=("cell", "success rate per N"))
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
-        console.print(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}", markup=False)
-    console.print(
+        show(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}")
+    show(
         f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
-        + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy."),
-        markup=False,
+        + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy.")
     )
     if parent_id is None:
         return
-    console.print(f"MLflow: {uri} (parent run {parent_id})", markup=False)
+    show(f"MLflow: {uri} (parent run {parent_id})")
     if (home / "mlflow.db").exists():
-        console.print(f"Open the UI with: vitsweep ui --home {home}", markup=False)
+        show(f"Open the UI with: vitsweep ui --home {home}")
 
 
 @app.command("report")
@@ -467,7 +549,7 @@ def report_command(
     with _store(tracking_uri, home) as uri:
         summary, folder = runs.report(uri, sweep_id, out, home)
     _print_summary(summary)
-    Console().print(f"report written to {folder}", markup=False)
+    show(f"report written to {folder}")
     if as_json:
         print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
 
@@ -518,7 +600,7 @@ def compare(
     with _store(tracking_uri, home) as uri:
         comparison, folder, run_id = runs.compare(uri, sweep_a, sweep_b, out, home)
     _print_comparison(comparison)
-    Console().print(f"figure and JSON written to {folder}; MLflow run {run_id}", markup=False)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
     if as_json:
         print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
 
@@ -527,24 +609,24 @@ def _print_comparison(comparison: "Comparison") -> None:
     """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
     from services.report import fmt
 
-    table = Table(title=f"A = {comparison.sweep_a}, B = {comparison.sweep_b}: N* per cell")
-    for column in ("cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A"):
-        table.add_column(column, justify="left" if column == "cell" else "right", no_wrap=column == "cell")
+    rows = []
     for pair in comparison.cells:
         ratio = pair.n_star_b / pair.n_star_a if pair.n_star_a and pair.n_star_b else None
-        table.add_row(
-            pair.label, fmt(pair.n_star_a), fmt(pair.ci95_a), fmt(pair.n_star_b), fmt(pair.ci95_b), fmt(ratio, ".2f")
+        rows.append(
+            [pair.label, fmt(pair.n_star_a), fmt(pair.ci95_a), fmt(pair.n_star_b), fmt(pair.ci95_b), fmt(ratio, ".2f")]
         )
-    console = Console()
-    console.print(table)
+    show_table(
+        f"A = {comparison.sweep_a}, B = {comparison.sweep_b}: N* per cell",
+        ["cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A"],
+        rows,
+    )
     for group in comparison.groups:
         a, b = comparison.exponent_a.get(group, {}), comparison.exponent_b.get(group, {})
         diff = comparison.difference.get(group, {})
-        console.print(
+        show(
             f"- exponent of N*, {group}: A {fmt(a.get('value'), '.2f')} {fmt(a.get('ci95'), '.2f')}, "
             f"B {fmt(b.get('value'), '.2f')} {fmt(b.get('ci95'), '.2f')}; "
-            f"B - A {fmt(diff.get('value'), '+.2f')}, 95% CI {fmt(diff.get('ci95'), '+.2f')}",
-            markup=False,
+            f"B - A {fmt(diff.get('value'), '+.2f')}, 95% CI {fmt(diff.get('ci95'), '+.2f')}"
         )
 
 
@@ -580,18 +662,22 @@ def status(
     if as_json:
         print(json.dumps(rows))
         return
-    table = Table(title=f"sweeps under {home}")
-    for column in ("sweep", "trials", "by status", "models done", "MLflow parent run"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            r["sweep_id"],
-            str(r["trials"]),
-            " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
-            str(r["models_done"]),
-            r["mlflow_parent_run_id"] or "not logged",
-        )
-    Console().print(table)
+    header = ["sweep", "trials", "by status", "models done", "MLflow parent run"]
+    show_table(
+        f"sweeps under {home}",
+        header,
+        [
+            [
+                r["sweep_id"],
+                str(r["trials"]),
+                " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
+                str(r["models_done"]),
+                r["mlflow_parent_run_id"] or "not logged",
+            ]
+            for r in rows
+        ],
+        left=tuple(header),
+    )
 
 
 @app.command()

@@ -38,11 +38,12 @@ class Stage(Enum):
 
 
 class Progress(Protocol):
-    """Follows a sweep's trials (a progress bar): ``start`` once Ray knows how many trials run."""
+    """Follows a sweep's trials (a progress bar, or progress lines): ``start`` once Ray knows how
+    many trials run (None: the searcher decides) on how many slots."""
 
-    def start(self, sweep_id: str, trials: int | None) -> None: ...
+    def start(self, sweep_id: str, trials: int | None, slots: int) -> None: ...
 
-    def advance(self, done: int, failed: int, models: int) -> None: ...
+    def advance(self, done: int, failed: int, models: int, train_s: float) -> None: ...
 
 
 class Interrupted(Exception):
@@ -145,7 +146,8 @@ def train(
     from services.packs import trial_count
 
     stop_ray = start_ray(ray_address)
-    progress.start(sweep_id, trial_count(spec, trial_slots(spec)))
+    slots = trial_slots(spec)
+    progress.start(sweep_id, trial_count(spec, slots), slots)
     result = run_sweep(
         spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache
     )

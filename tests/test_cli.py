@@ -138,3 +138,17 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path):
     assert abs((parent.info.end_time - parent.info.start_time) / 1000 - summary["wall_s"]) < 1
     assert parent.info.start_time - 1000 <= child.info.start_time < child.info.end_time <= parent.info.end_time + 1000
     assert client.get_experiment(parent.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_tables_and_lines_are_printed_whole_when_stdout_is_not_a_terminal(capsys):
+    """A log, a pipe or a Ray job's log gets Markdown rows and unwrapped lines: no cell cut to
+    '…', no line broken at 80 columns, no colour codes."""
+    from services.cli import show, show_table
+
+    long = "x" * 150
+    show_table("a title", ["cell", "value"], [["vit alpha_star=0.05", "3,744 [3,408, 3,744]"], [long, "1"]])
+    show(f"- a note {long}")
+    out = capsys.readouterr().out
+    assert out.splitlines()[:4] == ["a title", "", "| cell | value |", "| --- | --- |"]
+    assert "| vit alpha_star=0.05 | 3,744 [3,408, 3,744] |" in out and f"| {long} | 1 |" in out
+    assert f"- a note {long}\n" in out and "…" not in out and "\x1b[" not in out

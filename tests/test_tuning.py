@@ -234,11 +234,18 @@ resources: {models_per_pack: 16}
 """
 
 
-def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path):
+def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path, monkeypatch):
     """run --json carries the tuned exponents, local slopes, the paired difference and per cell
     what was chosen on which seeds over which window; MLflow holds the same, and `vitsweep report`
-    rebuilds it from MLflow alone."""
+    rebuilds it from MLflow alone. Its output, not a terminal's, has progress lines as trials end."""
+    monkeypatch.setenv("VITSWEEP_PROGRESS_S", "0")  # a line at every trial's end
     summary, output = run_spec(TINY, tmp_path)
+    progress = [line for line in output.splitlines() if line.startswith(f"[{summary['sweep_id']}] ")]
+    done = [int(line.split("] ")[1].split(" trials")[0]) for line in progress]
+    assert done == sorted(done) and set(range(1, max(done) + 1)) <= set(done) and max(done) >= 8  # every trial's end
+    assert all(
+        " models trained, " in line and " elapsed, ETA " in line and "% busy so far" in line for line in progress
+    )
     for key in ("exponent", "exponent_first_zero", "exponent_difference"):
         assert all(set(fit) == {"value", "ci95"} for fit in summary[key].values()), key
     assert set(summary["exponent_difference"]) == {"cnn - vit"}
@@ -256,6 +263,10 @@ def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path
         assert cell["window"]["stability_window"] == 3 and cell["window"]["runs"] == 4
         assert cell["window"]["checked"] is None or cell["window"]["checked"] >= 3
     assert "chosen on seeds 1000-1002" in output and "measured on seeds 0-3" in output
+    # stdout is not a terminal: tables as whole Markdown rows, lines unwrapped, no colour codes
+    assert "…" not in output and "\x1b[" not in output
+    assert "| cell | alpha* (effective) | N* | bracket |" in output
+    assert any(line.startswith("| vit alpha_star=0.25 | 0.2500 |") for line in output.splitlines())
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")

@@ -296,7 +296,8 @@ class TuningSearcher(PlanSearcher):
 
 
 class _TrialDone(tune.Callback):
-    """Calls ``fn(trials_done, trials_failed, models_trained)`` as trials end (for a progress bar).
+    """Calls ``fn(trials_done, trials_failed, models_trained, train_s)`` as trials end (for a
+    progress bar or progress lines; train_s: the seconds finished trials spent training).
 
     Tune pickles its run config with the experiment state, and a function of the caller's (a
     progress bar) does not pickle: a restored sweep's callback calls ``_TrialDone.current``, the
@@ -305,16 +306,18 @@ class _TrialDone(tune.Callback):
     current = None
 
     def __init__(self, fn):
-        self.fn, self.done, self.errored, self.models = fn, 0, 0, 0
+        self.fn, self.done, self.errored, self.models, self.train_s = fn, 0, 0, 0, 0.0
 
     def __getstate__(self) -> dict:
-        return {"done": self.done, "errored": self.errored, "models": self.models}
+        return {"done": self.done, "errored": self.errored, "models": self.models, "train_s": self.train_s}
 
     def __setstate__(self, saved: dict) -> None:
-        self.__dict__.update(saved, fn=_TrialDone.current)
+        self.__dict__.update({"train_s": 0.0} | saved, fn=_TrialDone.current)  # states before 2026-11-24 lack train_s
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.models += sum((trial.last_result or {}).get(key, 0) for key in ("trainings", "cache_hits"))
+        result = trial.last_result or {}
+        self.models += sum(result.get(key, 0) for key in ("trainings", "cache_hits"))
+        self.train_s += result.get("pack_wall_s", 0.0)
         self._count(errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -324,4 +327,4 @@ class _TrialDone(tune.Callback):
         self.done += 1
         self.errored += errored
         if self.fn is not None:
-            self.fn(self.done, self.errored, self.models)
+            self.fn(self.done, self.errored, self.models, self.train_s)
