@@ -9,6 +9,7 @@ checks (alpha# < alpha*, orthonormal patterns need d >= M, ...) run before anyth
 
 import dataclasses
 import itertools
+import json
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -741,11 +742,28 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
     try:
         spec = spec_from_dict(raw, strict=True)
     except ValidationError as error:
-        raise SpecError(source, _pydantic_problems(error)) from None
+        raise SpecError(source, _pydantic_problems(error) + _problems_beside(raw, error)) from None
     problems = check_sweep(spec)
     if problems:
         raise SpecError(source, problems)
     return spec
+
+
+def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:
+    """The checks across fields (check_sweep) of the spec without the fields Pydantic refused,
+    so that one pass reports a type error and a range error together; nothing where the rest
+    does not make a spec (a required field was among those refused)."""
+    rest = json.loads(json.dumps(raw, default=str))
+    for e in error.errors(include_url=False):
+        parent, keys = rest, [k for k in e["loc"] if not isinstance(k, int)]
+        for key in keys[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and keys:
+            parent.pop(keys[-1], None)
+    try:
+        return check_sweep(spec_from_dict(rest, strict=True))
+    except ValidationError:
+        return []
 
 
 def load_spec(path: str | Path) -> SweepSpec:

@@ -180,3 +180,30 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
     ]  # the flagged cell is not fitted
     assert "(FLAGGED)" in table_rows(summary)[0][0] and table_rows(summary)[0][-1] == "8/10/0/2/0"
     assert "outcomes.png" in figures(spec, summary, cells)
+
+
+def test_notes_print_no_fit_that_restates_another_and_label_the_papers_range():
+    """At one batch size T* = N*/B has N*'s exponent: no separate line for it. The paper's Fig 1
+    slope names the narrow alpha* range it comes from."""
+    from services.report import notes
+    from services.results import Cell, CellResult, ModelRecord
+    from services.summary import summarize
+
+    spec = parse_spec(
+        "name: n\nmodels: [vit]\ndata: {n_tokens: 40}\ntraining: {protocol: one_pass, batch_size: 8, max_steps: 100}\n"
+        "axes: {alpha_star: [0.1, 0.2, 0.4]}\nseeds: 4\n"
+    )
+    cells = []
+    for cell, stable in zip(spec.cells, (400, 160, 80)):
+        records = [
+            model_record(n, s, "succeeded" if n >= stable + 8 * s else "failed", batch_size=8)
+            | {"n_stable": stable + 8 * s, "n_first_zero": stable}
+            for s in range(4)
+            for n in range(8, 801, 8)
+        ]
+        cells.append(CellResult(Cell(cell.model, cell.values), [ModelRecord.from_dict(r) for r in records]))
+    lines = notes(summarize(spec, "n-1", cells))
+    assert any(line.startswith("N* ~ (1/alpha*)^k, vit: k = ") for line in lines)
+    assert not any(line.startswith("T* = N*/B ~") for line in lines)
+    paper = [line for line in lines if line.startswith("the paper's own Fig 1, vit")]
+    assert len(paper) == 1 and "over alpha* 0.27-0.50 only" in paper[0]

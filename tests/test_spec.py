@@ -221,3 +221,11 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     with pytest.raises(SpecError) as error:
         parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nper_model: {vit: {training: {max_steps: 0}}}")
     assert "max_steps" in str(error.value)
+
+
+def test_a_type_error_does_not_hide_a_range_error():
+    """One pass reports every problem: a value of the wrong type and a value out of range."""
+    with pytest.raises(SpecError) as error:
+        parse_spec('name: two\nmodels: [vit]\nn_train: [4]\nseeds: "ten"\ndata: {alpha_star: 2.0}\n')
+    assert [p.path for p in error.value.problems] == ["seeds", "data.alpha_star"]
+    assert "must lie in (0, 1)" in str(error.value) and "valid integer" in str(error.value)
