@@ -352,7 +352,7 @@ class _ProgressBar:
     def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
         self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
 
-    def advance(self, done: int, failed: int, models: int, train_s: float) -> None:
+    def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
         self.bar.update(
             self.task,
             completed=done,
@@ -364,13 +364,15 @@ class ProgressLines:
     """runs.Progress as plain lines on stderr (a log, a pipe, a Ray job's log), at most one every
     ``every`` seconds as trials end, and one every ``every`` seconds while none does: trials done
     of all (when known), models trained, elapsed time, an ETA and how busy the trials kept the
-    slots so far. A context manager: its timer stops on exit."""
+    slots so far (finished trials' training and running trials' time). A context manager: its
+    timer stops on exit."""
 
     def __init__(self, spec, every: float):
         self.spec, self.every = spec, every
         self.sweep_id, self.trials, self.slots = "", None, 1
         self.done = self.failed = self.models = 0
         self.train_s, self.began, self.printed = 0.0, time.monotonic(), float("-inf")
+        self.running: list[float] = []
         self.lock, self.stopped = threading.Lock(), threading.Event()
 
     def __enter__(self) -> "ProgressLines":
@@ -384,9 +386,10 @@ class ProgressLines:
         self.sweep_id, self.trials, self.slots = sweep_id, trials, max(1, slots)
         self.began = time.monotonic()
 
-    def advance(self, done: int, failed: int, models: int, train_s: float) -> None:
-        self.done, self.failed, self.models, self.train_s = done, failed, models, train_s
-        if time.monotonic() - self.printed >= self.every:
+    def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
+        new = done > self.done
+        self.done, self.failed, self.models, self.train_s, self.running = done, failed, models, train_s, running_since
+        if new and time.monotonic() - self.printed >= self.every:
             self._line()
 
     def _tick(self) -> None:
@@ -400,7 +403,10 @@ class ProgressLines:
             elapsed = now - self.began
             total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
             eta = elapsed * (total - done) / done if done and total and total > done else None
-            busy = self.train_s / (self.slots * elapsed) if elapsed > 0 else 0.0
+            busy_s = self.train_s + sum(
+                now - start for start in self.running
+            )  # finished trials, and running ones so far
+            busy = min(1.0, busy_s / (self.slots * elapsed)) if elapsed > 0 else 0.0
             of = f"/{self.trials}" if self.trials else ""
             print(
                 f"[{self.sweep_id}] {self.done}{of} trials ({self.failed} failed), {self.models} models trained, "

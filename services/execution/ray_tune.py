@@ -296,8 +296,9 @@ class TuningSearcher(PlanSearcher):
 
 
 class _TrialDone(tune.Callback):
-    """Calls ``fn(trials_done, trials_failed, models_trained, train_s)`` as trials end (for a
-    progress bar or progress lines; train_s: the seconds finished trials spent training).
+    """Calls ``fn(trials_done, trials_failed, models_trained, train_s, running_since)`` as trials
+    start and end (for a progress bar or progress lines; train_s: the seconds finished trials
+    spent training; running_since: when each running trial started, time.monotonic()).
 
     Tune pickles its run config with the experiment state, and a function of the caller's (a
     progress bar) does not pickle: a restored sweep's callback calls ``_TrialDone.current``, the
@@ -307,24 +308,34 @@ class _TrialDone(tune.Callback):
 
     def __init__(self, fn):
         self.fn, self.done, self.errored, self.models, self.train_s = fn, 0, 0, 0, 0.0
+        self.running: dict[str, float] = {}
 
     def __getstate__(self) -> dict:
         return {"done": self.done, "errored": self.errored, "models": self.models, "train_s": self.train_s}
 
     def __setstate__(self, saved: dict) -> None:
-        self.__dict__.update({"train_s": 0.0} | saved, fn=_TrialDone.current)  # states before 2026-11-24 lack train_s
+        # states before 2026-11-24 lack train_s; trials running when a state was saved start again
+        self.__dict__.update({"train_s": 0.0} | saved, fn=_TrialDone.current, running={})
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.running[trial.trial_id] = time.monotonic()
+        self._tell()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         result = trial.last_result or {}
         self.models += sum(result.get(key, 0) for key in ("trainings", "cache_hits"))
         self.train_s += result.get("pack_wall_s", 0.0)
-        self._count(errored=False)
+        self._count(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._count(errored=True)
+        self._count(trial, errored=True)
 
-    def _count(self, errored: bool) -> None:
+    def _count(self, trial, errored: bool) -> None:
+        self.running.pop(trial.trial_id, None)
         self.done += 1
         self.errored += errored
+        self._tell()
+
+    def _tell(self) -> None:
         if self.fn is not None:
-            self.fn(self.done, self.errored, self.models, self.train_s)
+            self.fn(self.done, self.errored, self.models, self.train_s, list(self.running.values()))
