@@ -282,6 +282,12 @@ def run(
     new: bool = typer.Option(
         False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"
     ),
+    max_minutes: float = typer.Option(
+        None,
+        "--max-minutes",
+        min=0,
+        help="refuse (exit 2) a sweep that `vitsweep plan` estimates longer than this on this machine",
+    ),
     progress_every: float = typer.Option(
         None,
         "--progress-every",
@@ -297,6 +303,8 @@ def run(
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
     spec = _load_or_exit(path)
+    if max_minutes is not None:
+        _refuse_beyond(spec, home, max_minutes)
     from services import runs
 
     try:
@@ -326,6 +334,80 @@ def run(
         raise typer.Exit(RECORDING_PENDING)
     if failed:
         raise typer.Exit(1)
+
+
+def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
+    """Plan the spec here (kept under the home, for the report); exit 2 when it is estimated beyond ``max_minutes``."""
+    from services import plan
+
+    made = plan.make_plan(spec, home, plan.local_slots(spec))
+    plan.save(made, spec, home)
+    if made.wall_s() > 60 * max_minutes:
+        _usage(
+            f"{spec.name}: estimated {_estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
+            "nothing started (`vitsweep plan` shows it per cell)"
+        )
+
+
+def _estimate(made, slots: int | None = None) -> str:
+    """A plan's wall time in words: "at most" where some cell has only its budget to go by."""
+    return f"{'at most ' if made.bounded else ''}{_duration(made.wall_s(slots))}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+@app.command("plan")
+def plan_command(
+    path: str = typer.Argument(..., help="a sweep spec (YAML)"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose earlier sweeps inform the estimate"),
+    cpus: float = typer.Option(None, "--cpus", min=1, help="also estimate on a cluster of this many CPUs"),
+    gpus: float = typer.Option(0, "--gpus", min=0, help="... and this many GPUs (step times are this machine's)"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as one JSON object"),
+) -> None:
+    """Before a sweep runs: per cell and in total its packs, trainings and model-steps, and its
+    estimated wall time here (a pilot of each cell: one pack trained briefly; an earlier sweep of
+    the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
+    The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
+    spec = _load_or_exit(path)
+    from services import plan
+
+    made = plan.make_plan(spec, home, plan.local_slots(spec))
+    plan.save(made, spec, home)
+    cluster = plan.slots_of(spec, cpus, gpus) if cpus else None
+    if as_json:
+        print(json.dumps(made.to_dict(cluster)))
+        return
+    rows = [
+        [
+            c.label,
+            str(c.packs),
+            f"{c.trainings} / {c.trainings_most}",
+            f"{c.model_steps:,} / {c.model_steps_most:,}",
+            f"{1000 * c.step_s:.3g}",
+            _duration(c.seconds),
+            c.basis,
+        ]
+        for c in made.cells
+    ]
+    header = ["cell", "packs", "trainings (first round / most)", "model-steps (expected / most)", "ms a model-step"]
+    show_table(f"plan of {spec.name}", [*header, "work", "expected from"], rows, left=("cell", "expected from"))
+    show(
+        f"total: {sum(c.trainings for c in made.cells)} trainings in the first rounds, "
+        f"{sum(c.model_steps for c in made.cells):,} model-steps, {_duration(made.work_s)} of work; "
+        f"Ray Tune's own time {_duration(made.start_s)} ({made.start_basis})"
+    )
+    show(f"this machine, {made.slots} slots: {_estimate(made)} in the sweep (starting Ray and logging come on top)")
+    if cluster:
+        show(f"{cpus:g} CPUs, {gpus:g} GPUs ({cluster} slots): {_estimate(made, cluster)}")
+    if made.bounded:
+        show(
+            "at most: runs that stop early (settled, a window confirmed) and adaptive rounds take a fraction of "
+            "their budget that only a run shows; after one sweep of this name under the home, plan estimates from it"
+        )
 
 
 @contextmanager
@@ -449,6 +531,7 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
+        "estimated_wall_s": result.estimated_s,
         "train_s": round(result.train_s, 3),
         "busy_fraction": result.busy_fraction,
         "failed_trials": failed,
@@ -530,6 +613,7 @@ def _print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> N
         show(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}")
     show(
         f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
+        + ("" if result.estimated_s is None else f" (vitsweep plan estimated {result.estimated_s:.0f} s)")
         + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy.")
     )
     if parent_id is None:

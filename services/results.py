@@ -220,6 +220,7 @@ class SweepResult:
     started_at: float | None = None  # epoch seconds: when the sweep started (its first run, if resumed)
     ended_at: float | None = None  # when its last trial was collected
     slots: int = 0  # trials the cluster ran at once (0: not known, results saved before 2026-11-24)
+    estimated_s: float | None = None  # the wall time `vitsweep plan` estimated on these slots (None: not planned)
 
     @property
     def busy_fraction(self) -> float | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from services import state
+from services.plan import saved_wall_s
 from services.results import SweepResult
 from services.spec import SweepSpec
 from services.uris import redact, resolve_tracking_uri, unreachable
@@ -117,6 +118,7 @@ def run(
             state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
         _open_store_in_background(uri)
         result, stop_ray = train(spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress)
+        result.estimated_s = saved_wall_s(spec, home, result.slots)
         state.save_result(result, home)
     record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
     if record and record.earlier:

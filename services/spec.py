@@ -353,7 +353,7 @@ class SweepSpec(BaseModel):
         """Models the sweep trains (sample_complexity: its first round; later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
         if self.tuning is not None:
-            return sum(self._selection_settings(c.model) * self.tuning.selection_seeds + self.seeds for c in self.cells)
+            return sum(self.selection_settings(c.model) * self.tuning.selection_seeds + self.seeds for c in self.cells)
         if self.search.mode == "optuna":
             return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
         return sum(len(self.n_values(c)) for c in self.cells) * self.seeds
@@ -369,7 +369,7 @@ class SweepSpec(BaseModel):
         """The largest N the sweep may train."""
         return self.search.n_max or (16 * self.largest_n if self.search.mode == "sample_complexity" else self.largest_n)
 
-    def _selection_settings(self, model: str) -> int:
+    def selection_settings(self, model: str) -> int:
         """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
         t = self.tuning_of(model)
         return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])

@@ -185,6 +185,7 @@ def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         Metric("trainings", result.trainings, 0, 0),
         Metric("wall_s", result.wall_s, 0, 0),
         *([Metric("busy_fraction", result.busy_fraction, 0, 0)] if result.busy_fraction is not None else []),
+        *([Metric("estimated_wall_s", result.estimated_s, 0, 0)] if result.estimated_s is not None else []),
         Metric("failed_cells", failed, 0, 0),
     ]
     fitted = {

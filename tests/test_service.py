@@ -92,8 +92,21 @@ def _check(summary: dict, expected) -> None:
         assert (stable is None) == (not passing or passing[-1] != mine[-1]["n"])
 
 
+def _plan(home: Path) -> dict:
+    planned = runner.invoke(app, ["plan", str(SMOKE), "--home", str(home), "--json"])
+    assert planned.exit_code == 0, planned.output
+    return json.loads(planned.stdout)
+
+
 def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_path):
+    before = _plan(tmp_path)  # calibrated here; every cell at its step budget
     summary = _run("--home", str(tmp_path))
+    assert summary["estimated_wall_s"] == before["wall_s"]  # this machine's 2 slots, as the local Ray's
+    assert 0.5 <= summary["wall_s"] / summary["estimated_wall_s"] <= 2
+    after = _plan(tmp_path)  # the sweep just run sets the steps and the rate
+    assert {c["basis"] for c in after["cells"]} == {f"history {summary['sweep_id']}"} and not after["upper_bound"]
+    assert after["model_steps"] < before["model_steps"]
+    assert 0.5 <= summary["wall_s"] / after["wall_s"] <= 2
     assert summary["tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert summary["failed_trials"] == [] and summary["sweep_id"].startswith("smoke-")
     assert (tmp_path / "ray" / summary["sweep_id"]).is_dir()  # Ray Tune's own trial state

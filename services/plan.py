@@ -1,0 +1,275 @@
+"""`vitsweep plan`: what a sweep will train and how long it should take, before anything runs.
+
+Per cell: its first round's packs and trainings (a grid's are all it trains; an adaptive search
+and tuning add rounds that depend on the results), the most trainings and model-steps its
+protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
+caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
+takes exactly its budget. Runs that stop early (settled, or a one-pass window confirmed) and
+adaptive searches take less, by how much only a run shows. So each cell gets a pilot here
+(``pilot``: one pack trained at the cell's own settings, under a step limit doubled until its
+models stop or a try takes PILOT_S): a model-step's time and, where its models stopped, the
+steps a model takes; where they did not, the budget, an upper bound said as such. The newest
+finished sweep of the same name under the home, where there is one, gives the steps per cell
+and the rate instead. The wall time on S slots is Ray Tune's own time plus the larger of the
+work over S and the longest cell's work over its packs. Like the time `run` reports, it counts
+from Ray Tune's start to the last trial's end: starting Ray and logging to MLflow (~15 s here)
+come on top.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services import state
+from services.analysis import full_grid_size
+from services.files import write_atomic
+from services.packs import packs
+from services.results import SweepResult
+
+if TYPE_CHECKING:
+    from services.results import Cell
+    from services.spec import SweepSpec
+
+START_S = 6.0  # a sweep's time beside its trials' without an earlier one to learn it from: the smoke sweep's, 2 cores
+PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
+PILOT_MODELS = 4  # models in a pilot's pack
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell's work: first-round packs and trainings, the most it may train, and the model-steps
+    (SGD steps summed over its models) expected, with where that expectation comes from."""
+
+    label: str
+    packs: int
+    trainings: int
+    trainings_most: int
+    model_steps: int
+    model_steps_most: int
+    step_s: float  # seconds one model-step takes here (its pilot's, at the history's rate where there is one)
+    basis: str  # "budget" (fixed steps), "history SWEEP_ID" or "at most (budget)"
+
+    @property
+    def seconds(self) -> float:
+        """The cell's expected training time on one slot."""
+        return self.model_steps * self.step_s
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A spec's plan: its cells, Ray Tune's own time beside the trials, and the slots this machine gives it."""
+
+    name: str
+    cells: list[CellPlan]
+    start_s: float
+    start_basis: str
+    slots: int  # trials this machine runs at once
+
+    @property
+    def work_s(self) -> float:
+        return sum(c.seconds for c in self.cells)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether some cell's expectation is only its budget (no history): the estimate is then an upper bound."""
+        return any(c.basis.startswith("at most") for c in self.cells)
+
+    @property
+    def longest_s(self) -> float:
+        """The longest cell's work over its packs: no number of slots makes the sweep shorter."""
+        return max((c.seconds / max(1, c.packs) for c in self.cells), default=0.0)
+
+    def wall_s(self, slots: int | None = None) -> float:
+        """The expected wall time on ``slots`` trials at once (default: this machine's)."""
+        return wall_s(self.start_s, self.work_s, self.longest_s, slots or self.slots)
+
+    def to_dict(self, cluster_slots: int | None = None) -> dict:
+        cluster = {"cluster_slots": cluster_slots, "cluster_wall_s": round(self.wall_s(cluster_slots), 1)}
+        return {
+            "name": self.name,
+            "cells": [dataclasses.asdict(c) | {"seconds": round(c.seconds, 2)} for c in self.cells],
+            "trainings": sum(c.trainings for c in self.cells),
+            "trainings_most": sum(c.trainings_most for c in self.cells),
+            "model_steps": sum(c.model_steps for c in self.cells),
+            "model_steps_most": sum(c.model_steps_most for c in self.cells),
+            "work_s": round(self.work_s, 1),
+            "longest_s": round(self.longest_s, 1),
+            "start_s": round(self.start_s, 1),
+            "start_basis": self.start_basis,
+            "slots": self.slots,
+            "wall_s": round(self.wall_s(), 1),
+            "upper_bound": self.bounded,
+            **(cluster if cluster_slots else {}),
+        }
+
+
+def wall_s(start_s: float, work_s: float, longest_s: float, slots: int) -> float:
+    """Start-up, then the work spread over ``slots``, never shorter than the longest cell's share."""
+    return start_s + max(work_s / max(1, slots), longest_s)
+
+
+def local_slots(spec: "SweepSpec") -> int:
+    """Trials this machine runs at once: its CPUs (GPUs, where a trial asks for one) over a trial's."""
+    import torch
+
+    return slots_of(spec, os.cpu_count() or 1, torch.cuda.device_count())
+
+
+def slots_of(spec: "SweepSpec", cpus: float, gpus: float) -> int:
+    """Trials that ``cpus`` CPUs and ``gpus`` GPUs run at once under the spec's per-trial resources."""
+    r = spec.resources
+    by_gpu = math.floor(gpus / r.gpus_per_trial + 1e-9) if r.gpus_per_trial else math.inf
+    return max(1, min(math.floor(cpus / r.cpus_per_trial + 1e-9), by_gpu))
+
+
+def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
+    """The spec's plan on ``slots`` trials at once, from its history under ``home`` and a pilot of each cell here."""
+    earlier = _earlier(spec, home)
+    steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
+    first = packs(spec, slots) if spec.tuning is None and spec.search.mode != "optuna" else []
+    cells = []
+    for index, cell in enumerate(spec.cells):
+        trainings, most, per_model = _budget(spec, cell)
+        tried = pilot(spec, cell)
+        if spec.tuning is None and spec.search.mode == "grid" and not _stops_early(spec, cell):
+            expected, basis = most * per_model, "budget"
+        elif cell.key in steps_by_cell:
+            expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
+        elif tried.steps is not None:
+            expected, basis = min(most * per_model, round(trainings * tried.steps)), "pilot"
+        else:
+            expected, basis = most * per_model, "at most (budget)"
+        cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
+        cells.append(CellPlan(cell.label, cell_packs, trainings, most, expected, most * per_model, tried.step_s, basis))
+    if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
+        cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
+    start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
+    if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
+        start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
+    return SweepPlan(spec.name, cells, start_s, start_basis, slots)
+
+
+def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[str, int], keys: dict[str, str]):
+    """The cells' step times scaled so that the earlier sweep's recorded steps take the training
+    time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
+    pilot evaluates more often per step than a long run does)."""
+    piloted = sum(steps.get(keys[c.label], 0) * c.step_s for c in cells)
+    scale = earlier.train_s / piloted if piloted else 1.0
+    return [dataclasses.replace(c, step_s=c.step_s * scale) for c in cells]
+
+
+def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
+    """The newest finished sweep under ``home`` of a spec of this name (ids are NAME-DATE-TIME[-K])."""
+    for sweep_id, _ in state.markers(home):
+        named = re.fullmatch(r"(.+)-\d{8}-\d{6}(-\d+)?", sweep_id)
+        if named and named.group(1) == spec.name and (result := state.load_result(home, sweep_id)):
+            return result
+    return None
+
+
+def _model_steps(records) -> int:
+    """SGD steps a cell's records took: each run's largest, a run being a model trained once
+    (multi-pass: one N; one pass: one seed's run, recorded at every evaluated N)."""
+    runs: dict[tuple, int] = {}
+    for r in records:
+        run = (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase, r.max_steps)
+        runs[run] = max(runs.get(run, 0), r.steps)
+    return sum(runs.values())
+
+
+def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
+    """Whether the cell's runs may stop before their budget: multi-pass ones once training error
+    settles, one-pass ones once a stability window is confirmed."""
+    training = spec.configs(cell)[2]
+    return training.protocol == "multi_pass" or training.stability_window > 0
+
+
+def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
+    """(first-round trainings, most trainings, most steps of one training) of a cell."""
+    _, _, training = spec.configs(cell)
+    tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
+    if tuning is not None:
+        samples = training.batch_size * training.max_steps
+        sizes = tuning.batch_size or [training.batch_size]
+        settings = spec.selection_settings(cell.model)
+        extra = 2 * len(tuning.searched) * tuning.max_extensions * (tuning.sampler == "grid")
+        first = settings * spec.tuning.selection_seeds + spec.seeds
+        most = (settings + extra) * spec.tuning.selection_seeds * len(tuning.caps(samples)) + spec.seeds
+        return first, most, samples // min(sizes)
+    first = len(spec.n_values(cell)) * spec.seeds
+    if spec.search.mode == "optuna":
+        return spec.search.num_samples * first, spec.search.num_samples * first, training.max_steps
+    if spec.search.mode == "sample_complexity" and not spec.one_pass(cell):
+        most = (full_grid_size(1, spec.n_max, spec.search.precision) + len(spec.n_values(cell))) * spec.seeds
+        return first, most, spec.search.max_steps_cap or training.max_steps
+    return first, first, training.max_steps
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """What one pack of a cell trained here showed: seconds a model-step takes and, where every
+    model stopped (settled, or its window confirmed) within the pilot's time, its mean steps."""
+
+    step_s: float
+    steps: float | None
+
+
+def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
+    """A pack of PILOT_MODELS models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest batch
+    size and middle step size) trained at its own settings with as many torch threads as a trial
+    gets, under step limits doubling from 10 until every model stops before the limit, the
+    limit is the cell's budget, or one try takes PILOT_S."""
+    import torch
+
+    from vit_core import train_pack
+
+    data, model, training = spec.configs(cell)
+    tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
+    if tuning is not None:
+        lrs = sorted(tuning.lr or [training.lr])
+        batch = min(tuning.batch_size or [training.batch_size])
+        budget = training.batch_size * training.max_steps // batch
+        training = dataclasses.replace(training, batch_size=batch, max_steps=budget, lr=lrs[len(lrs) // 2])
+    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.n_values(cell))))
+    device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    try:
+        limit = min(10, training.max_steps)
+        while True:
+            tried = dataclasses.replace(training, max_steps=limit)
+            n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.n_values(cell))
+            began = time.perf_counter()
+            result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device)
+            took, steps = time.perf_counter() - began, result.steps
+            stopped = limit >= training.max_steps or bool((steps < limit).all())
+            if stopped or took >= PILOT_S:
+                return Pilot(took / max(1, int(steps.sum())), float(steps.mean()) if stopped else None)
+            limit = min(training.max_steps, 2 * limit)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def plan_path(spec: "SweepSpec", home: Path) -> Path:
+    """Where a spec's latest plan is kept under ``home``: run reads it to report its estimate."""
+    return home / "plans" / f"{state.spec_key(spec)}.json"
+
+
+def save(plan: SweepPlan, spec: "SweepSpec", home: Path) -> None:
+    write_atomic(plan_path(spec, home), json.dumps(plan.to_dict()))
+
+
+def saved_wall_s(spec: "SweepSpec", home: Path, slots: int) -> float | None:
+    """The wall time on ``slots`` that the latest plan of this very spec under ``home`` estimates
+    (None: never planned)."""
+    path = plan_path(spec, home)
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    return round(wall_s(saved["start_s"], saved["work_s"], saved["longest_s"], slots), 1)

@@ -1,0 +1,79 @@
+"""`vitsweep plan` and `run --max-minutes`: counts from the budgets on every bundled spec, the
+slots a cluster gives, and a refusal that starts nothing. The smoke sweep's estimate against its
+measured time, and the estimate from history, are in test_service.py (they need a sweep run)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services import plan
+from services.cli import app
+from services.spec import load_spec
+
+ROOT = Path(__file__).parents[1]
+SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
+runner = CliRunner()
+
+
+@pytest.fixture
+def unit_steps(monkeypatch):
+    """Every model-step takes 1 ms: the counts alone decide the plan."""
+    monkeypatch.setattr(plan, "pilot", lambda spec, cell: plan.Pilot(1e-3, None))
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_every_bundled_spec_has_a_plan_within_its_budgets(path, unit_steps, tmp_path):
+    spec = load_spec(path)
+    made = plan.make_plan(spec, tmp_path, 2)
+    assert [c.label for c in made.cells] == [c.label for c in spec.cells]
+    for c in made.cells:
+        assert c.packs >= 1 and 0 < c.trainings <= c.trainings_most
+        assert 0 < c.model_steps <= c.model_steps_most
+        assert c.seconds == pytest.approx(c.model_steps * 1e-3)
+    assert sum(c.trainings for c in made.cells) == spec.trainings
+    assert made.wall_s(1) >= made.wall_s(2) >= made.wall_s(10_000) == pytest.approx(made.start_s + made.longest_s)
+
+
+def test_a_grid_counts_its_models_and_step_budgets(unit_steps, tmp_path):
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")  # 4 cells x 2 N x 4 seeds, max_steps 3000, runs settle early
+    made = plan.make_plan(spec, tmp_path, 2)
+    assert [(c.packs, c.trainings, c.model_steps_most) for c in made.cells] == [(1, 8, 8 * 3000)] * 4
+    assert made.bounded and {c.basis for c in made.cells} == {"at most (budget)"}
+    fixed = spec.model_copy(update={"training": spec.training.model_copy(update={"protocol": "one_pass"})})
+    assert {c.basis for c in plan.make_plan(fixed, tmp_path, 2).cells} == {"budget"}  # no window: every step runs
+
+
+def test_a_tuned_cell_counts_its_settings_caps_and_measurement(unit_steps, tmp_path):
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # 2 B x 2 lr on 2 selection seeds, 4 seeds, 3 caps
+    for c in plan.make_plan(spec, tmp_path, 2).cells:
+        assert (c.trainings, c.trainings_most) == (4 * 2 + 4, 4 * 2 * 3 + 4)
+        assert c.model_steps_most == c.trainings_most * 8 * 60 // 2  # each up to the sample budget at B = 2
+
+
+def test_slots_of_a_cluster_follow_the_per_trial_resources():
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    assert plan.slots_of(spec, 64, 0) == 64
+    gpu = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    assert plan.slots_of(gpu, 64, 2) == 8 and plan.slots_of(gpu, 4, 2) == 4
+
+
+def test_a_pilot_times_a_model_step_and_counts_the_steps_to_stop():
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    vit, cnn = (plan.pilot(spec, cell) for cell in (spec.cells[0], spec.cells[2]))
+    assert 0 < cnn.step_s < vit.step_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
+    assert vit.steps is not None and 0 < vit.steps < 3000  # the ViT's settle long before max_steps
+    assert cnn.steps is None or 0 < cnn.steps <= 3000  # some CNNs never settle: then the pilot may end first
+
+
+def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
+    shown = runner.invoke(app, ["plan", "sweeps/smoke.yaml", "--home", str(tmp_path), "--json", "--cpus", "64"])
+    assert shown.exit_code == 0, shown.output
+    made = json.loads(shown.stdout)
+    assert made["trainings"] == 32 and made["upper_bound"] and made["cluster_slots"] == 64
+    assert made["cluster_wall_s"] <= made["wall_s"]
+    refused = runner.invoke(app, ["run", "sweeps/smoke.yaml", "--home", str(tmp_path), "--max-minutes", "0.01"])
+    assert refused.exit_code == 2
+    assert "estimated at most" in refused.output and "beyond --max-minutes 0.01" in refused.output
+    assert not (tmp_path / "ray").exists()  # nothing started
