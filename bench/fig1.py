@@ -98,19 +98,25 @@ def loop(work: list[dict]) -> float:
 
 def ray_per_trial(work: list[dict], storage: Path) -> float:
     """(a): seconds for Ray Tune to run one trial per model, Ray's start included."""
-    import ray
     from ray import tune
 
     def trainable(config: dict) -> None:
         result = train_one(config)
         tune.report({"success": float(result.success[0]), "steps": int(result.steps[0])})
 
+    return tune_grid_seconds(trainable, tune.grid_search(work), storage)
+
+
+def tune_grid_seconds(trainable, param_space: dict, storage: Path) -> float:
+    """Seconds for a local Ray (started here) and Ray Tune's defaults to run ``trainable`` over
+    ``param_space``, one trial per point: the per-trial baselines' common part."""
+    import ray
+    from ray import tune
+
     start = time.perf_counter()
     ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    tuner = tune.Tuner(
-        trainable, param_space=tune.grid_search(work), run_config=tune.RunConfig(storage_path=str(storage), verbose=0)
-    )
-    grid = tuner.fit()
+    run_config = tune.RunConfig(storage_path=str(storage), verbose=0)
+    grid = tune.Tuner(trainable, param_space=param_space, run_config=run_config).fit()
     seconds = time.perf_counter() - start
     ray.shutdown()
     if grid.num_errors:

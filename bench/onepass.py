@@ -41,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import matmul_flops  # noqa: E402  (one way to measure the machine's matmul rate)
+from bench.fig1 import matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
 from services import state  # noqa: E402
 from services.spec import load_spec  # noqa: E402
 from vit_core import train as trainer  # noqa: E402
@@ -110,26 +110,13 @@ def loop(work: list[dict], device: str) -> float:
 
 def ray_per_trial(work: list[dict], storage: Path) -> float:
     """(a): seconds for Ray Tune to run one trial per run, Ray's start included."""
-    import ray
     from ray import tune
 
     def trainable(config: dict) -> None:
         result = train_one(work[config["index"]])
         tune.report({"steps": int(result.steps[0])})
 
-    start = time.perf_counter()
-    ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"index": tune.grid_search(list(range(len(work))))},
-        run_config=tune.RunConfig(storage_path=str(storage), verbose=0),
-    )
-    grid = tuner.fit()
-    seconds = time.perf_counter() - start
-    ray.shutdown()
-    if grid.num_errors:
-        raise RuntimeError(f"{grid.num_errors} trials of the per-trial baseline failed")
-    return seconds
+    return tune_grid_seconds(trainable, {"index": tune.grid_search(list(range(len(work))))}, storage)
 
 
 def flops(work: list[dict], every: int) -> float:
