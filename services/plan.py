@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from services import state
 from services.analysis import full_grid_size
 from services.files import write_atomic
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 START_S = 6.0  # a sweep's time beside its trials' without an earlier one to learn it from: the smoke sweep's, 2 cores
 PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
 PILOT_MODELS = 4  # models in a pilot's pack
+TIMING_S = 0.5  # a step time is measured once a try takes this long
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ class CellPlan:
     trainings_most: int
     model_steps: int
     model_steps_most: int
-    step_s: float  # seconds one model-step takes here (its pilot's, at the history's rate where there is one)
-    basis: str  # "budget" (fixed steps), "history SWEEP_ID" or "at most (budget)"
+    step_s: float  # seconds one model-step takes here (timed, at the history's rate where there is one)
+    basis: str  # where model_steps comes from: "budget" (fixed steps), "history SWEEP_ID" or "pilot: ..."
+    bounded: bool = False  # some of its expected steps are only a budget: the estimate is an upper bound
 
     @property
     def seconds(self) -> float:
@@ -78,7 +82,7 @@ class SweepPlan:
     @property
     def bounded(self) -> bool:
         """Whether some cell's expectation is only its budget (no history): the estimate is then an upper bound."""
-        return any(c.basis.startswith("at most") for c in self.cells)
+        return any(c.bounded for c in self.cells)
 
     @property
     def longest_s(self) -> float:
@@ -133,26 +137,42 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
     first = packs(spec, slots) if spec.tuning is None and spec.search.mode != "optuna" else []
+    timing: dict[str, float] = {}
     cells = []
     for index, cell in enumerate(spec.cells):
         trainings, most, per_model = _budget(spec, cell)
-        tried = pilot(spec, cell)
+        bounded = False
         if spec.tuning is None and spec.search.mode == "grid" and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
-        elif tried.steps is not None:
-            expected, basis = min(most * per_model, round(trainings * tried.steps)), "pilot"
         else:
-            expected, basis = most * per_model, "at most (budget)"
+            tried = pilot(spec, cell)
+            expected = min(most * per_model, round(trainings * tried.steps(per_model)))
+            bounded = tried.stopped < tried.models
+            rest = ", the rest at their budget" if bounded else ""
+            basis = f"pilot: {tried.stopped} of {tried.models} stopped{rest}"
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
-        cells.append(CellPlan(cell.label, cell_packs, trainings, most, expected, most * per_model, tried.step_s, basis))
+        size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
+        key = _timing_key(spec, cell, size)
+        if key not in timing:
+            timing[key] = step_time(spec, cell, size)
+        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, timing[key], basis, bounded)
+        cells.append(CellPlan(*row))
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
     if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
         start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
     return SweepPlan(spec.name, cells, start_s, start_basis, slots)
+
+
+def _timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
+    """What a model-step's time depends on: the model, the data's shape, the training's batch,
+    evaluation and test set (not the step size, nor alpha*), and the pack's size."""
+    data, model, training = _piloted(spec, cell)
+    kept = dataclasses.asdict(training) | {"lr": None, "max_steps": None}
+    return json.dumps([cell.model, spec.sample_cost(cell), dataclasses.asdict(model), kept, size], default=str)
 
 
 def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[str, int], keys: dict[str, str]):
@@ -213,22 +233,52 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Pilot:
-    """What one pack of a cell trained here showed: seconds a model-step takes and, where every
-    model stopped (settled, or its window confirmed) within the pilot's time, its mean steps."""
+    """What a few models of a cell trained here at its own settings showed: how many of them
+    stopped (settled, or their window confirmed) within the pilot, and their mean steps."""
 
-    step_s: float
-    steps: float | None
+    models: int
+    stopped: int
+    mean_stopped: float
+
+    def steps(self, budget: int) -> float:
+        """A model's expected steps: those that stopped, theirs; the others, the ``budget`` (a bound)."""
+        return (self.stopped * self.mean_stopped + (self.models - self.stopped) * budget) / self.models
 
 
 def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
-    """A pack of PILOT_MODELS models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest batch
-    size and middle step size) trained at its own settings with as many torch threads as a trial
-    gets, under step limits doubling from 10 until every model stops before the limit, the
-    limit is the cell's budget, or one try takes PILOT_S."""
-    import torch
+    """PILOT_MODELS models of ``cell`` (its first seeds at its largest N; a tuned cell at its
+    smallest batch size and middle step size) trained under step limits doubling from 10 until
+    every model stops before the limit, the limit is the budget, or one try takes PILOT_S."""
+    data, model, training = _piloted(spec, cell)
+    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.n_values(cell))))
+    limit = min(10, training.max_steps)
+    while True:
+        took, steps = _train(spec, cell, (data, model, training), limit, size)
+        done = steps < limit if limit < training.max_steps else np.full(len(steps), True)
+        if done.all() or took >= PILOT_S:
+            return Pilot(size, int(done.sum()), float(steps[done].mean()) if done.any() else 0.0)
+        limit = min(training.max_steps, 2 * limit)
 
-    from vit_core import train_pack
 
+def step_time(spec: "SweepSpec", cell: "Cell", size: int) -> float:
+    """Seconds one model-step of ``cell`` takes here in a pack of ``size`` models: trained with a
+    step size of 1e-9 (no model stops; a step's cost does not depend on it) under limits doubling
+    from 10 until a try takes TIMING_S; the slope between the last two tries, so that a pack's
+    set-up cancels. A short run evaluates more often per step than a long one-pass run does."""
+    configs = _piloted(spec, cell)
+    limit, before = min(10, configs[2].max_steps), None
+    while True:
+        took, steps = _train(spec, cell, configs, limit, size, lr=1e-9)
+        if took >= TIMING_S or limit >= configs[2].max_steps:
+            if before and steps.sum() > before[1] and took > before[0]:
+                return (took - before[0]) / float(steps.sum() - before[1])
+            return took / max(1, int(steps.sum()))
+        before, limit = (took, int(steps.sum())), min(configs[2].max_steps, 2 * limit)
+
+
+def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
+    """The cell's configs as its pilot trains them: a tuned cell at its smallest batch size and
+    middle step size, over its sample budget."""
     data, model, training = spec.configs(cell)
     tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
     if tuning is not None:
@@ -236,22 +286,27 @@ def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
         batch = min(tuning.batch_size or [training.batch_size])
         budget = training.batch_size * training.max_steps // batch
         training = dataclasses.replace(training, batch_size=batch, max_steps=budget, lr=lrs[len(lrs) // 2])
-    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.n_values(cell))))
+    return data, model, training
+
+
+def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, lr: float | None = None):
+    """(seconds, steps per model) of ``size`` models of the cell trained at most ``limit`` steps,
+    with the threads and device a trial has."""
+    import torch
+
+    from vit_core import train_pack
+
+    data, model, training = configs
+    n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.n_values(cell))
     device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
     try:
-        limit = min(10, training.max_steps)
-        while True:
-            tried = dataclasses.replace(training, max_steps=limit)
-            n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.n_values(cell))
-            began = time.perf_counter()
-            result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device)
-            took, steps = time.perf_counter() - began, result.steps
-            stopped = limit >= training.max_steps or bool((steps < limit).all())
-            if stopped or took >= PILOT_S:
-                return Pilot(took / max(1, int(steps.sum())), float(steps.mean()) if stopped else None)
-            limit = min(training.max_steps, 2 * limit)
+        began = time.perf_counter()
+        tried = dataclasses.replace(training, max_steps=limit)
+        lrs = None if lr is None else [lr] * size
+        result = train_pack(data, model, tried, [n] * size, list(range(size)), lrs, device)
+        return time.perf_counter() - began, result.steps
     finally:
         torch.set_num_threads(threads)
 

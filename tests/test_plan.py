@@ -19,8 +19,9 @@ runner = CliRunner()
 
 @pytest.fixture
 def unit_steps(monkeypatch):
-    """Every model-step takes 1 ms: the counts alone decide the plan."""
-    monkeypatch.setattr(plan, "pilot", lambda spec, cell: plan.Pilot(1e-3, None))
+    """Every model-step takes 1 ms and no pilot's model stops: the budgets alone decide the plan."""
+    monkeypatch.setattr(plan, "pilot", lambda spec, cell: plan.Pilot(4, 0, 0.0))
+    monkeypatch.setattr(plan, "step_time", lambda spec, cell, size: 1e-3)
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -40,7 +41,8 @@ def test_a_grid_counts_its_models_and_step_budgets(unit_steps, tmp_path):
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")  # 4 cells x 2 N x 4 seeds, max_steps 3000, runs settle early
     made = plan.make_plan(spec, tmp_path, 2)
     assert [(c.packs, c.trainings, c.model_steps_most) for c in made.cells] == [(1, 8, 8 * 3000)] * 4
-    assert made.bounded and {c.basis for c in made.cells} == {"at most (budget)"}
+    assert made.bounded and {c.basis for c in made.cells} == {"pilot: 0 of 4 stopped, the rest at their budget"}
+    assert [c.model_steps for c in made.cells] == [8 * 3000] * 4
     fixed = spec.model_copy(update={"training": spec.training.model_copy(update={"protocol": "one_pass"})})
     assert {c.basis for c in plan.make_plan(fixed, tmp_path, 2).cells} == {"budget"}  # no window: every step runs
 
@@ -59,12 +61,13 @@ def test_slots_of_a_cluster_follow_the_per_trial_resources():
     assert plan.slots_of(gpu, 64, 2) == 8 and plan.slots_of(gpu, 4, 2) == 4
 
 
-def test_a_pilot_times_a_model_step_and_counts_the_steps_to_stop():
+def test_a_pilot_counts_the_steps_to_stop_and_a_step_is_timed_per_model_kind():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    vit, cnn = (plan.pilot(spec, cell) for cell in (spec.cells[0], spec.cells[2]))
-    assert 0 < cnn.step_s < vit.step_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
-    assert vit.steps is not None and 0 < vit.steps < 3000  # the ViT's settle long before max_steps
-    assert cnn.steps is None or 0 < cnn.steps <= 3000  # some CNNs never settle: then the pilot may end first
+    vit = plan.pilot(spec, spec.cells[0])
+    assert vit.stopped == vit.models == 4 and 0 < vit.steps(3000) < 3000  # the ViT's settle long before max_steps
+    assert plan.Pilot(4, 1, 100.0).steps(3000) == (100 + 3 * 3000) / 4  # the others count at their budget
+    vit_s, cnn_s = (plan.step_time(spec, cell, 8) for cell in (spec.cells[0], spec.cells[2]))
+    assert 0 < cnn_s < vit_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
 
 
 def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
