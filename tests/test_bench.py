@@ -15,25 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def _bench(script: str, out: Path, *args: str) -> dict:
     """Run bench/``script`` with ``args`` on 4 trainings (the ViT and the CNN at 2 alpha* and
     their smallest N, one seed) and return its last stdout line's JSON, checked against ``out``."""
+    tiny = ("--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--flop-every", "1")
+    return _run_bench(script, out, *tiny, *args)
+
+
+def _run_bench(script: str, out: Path, *args: str) -> dict:
+    """bench/``script`` with ``args`` and ``--out out``: its last stdout line's JSON, the same as ``out``'s."""
     run = subprocess.run(
-        [
-            sys.executable,
-            f"bench/{script}",
-            "--alpha-every",
-            "6",
-            "--n-every",
-            "10",
-            "--seeds",
-            "1",
-            "--flop-every",
-            "1",
-            "--out",
-            str(out),
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+        [sys.executable, f"bench/{script}", *args, "--out", str(out)], cwd=ROOT, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
@@ -72,17 +61,8 @@ def test_fig1_bench_runs_all_three_ways_on_a_tiny_subset(tmp_path):
 def test_the_one_pass_benchmark_runs_its_three_ways_and_says_what_the_issue_asks(tmp_path):
     """bench/onepass.py on a toy tuned spec: vitsweep end to end, one model per Ray Tune trial and
     a plain loop, with the ratios, the FLOP fraction and each model kind's data share."""
-    out = tmp_path / "onepass.json"
-    run = subprocess.run(
-        [sys.executable, "bench/onepass.py", "--spec", "tests/tiny_tuned.yaml", "--a-every", "8", "--b-every", "8"]
-        + ["--flop-every", "8", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result == json.loads(out.read_text())
+    every = ("--a-every", "8", "--b-every", "8", "--flop-every", "8")
+    result = _run_bench("onepass.py", tmp_path / "onepass.json", "--spec", "tests/tiny_tuned.yaml", *every)
     assert result["runs"] > 0 and 0 < result["busy_fraction"] <= 1
     for key in ("ratio_vs_ray_per_trial", "ratio_vs_loop", "flop_fraction", "rng_fraction"):
         assert result[key] > 0, key
