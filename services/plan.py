@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services import state
-from services.analysis import full_grid_size
 from services.files import write_atomic
 from services.packs import packs
 from services.results import SweepResult
@@ -211,24 +210,18 @@ def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
 
 
 def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
-    """(first-round trainings, most trainings, most steps of one training) of a cell."""
+    """(first-round trainings, most trainings, most steps of one training) of a cell. A tuned cell
+    may train every setting (extensions included) on the selection seeds once per sample cap."""
     _, _, training = spec.configs(cell)
+    first = spec.trainings_of(cell)
     tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
     if tuning is not None:
         samples = training.batch_size * training.max_steps
-        sizes = tuning.batch_size or [training.batch_size]
-        settings = spec.selection_settings(cell.model)
-        extra = 2 * len(tuning.searched) * tuning.max_extensions * (tuning.sampler == "grid")
-        first = settings * spec.tuning.selection_seeds + spec.seeds
-        most = (settings + extra) * spec.tuning.selection_seeds * len(tuning.caps(samples)) + spec.seeds
-        return first, most, samples // min(sizes)
-    first = len(spec.n_values(cell)) * spec.seeds
-    if spec.search.mode == "optuna":
-        return spec.search.num_samples * first, spec.search.num_samples * first, training.max_steps
-    if spec.search.mode == "sample_complexity" and not spec.one_pass(cell):
-        most = (full_grid_size(1, spec.n_max, spec.search.precision) + len(spec.n_values(cell))) * spec.seeds
-        return first, most, spec.search.max_steps_cap or training.max_steps
-    return first, first, training.max_steps
+        settings = spec.selection_settings(cell.model) + tuning.most_extensions
+        most = settings * spec.tuning.selection_seeds * len(tuning.caps(samples)) + spec.seeds
+        return first, most, samples // min(tuning.batch_size or [training.batch_size])
+    searched = spec.search.mode == "sample_complexity" and not spec.one_pass(cell)
+    return first, spec.max_trainings_of(cell), (searched and spec.search.max_steps_cap) or training.max_steps
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,11 @@ class Tuning(TuningSpace):
         """The fields with more than one value to try."""
         return tuple(d for d in ("batch_size", "lr") if len(getattr(self, d) or []) > 1)
 
+    @property
+    def most_extensions(self) -> int:
+        """Settings a cell may add past the edges of a grid: ``max_extensions`` past each end of each searched field."""
+        return 2 * len(self.searched) * self.max_extensions * (self.sampler == "grid")
+
     def settings(self, base: Setting) -> list[Setting]:
         """Every combination of the listed values; a field not listed keeps ``base``'s value."""
         return [Setting(b, float(lr)) for b in self.batch_size or [base.batch_size] for lr in self.lr or [base.lr]]
@@ -352,11 +357,24 @@ class SweepSpec(BaseModel):
     def trainings(self) -> int:
         """Models the sweep trains (sample_complexity: its first round; later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
-        if self.tuning is not None:
-            return sum(self.selection_settings(c.model) * self.tuning.selection_seeds + self.seeds for c in self.cells)
-        if self.search.mode == "optuna":
+        if self.tuning is None and self.search.mode == "optuna":
             return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
-        return sum(len(self.n_values(c)) for c in self.cells) * self.seeds
+        return sum(self.trainings_of(c) for c in self.cells)
+
+    def trainings_of(self, cell: Cell) -> int:
+        """Models one cell trains in its first round (tuning: its grid on the selection seeds and the
+        measurement; optuna: every sample's (N, seed) pairs)."""
+        if self.tuning is not None:
+            return self.selection_settings(cell.model) * self.tuning.selection_seeds + self.seeds
+        first = len(self.n_values(cell)) * self.seeds
+        return self.search.num_samples * first if self.search.mode == "optuna" else first
+
+    def max_trainings_of(self, cell: Cell) -> int:
+        """The most models one untuned cell can train: a multi-pass sample_complexity cell at every N of
+        a geometric grid of ratio 1 + precision up to n_max; any other, its first round."""
+        if self.search.mode == "sample_complexity" and not self.one_pass(cell):
+            return (full_grid_size(1, self.n_max, self.search.precision) + len(self.n_values(cell))) * self.seeds
+        return self.trainings_of(cell)
 
     @property
     def largest_n(self) -> int:
@@ -380,13 +398,11 @@ class SweepSpec(BaseModel):
         geometric grid of ratio 1 + precision up to n_max (it trains far fewer); tuning: with
         every extension past every edge."""
         if self.tuning is not None:
-            tunings = [self.tuning_of(c.model) for c in self.cells]
-            extensions = sum(2 * len(t.searched) * t.max_extensions * (t.sampler == "grid") for t in tunings)
+            extensions = sum(self.tuning_of(c.model).most_extensions for c in self.cells)
             return self.trainings + extensions * self.tuning.selection_seeds
         if self.search.mode != "sample_complexity":
             return self.trainings
-        grid = full_grid_size(1, self.n_max, self.search.precision)
-        return sum(1 if self.one_pass(c) else grid + len(self.n_values(c)) for c in self.cells) * self.seeds
+        return sum(self.max_trainings_of(c) for c in self.cells)
 
     @cached_property
     def cells(self) -> list[Cell]:
