@@ -31,7 +31,7 @@ import numpy as np
 from services import state
 from services.files import write_atomic
 from services.packs import packs
-from services.results import SweepResult
+from services.results import SweepResult, model_of
 
 if TYPE_CHECKING:
     from services.results import Cell
@@ -193,11 +193,11 @@ def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
 
 
 def _model_steps(records) -> int:
-    """SGD steps a cell's records took: each run's largest, a run being a model trained once
-    (multi-pass: one N; one pass: one seed's run, recorded at every evaluated N)."""
+    """SGD steps a cell's records took: each run's largest, a run being a model (results.model_of)
+    trained once under one step budget."""
     runs: dict[tuple, int] = {}
     for r in records:
-        run = (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase, r.max_steps)
+        run = (model_of(r), r.max_steps)
         runs[run] = max(runs.get(run, 0), r.steps)
     return sum(runs.values())
 

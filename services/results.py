@@ -101,18 +101,19 @@ class ModelRecord:
         return flat | self.metrics
 
 
+def model_of(r: ModelRecord) -> tuple:
+    """The model a record belongs to: its (seed, setting, phase) and, multi-pass, its N (a one-pass
+    run is recorded at every N it was evaluated at)."""
+    return (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase)
+
+
 def latest_budget(records: list[ModelRecord]) -> list[ModelRecord]:
     """The records of each model's run with the largest step budget, where a model was trained
-    again with a larger one (a multi-pass retry; a tuned one-pass run under a larger cap). A
-    model is a (seed, setting, phase) and, multi-pass, its N."""
-
-    def model(r: ModelRecord) -> tuple:
-        return (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase)
-
+    again with a larger one (a multi-pass retry; a tuned one-pass run under a larger cap)."""
     top: dict[tuple, int] = {}
     for r in records:
-        top[model(r)] = max(top.get(model(r), 0), r.max_steps or 0)
-    return [r for r in records if (r.max_steps or 0) == top[model(r)]]
+        top[model_of(r)] = max(top.get(model_of(r), 0), r.max_steps or 0)
+    return [r for r in records if (r.max_steps or 0) == top[model_of(r)]]
 
 
 def confirmed_onwards(records: list[ModelRecord]) -> list[ModelRecord]:
