@@ -7,6 +7,7 @@ from pathlib import Path
 
 from services import paper
 from services.summary import THEORY_T_EXPONENT, Summary, error_bound
+from services.tuning import SMALLEST_BATCH
 from vit_core.outcomes import OUTCOMES
 
 
@@ -154,7 +155,7 @@ def _tuning_lines(summary: "Summary") -> list[str]:
             f"tuned, {r.label}: B = {t.chosen['batch_size']}, eta = {t.chosen['lr']:g}, chosen on seeds "
             f"{_span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
             f" N* measured on seeds {_span(t.measurement_seeds)}"
-            + "".join(f"; {note}" for note in t.at_edge if note.startswith("batch_size: 1,"))
+            + (f"; {SMALLEST_BATCH}" if SMALLEST_BATCH in t.at_edge else "")
             + (f"; AT THE EDGE of the space: {', '.join(edge)}" if (edge := _open_edges(t.at_edge)) else "")
         )
     return lines
@@ -162,7 +163,7 @@ def _tuning_lines(summary: "Summary") -> list[str]:
 
 def _open_edges(notes: list[str]) -> list[str]:
     """The edges a search could have gone past (B = 1 is the smallest batch there is)."""
-    return [note for note in notes if not note.startswith("batch_size: 1,")]
+    return [note for note in notes if note != SMALLEST_BATCH]
 
 
 def _span(seeds: list[int]) -> str:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 DONE = "done"  # a tuned cell's phase after SELECTION and MEASUREMENT
 DIMENSIONS = ("batch_size", "lr")  # what a setting fixes, in this order
+SMALLEST_BATCH = "batch_size: 1, the smallest possible"  # at_edge's note for B = 1: no edge a search could pass
 
 
 @dataclass(frozen=True, order=True)
@@ -292,7 +293,7 @@ def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> 
     any extension; Optuna's settings: its outermost values)."""
     found = edges(chosen, tried, searched)
     return [
-        "batch_size: 1, the smallest possible"
+        SMALLEST_BATCH
         if (d, side, chosen.batch_size) == ("batch_size", "low", 1)
         else f"{d}: the {'smallest' if side == 'low' else 'largest'} value tried ({chosen.value(d):g})"
         for d, side in found
