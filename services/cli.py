@@ -338,15 +338,21 @@ def run(
 
 def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
     """Plan the spec here (kept under the home, for the report); exit 2 when it is estimated beyond ``max_minutes``."""
-    from services import plan
-
-    made = plan.make_plan(spec, home, plan.local_slots(spec))
-    plan.save(made, spec, home)
+    made = _plan_here(spec, home)
     if made.wall_s() > 60 * max_minutes:
         _usage(
             f"{spec.name}: estimated {_estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
             "nothing started (`vitsweep plan` shows it per cell)"
         )
+
+
+def _plan_here(spec, home: Path):
+    """The spec's plan on this machine's slots, kept under the home for the run to report."""
+    from services import plan
+
+    made = plan.make_plan(spec, home, plan.local_slots(spec))
+    plan.save(made, spec, home)
+    return made
 
 
 def _estimate(made, slots: int | None = None) -> str:
@@ -375,8 +381,7 @@ def plan_command(
     spec = _load_or_exit(path)
     from services import plan
 
-    made = plan.make_plan(spec, home, plan.local_slots(spec))
-    plan.save(made, spec, home)
+    made = _plan_here(spec, home)
     cluster = plan.slots_of(spec, cpus, gpus) if cpus else None
     if as_json:
         print(json.dumps(made.to_dict(cluster)))
