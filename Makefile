@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test lint chaos system-tools bench bench-full bench-packing bench-device bench-onepass clean
+.PHONY: run test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -54,6 +54,17 @@ system-tools:
 		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } || \
 		echo "could not install $$missing: tests that need them will skip"; \
 	elif [ -n "$$missing" ]; then echo "not installed: $$missing (tests that need them will skip)"; fi
+
+# The workstation stack (docker/docker-compose.yml) up on this machine: PostgreSQL, the MLflow server,
+# a Ray head and two workers, on 127.0.0.1. docker/stack.py starts a private dockerd where no engine
+# answers (root), builds the base and PostgreSQL images from Debian's packages where the registry's
+# cannot be pulled, and the project's image from a local wheelhouse; docker/.env is written with
+# fresh secrets if missing. `make stack-down` stops it (VOLUMES=1 deletes its data too).
+stack: $(VENV)/.installed
+	$(BIN)/python docker/stack.py up --workers 2
+
+stack-down:
+	$(PYTHON) docker/stack.py down $(if $(VOLUMES),--volumes)
 
 # Issue 8's benchmark: a subset of W1 (Li et al.'s Fig 1 grid) three ways: vitsweep, one model per
 # Ray Tune trial, a plain loop; ratios and the FLOP fraction, last stdout line JSON (bench/results/).

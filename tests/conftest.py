@@ -23,6 +23,33 @@ BIN = Path(sys.executable).parent
 
 
 EXIT_STATUS = pytest.StashKey[int]()
+STACK_TESTS = "test_compose_stack.py"
+STACK_BUILD_LOG = Path(tempfile.gettempdir()) / f"vitsweep-stack-build-{os.getpid()}.log"
+_stack_build: list[subprocess.Popen] = []  # docker/stack.py build, started at collection
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The compose stack's tests run last, and their images build in the background from the start
+    (`docker/stack.py build`: minutes on a fresh machine, overlapped with the rest of the suite;
+    once built they are kept, and a second build takes seconds)."""
+    stack = [item for item in items if item.path.name == STACK_TESTS]
+    if not stack:
+        return
+    items[:] = [item for item in items if item.path.name != STACK_TESTS] + stack
+    with open(STACK_BUILD_LOG, "w") as log:
+        _stack_build.append(
+            subprocess.Popen(
+                [sys.executable, str(Path(__file__).parents[1] / "docker" / "stack.py"), "build"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+
+def stack_build() -> tuple[int, str]:
+    """Wait for the background build of the stack's images: (its exit status, what it printed)."""
+    returncode = _stack_build[0].wait()
+    return returncode, STACK_BUILD_LOG.read_text()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
