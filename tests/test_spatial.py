@@ -99,6 +99,21 @@ def test_patch_association_and_cosine_metrics():
     assert metrics["cos_v_wstar"][0].item() == pytest.approx(1.0, abs=1e-6)
 
 
+def test_a_tie_across_a_rows_set_boundary_is_not_an_association():
+    data = SpatialDataConfig(n_patches=10, set_size=2, dim=30)
+    same = torch.from_numpy(set_matrix(data))
+    model = build(PositionalConfig(diag=4.0), data, [0, 1, 2])
+    assert model.metrics()["patch_association"].tolist() == [0.0] * 3  # A = 0 off the diagonal: every row tied
+    other = next(j for j in range(1, 10) if not same[0, j])  # a patch outside row 0's set
+    with torch.no_grad():
+        model.A[0] = torch.where(same, 3.0, 0.0)
+        model.A[1] = torch.where(same, 3.0, 0.0)
+        model.A[1, 0, other] = 3.0  # row 0: an outsider ties with the partner
+        model.A[2] = torch.where(same, 3.0, 0.0)
+        model.A[2, 0, other] = 2.999  # just below: still associated
+    assert model.metrics()["patch_association"].tolist() == pytest.approx([1.0, 0.9, 1.0])
+
+
 def test_training_learns_patch_association_and_the_feature():
     data = SpatialDataConfig(n_patches=10, set_size=2, dim=30)
     train = TrainConfig(

@@ -121,10 +121,7 @@ class PositionalAttention(nn.Module):
         """Per model: the fraction of rows of the positional scores whose top-C entries are
         exactly their patch's set (Def. 2.2), and cos(v, w*)."""
         with torch.no_grad():
-            scores = self.scores()
-            C = int(self.same_set[0].sum())
-            top = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, scores.topk(C, dim=-1).indices, True)
-            rows = (top == self.same_set).all(-1).float().mean(-1)
+            rows = associated_rows(self.scores(), self.same_set).float().mean(-1)
             cos = (self.v @ self.w_star) / self.v.norm(dim=-1).clamp_min(1e-12)
         return {"patch_association": rows, "cos_v_wstar": cos}
 
@@ -140,6 +137,19 @@ class PositionalAttention(nn.Module):
         if self.cfg.width:
             params["a"] = self.a[index].clone()
         return PositionalAttention(self.cfg, params, self.same_set, self.w_star)
+
+
+def associated_rows(scores: Tensor, same_set: Tensor) -> Tensor:
+    """(..., D) bool: row i's C largest scores are exactly the entries of patch i's set, each
+    strictly above every other entry of the row (Def. 2.2). A tie across that boundary counts as
+    not associated: topk would break it by position, and A = 0 off the diagonal at initialisation
+    would then count ~10% of rows as associated by chance of index order."""
+    C, D = int(same_set[0].sum()), scores.shape[-1]
+    if C == D:
+        return torch.ones(scores.shape[:-1], dtype=torch.bool, device=scores.device)
+    inside = scores.masked_fill(~same_set, float("inf")).amin(-1)  # the set's smallest score
+    outside = scores.masked_fill(same_set, float("-inf")).amax(-1)  # the largest score outside it
+    return inside > outside
 
 
 def _qk(Z: Tensor, W_Q: Tensor, W_K: Tensor) -> Tensor:
