@@ -532,6 +532,8 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "patch_association": summary.patch_association,
         "cos_v_wstar": summary.cos_v_wstar,
         "test_error": summary.test_error,
+        "train_error": summary.train_error,
+        "patch_association_gram": summary.patch_association_gram,
         "bayes_error": summary.bayes_error,
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,

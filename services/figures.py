@@ -139,10 +139,16 @@ def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
 
 
 def _structure_figure(spec: SweepSpec, summary: "Summary", cells: list[CellResult]):
-    """Paper B's Fig 4 curves: test error, patch association and cos(v, w*) against the step
-    (those the models have); the test error beside the paper's values for the data's labels and
-    the lowest error the data allow where it is not 0."""
-    names = {"test_error": "test error", "patch_association": "rows of A associated", "cos_v_wstar": "cos(v, w*)"}
+    """Paper B's Fig 4 curves: test and training error, patch association (on A; vanilla: also on
+    P P^T) and cos(v, w*) against the step (those the models have); the test error beside the
+    paper's values for the data's labels and the lowest error the data allow where it is not 0."""
+    names = {
+        "test_error": "test error",
+        "train_error": "training error",
+        "patch_association": "rows of A associated",
+        "patch_association_gram": "rows of P P^T associated",
+        "cos_v_wstar": "cos(v, w*)",
+    }
     names = {k: v for k, v in names.items() if any(c.curves(k) for c in cells)}
     fig, axes = _subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     axes = axes[0]

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 
 from services import paper
-from services.summary import THEORY_T_EXPONENT, Summary, error_bound
+from services.summary import THEORY_T_EXPONENT, Summary, error_bound, underfits
 from services.tuning import SMALLEST_BATCH
 from vit_core.outcomes import OUTCOMES
 
@@ -222,16 +222,26 @@ def notes(summary: "Summary") -> list[str]:
     if not any(m in paper.SUCCESS for m in summary.models):
         for label, error in summary.test_error.items():
             bayes = summary.bayes_error.get(label, 0.0)
+            train = summary.train_error.get(label, {})
             lines.append(
                 f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "
-                f"{error['seeds']} seeds"
+                f"{error['seeds']} seeds; training error {fmt(train.get('mean'), '.4f')}"
                 + (f" (the lowest any classifier can reach on these data: {bayes:.4f})" if bayes else "")
+                + (
+                    "; the model does not fit its own training data (training error >= 80% of the test error), "
+                    "so this cell cannot test a claim about what training finds"
+                    if underfits(error["mean"], train.get("mean"))
+                    else ""
+                )
             )
     for label, share in summary.patch_association.items():
+        gram = summary.patch_association_gram.get(label)
+        cos = summary.cos_v_wstar.get(label)
         lines.append(
             f"patch association, {label}: every row associated in {share:.0%} of seeds, "
-            f"{summary.patch_association_rows[label]:.0%} "
-            f"of rows on average; median cos(v, w*) {summary.cos_v_wstar[label]:.3f}"
+            f"{summary.patch_association_rows[label]:.0%} of rows on average"
+            + (f"; on P P^T {gram:.0%} of rows" if gram is not None else "")
+            + (f"; median cos(v, w*) {cos:.3f}" if cos is not None else "")
         )
     for group, ks in summary.sparsification.items():
         k = max(ks)

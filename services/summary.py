@@ -263,11 +263,32 @@ def _attention(cells: list[CellResult]) -> dict:
     return out
 
 
+UNDERFIT_SHARE, UNDERFIT_FLOOR = 0.8, 0.05
+
+
+def underfits(test_error: float | None, train_error: float | None) -> bool:
+    """A model that cannot fit its own training data: mean training error at least 5% and at least
+    80% of its test error. Its test error then says what the model class cannot represent, not
+    how it generalises, so such a cell cannot test a claim about what training finds."""
+    if test_error is None or train_error is None:
+        return False
+    return train_error >= UNDERFIT_FLOOR and train_error >= UNDERFIT_SHARE * test_error
+
+
 def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
-    """Per cell at its largest N: mean test error with a bootstrap CI over seeds; for Paper B's
-    synthetic data also the lowest error its data allow (bayes_error), the fraction of models
-    whose every row of A is associated with its patch's set, and the median cos(v, w*)."""
-    names = ("test_error", "bayes_error", "patch_association", "patch_association_rows", "cos_v_wstar")
+    """Per cell at its largest N: mean test and training error with bootstrap CIs over seeds; for
+    Paper B's synthetic data also the lowest error its data allow (bayes_error), the fraction of
+    models whose every row of A is associated with its patch's set (and of rows, on A and for
+    vanilla attention on P P^T), and the median cos(v, w*) where the models have a v."""
+    names = (
+        "test_error",
+        "train_error",
+        "bayes_error",
+        "patch_association",
+        "patch_association_rows",
+        "patch_association_gram",
+        "cos_v_wstar",
+    )
     out: dict = {name: {} for name in names}
     for c in cells:
         if not c.records:
@@ -275,13 +296,17 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
         measured = c.measured()
         largest = max(r.n_train for r in measured)
         last = [r.metrics for r in measured if r.n_train == largest]
-        out["test_error"][c.cell.label] = mean_ci(np.array([m["test_error"] for m in last], dtype=float))
+        for name in ("test_error", "train_error"):
+            out[name][c.cell.label] = mean_ci(np.array([m[name] for m in last], dtype=float))
         data = spec.configs(c.cell)[0]
         if isinstance(data, SpatialDataConfig):
             out["bayes_error"][c.cell.label] = bayes_error(data)
         if "patch_association" in last[0]:
             out["patch_association"][c.cell.label] = float(np.mean([m["patch_association"] == 1.0 for m in last]))
             out["patch_association_rows"][c.cell.label] = float(np.mean([m["patch_association"] for m in last]))
+        if "patch_association_gram" in last[0]:
+            out["patch_association_gram"][c.cell.label] = float(np.mean([m["patch_association_gram"] for m in last]))
+        if "cos_v_wstar" in last[0]:
             out["cos_v_wstar"][c.cell.label] = float(np.median([m["cos_v_wstar"] for m in last]))
     return out
 
@@ -358,9 +383,11 @@ class Summary:
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
     test_error: dict[str, dict]  # cell -> mean test error at its largest N, with a CI
+    train_error: dict[str, dict]  # cell -> mean training error there, with a CI
     bayes_error: dict[str, float]  # Paper B's synthetic cells -> the lowest test error their data allow
     patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
     patch_association_rows: dict[str, float]  # cell -> mean share of associated rows
+    patch_association_gram: dict[str, float]  # vanilla cell -> mean share of rows associated on P P^T
     cos_v_wstar: dict[str, float]  # cell -> median cos(v, w*)
     attention: dict[str, dict]  # ViT cell -> attention mass at the first and last evaluation
     sparsification: dict[str, dict]  # group -> k -> test loss and its change against k = 0

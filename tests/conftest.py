@@ -301,6 +301,7 @@ def model_record(n: int, seed: int, outcome: str, **values) -> dict:
         "iterations_to_zero": 10 if succeeded else -1,
         "test_error": 0.0 if succeeded else 0.1,
         "test_loss": 0.0,
+        "train_error": 0.0,
         "attention_mass": float("nan"),
     } | values
 

@@ -74,3 +74,26 @@ def test_the_report_gives_and_draws_the_lowest_error_that_kept_spurious_sets_all
     labels = [line.get_label() for line in drawn.get_lines()]
     assert labels.count(f"Bayes error of its data {floor:.3f}") == 2  # the positional and vanilla keep cells
     assert {"paper Fig 4: plateau 0.07", "paper Fig 4: near 10^4 steps 0.027"} <= set(labels)
+
+
+def test_the_report_gives_training_error_and_names_a_model_that_cannot_fit_its_training_data():
+    spec = parse_spec(TINY + "axes: {spurious_sets: [redraw, keep]}\n")
+    fits, underfits = spec.cells[0], spec.cells[1]  # positional redraw, positional keep
+    errors = {fits.label: (0.05, 0.01), underfits.label: (0.27, 0.26)}  # (test, training) error
+    cells = [
+        CellResult(
+            cell,
+            [
+                ModelRecord.from_dict(model_record(400, s, "failed", test_error=test, train_error=train))
+                for s in range(3)
+            ],
+        )
+        for cell, (test, train) in ((c, errors[c.label]) for c in spec.cells if c.label in errors)
+    ]
+    summary = summarize(spec, "b-2", cells)
+    assert summary.train_error[underfits.label]["mean"] == pytest.approx(0.26)
+    lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
+    assert "training error 0.2600" in lines[f"test error, {underfits.label}"]
+    assert "does not fit its own training data" in lines[f"test error, {underfits.label}"]
+    assert "training error 0.0100" in lines[f"test error, {fits.label}"]
+    assert "does not fit" not in lines[f"test error, {fits.label}"]

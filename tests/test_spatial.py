@@ -137,7 +137,10 @@ def test_every_variant_packs_like_its_models_alone(kwargs):
     alone = torch.cat([build(cfg, data, [s])(X)[0] for s in (0, 1, 2)])
     assert torch.allclose(pack(X)[0], alone, rtol=1e-4, atol=1e-6)
     assert torch.allclose(pack.select(torch.tensor([2, 0]))(X)[0], alone[[2, 0]])
-    assert bool(pack.metric_names) == (not cfg.width)
+    assert pack.metric_names[0] == "patch_association"  # synthetic data: the sets are known
+    assert ("cos_v_wstar" in pack.metric_names) == (not cfg.width)  # only a value vector v has a direction
+    assert ("patch_association_gram" in pack.metric_names) == (cfg.kind == "vanilla")
+    assert set(pack.metrics()) == set(pack.metric_names)
 
 
 def test_transfer_freezes_the_pretrained_attention_and_learns_v():

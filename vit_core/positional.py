@@ -81,8 +81,14 @@ class PositionalAttention(nn.Module):
         self.register_buffer("same_set", same_set)
         self.register_buffer("w_star", w_star)
         self.lr_scales = {name: cfg.a_lr_scale for name in ATTENTION}
-        known = same_set is not None and w_star is not None and not cfg.width
-        self.metric_names = ("patch_association", "cos_v_wstar") if known else ()
+        names = []
+        if same_set is not None:  # synthetic data: the true sets (and the feature w*) are known
+            names.append("patch_association")
+            if not cfg.width:  # a value vector v to compare with w*
+                names.append("cos_v_wstar")
+            if cfg.kind == "vanilla":
+                names.append("patch_association_gram")
+        self.metric_names = tuple(names)
 
     @property
     def K(self) -> int:
@@ -118,12 +124,19 @@ class PositionalAttention(nn.Module):
         return out.sum(-1), None
 
     def metrics(self) -> dict[str, Tensor]:
-        """Per model: the fraction of rows of the positional scores whose top-C entries are
-        exactly their patch's set (Def. 2.2), and cos(v, w*)."""
+        """Per model, those of ``metric_names``: the fraction of rows of the positional scores whose
+        top-C entries are exactly their patch's set (Def. 2.2); cos(v, w*); vanilla: the same
+        fraction on the encodings' Gram matrix P P^T (the paper's Fig 2 draws P^T P, P being d x D)."""
+        out = {}
         with torch.no_grad():
-            rows = associated_rows(self.scores(), self.same_set).float().mean(-1)
-            cos = (self.v @ self.w_star) / self.v.norm(dim=-1).clamp_min(1e-12)
-        return {"patch_association": rows, "cos_v_wstar": cos}
+            if "patch_association" in self.metric_names:
+                out["patch_association"] = associated_rows(self.scores(), self.same_set).float().mean(-1)
+            if "cos_v_wstar" in self.metric_names:
+                out["cos_v_wstar"] = (self.v @ self.w_star) / self.v.norm(dim=-1).clamp_min(1e-12)
+            if "patch_association_gram" in self.metric_names:
+                gram = self.P @ self.P.transpose(-1, -2)
+                out["patch_association_gram"] = associated_rows(gram, self.same_set).float().mean(-1)
+        return out
 
     def snapshot(self) -> dict[str, Tensor]:
         """The attention's parameters (what transfer starts from) and its positional scores."""
