@@ -110,6 +110,11 @@ def private_engine() -> dict | None:
     return engine if alive else None
 
 
+def system_engine() -> dict:
+    """The engine DOCKER_HOST (or the default socket) names, not ours to stop."""
+    return {"host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), "pid": None}
+
+
 def engine() -> dict:
     """{"host": DOCKER_HOST, "pid": the private dockerd's pid or None}: an engine that answers."""
     if shutil.which("docker") is None:
@@ -117,7 +122,7 @@ def engine() -> dict:
     if (mine := private_engine()) is not None:
         return mine
     if answers(None):
-        return {"host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), "pid": None}
+        return system_engine()
     if os.geteuid() != 0:
         raise CannotRun("no Docker engine answers and starting one needs root")
     if shutil.which("dockerd") is None:
@@ -188,8 +193,8 @@ def running(pid: int) -> bool:
 # --- images -----------------------------------------------------------------------------------
 
 
-def docker(eng: dict, *args: str, timeout: float | None = None) -> str:
-    return run(["docker", *args], env={**os.environ, "DOCKER_HOST": eng["host"]}, timeout=timeout)
+def docker(eng: dict, *args: str, timeout: float | None = None, **kw) -> str:
+    return run(["docker", *args], env={**os.environ, "DOCKER_HOST": eng["host"]}, timeout=timeout, **kw)
 
 
 def has_image(eng: dict, image: str) -> bool:
@@ -236,11 +241,7 @@ def local_base(eng: dict) -> str:
     run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(rootfs), mirror])
     run(["chroot", str(rootfs), "python3", "-m", "venv", VENV])
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    run(
-        ["docker", "import", "--change", f"ENV PATH={PATH}", "--change", 'CMD ["python3"]', "-", image],
-        env={**os.environ, "DOCKER_HOST": eng["host"]},
-        stdin=tar.stdout,
-    )
+    docker(eng, "import", "--change", f"ENV PATH={PATH}", "--change", 'CMD ["python3"]', "-", image, stdin=tar.stdout)
     tar.wait()
     shutil.rmtree(rootfs)
     return image
@@ -430,7 +431,7 @@ def down(args) -> None:
     if eng is None and not answers(None):
         log("no engine answers: nothing to bring down")
         return
-    eng = eng or {"host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), "pid": None}
+    eng = eng or system_engine()
     path = Path(args.env_file).resolve()
     if path.exists():
         Stack(eng, args.project, path)("down", *(["--volumes"] if args.volumes else []))

@@ -6,7 +6,7 @@ from html import escape
 from pathlib import Path
 
 from services import paper
-from services.summary import THEORY_T_EXPONENT, Summary, error_bound, underfits
+from services.summary import THEORY_T_EXPONENT, UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, error_bound, underfits
 from services.tuning import SMALLEST_BATCH
 from vit_core.outcomes import OUTCOMES
 
@@ -228,8 +228,9 @@ def notes(summary: "Summary") -> list[str]:
                 f"{error['seeds']} seeds; training error {fmt(train.get('mean'), '.4f')}"
                 + (f" (the lowest any classifier can reach on these data: {bayes:.4f})" if bayes else "")
                 + (
-                    "; the model does not fit its own training data (training error >= 80% of the test error), "
-                    "so this cell cannot test a claim about what training finds"
+                    f"; the model does not fit its own training data (training error >= {UNDERFIT_FLOOR:.0%} and "
+                    f">= {UNDERFIT_SHARE:.0%} of the test error), so this cell cannot test a claim about what "
+                    "training finds"
                     if underfits(error["mean"], train.get("mean"))
                     else ""
                 )

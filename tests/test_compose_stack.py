@@ -46,6 +46,11 @@ class Stack:
         command = [*self.up["compose"], *args]
         return subprocess.run(command, env=self.environ, check=True, capture_output=True, text=True).stdout
 
+    @property
+    def where(self) -> tuple[str, ...]:
+        """docker/stack.py's arguments for this stack's compose project."""
+        return ("--project", self.project, "--env-file", str(self.env))
+
     def container(self, service: str, index: int = 1) -> str:
         return f"{self.project}_{service}_{index}"
 
@@ -82,11 +87,10 @@ class Stack:
         nodes = {n["node_id"]: n["node_ip"] for n in self.api("nodes?limit=100")}
         deadline = time.monotonic() + deadline_s
         while time.monotonic() < deadline:
+            workers = self.workers()
             for actor in self.api("actors?limit=1000&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"):
-                if "JobSupervisor" not in actor["class_name"] and actor["node_id"] in nodes:
-                    ip = nodes[actor["node_id"]]
-                    if ip in self.workers():
-                        return ip
+                if "JobSupervisor" not in actor["class_name"] and nodes.get(actor["node_id"]) in workers:
+                    return nodes[actor["node_id"]]
             time.sleep(0.2)
         raise AssertionError("no trial started on a worker")
 
@@ -118,21 +122,19 @@ def stack(tmp_path_factory):
         f"RAY_AUTH_TOKEN={token}\nRAY_HEAD_CPUS=0\nRAY_WORKER_CPUS=1\n"
         f"MLFLOW_PORT={mlflow_port}\nRAY_DASHBOARD_PORT={dashboard_port}\n"
     )
-    project = f"vitsweeptest{os.getpid()}"
-    where = ("--project", project, "--env-file", str(env))
     built, said = stack_build()  # started at collection (conftest), while the other tests ran
     if built == 77:
         pytest.skip(said.strip().splitlines()[-1])
     assert built == 0, said[-5000:]  # where root can start dockerd, failing to is a failure
-    started = time.monotonic()
-    up = stack_script("up", *where, "--workers", "2", "--json")
+    stack = Stack({}, env, token, f"vitsweeptest{os.getpid()}")
+    up = stack_script("up", *stack.where, "--workers", "2", "--json")
     try:
         assert up.returncode == 0, up.stderr[-5000:]
-        report = json.loads(up.stdout.strip().splitlines()[-1])
-        print(f"stack up in {time.monotonic() - started:.0f} s: {report['timings']}")
-        yield Stack(report, env, token, project)
+        stack.up = json.loads(up.stdout.strip().splitlines()[-1])
+        print(f"stack up: {stack.up['timings']}")
+        yield stack
     finally:
-        down = stack_script("down", *where, "--volumes")
+        down = stack_script("down", *stack.where, "--volumes")
         assert down.returncode == 0, down.stderr[-3000:]
 
 
@@ -244,7 +246,7 @@ def test_mlflow_down_mid_sweep_keeps_the_results_and_logs_them_once_it_is_back(s
 def test_down_and_up_keeps_the_sweep_its_artifacts_ray_state_and_cache(stack, first_sweep):
     summary, _ = first_sweep
     stack.compose("down")  # no --volumes
-    up = stack_script("up", "--project", stack.project, "--env-file", str(stack.env), "--workers", "2", "--json")
+    up = stack_script("up", *stack.where, "--workers", "2", "--json")
     assert up.returncode == 0, up.stderr[-5000:]
     print(f"up again: {json.loads(up.stdout.strip().splitlines()[-1])['timings']}")
     client = MlflowClient(stack.up["mlflow"])

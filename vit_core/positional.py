@@ -157,11 +157,8 @@ def associated_rows(scores: Tensor, same_set: Tensor) -> Tensor:
     strictly above every other entry of the row (Def. 2.2). A tie across that boundary counts as
     not associated: topk would break it by position, and A = 0 off the diagonal at initialisation
     would then count ~10% of rows as associated by chance of index order."""
-    C, D = int(same_set[0].sum()), scores.shape[-1]
-    if C == D:
-        return torch.ones(scores.shape[:-1], dtype=torch.bool, device=scores.device)
     inside = scores.masked_fill(~same_set, float("inf")).amin(-1)  # the set's smallest score
-    outside = scores.masked_fill(same_set, float("-inf")).amax(-1)  # the largest score outside it
+    outside = scores.masked_fill(same_set, float("-inf")).amax(-1)  # the largest outside it (-inf: none)
     return inside > outside
 
 
