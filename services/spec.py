@@ -532,9 +532,9 @@ class JelassiSweep(SweepSpec):
         check_positional_fits(model, data)
 
     def sample_cost(self, cell: Cell) -> float:
-        """Attention over D patches (D²·d) and the values (D·d·m, m = 1 for the value vector)."""
+        """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors)."""
         data, model, _ = self.configs(cell)
-        return data.n_patches**2 * data.dim + data.n_patches * data.dim * max(1, model.width)
+        return model.heads * data.n_patches**2 * data.dim + data.n_patches * data.dim * max(model.heads, model.width)
 
 
 class ImageSweep(JelassiSweep):

@@ -128,7 +128,16 @@ def test_training_learns_patch_association_and_the_feature():
     assert {"patch_association", "cos_v_wstar"} <= set(records[0])
 
 
-@pytest.mark.parametrize("kwargs", [{"kind": "vanilla", "a_init": 1.0}, {"width": 8}, {"kind": "vanilla", "width": 8}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kind": "vanilla", "a_init": 1.0},
+        {"width": 8},
+        {"kind": "vanilla", "width": 8},
+        {"heads": 3, "a_init": 1.0},
+        {"kind": "vanilla", "heads": 2, "a_init": 1.0},
+    ],
+)
 def test_every_variant_packs_like_its_models_alone(kwargs):
     data = SpatialDataConfig()
     X = sample_patches(data, 16, 0).tokens
@@ -138,7 +147,7 @@ def test_every_variant_packs_like_its_models_alone(kwargs):
     assert torch.allclose(pack(X)[0], alone, rtol=1e-4, atol=1e-6)
     assert torch.allclose(pack.select(torch.tensor([2, 0]))(X)[0], alone[[2, 0]])
     assert pack.metric_names[0] == "patch_association"  # synthetic data: the sets are known
-    assert ("cos_v_wstar" in pack.metric_names) == (not cfg.width)  # only a value vector v has a direction
+    assert ("cos_v_wstar" in pack.metric_names) == (not cfg.width and cfg.heads == 1)  # one value vector v
     assert ("patch_association_gram" in pack.metric_names) == (cfg.kind == "vanilla")
     assert set(pack.metrics()) == set(pack.metric_names)
 
@@ -225,6 +234,56 @@ def test_a_shared_cubic_teacher_is_model_t_with_attention_near_the_identity():
         agree = (torch.sign(model(batch.tokens)[0][0]) == batch.labels).float().mean().item()
         assert least <= agree <= most
         assert abs(batch.labels.mean().item()) < 0.05
+
+
+@pytest.mark.parametrize("kind", ["positional", "vanilla"])
+def test_heads_add_their_outputs_before_sigma(kind):
+    """With sigma the identity, F is linear in the heads' mixed values: a 2-head model computes the sum
+    of the two 1-head models that hold its heads' parameters."""
+    data = SpatialDataConfig()
+    D, d = data.n_patches, data.dim
+    X = sample_patches(data, 16, 0).tokens
+    two = build(PositionalConfig(kind=kind, heads=2, a_init=1.0, activation="identity"), data, [0, 1])
+    one = build(PositionalConfig(kind=kind, a_init=1.0, activation="identity"), data, [0, 1])
+    rows = {"A": D, "W_Q": d, "W_K": d, "v": d}  # each head's block along the first axis
+    total = torch.zeros(2, 16)
+    for h in range(2):
+        with torch.no_grad():
+            for name, p in one.named_parameters():
+                own = getattr(two, name)
+                p.copy_(own[:, h * rows[name] : (h + 1) * rows[name]] if name in rows else own)
+        total += one(X)[0].detach()
+    assert torch.allclose(two(X)[0], total, rtol=1e-4, atol=1e-5)
+
+
+def test_c_heads_compute_the_set_teacher_and_read_each_patchs_set():
+    """Head c attending from every patch to member c of its set, with the c-th block of the teacher's
+    filter as its value vector, computes the cubic CNN over each set's concatenated patches (times C);
+    the heads' mean attention then puts each row's C largest entries on its set."""
+    data = SpatialDataConfig(
+        labels="cnn", n_patches=16, set_size=4, partition="blocks", dim=8, teacher_width=1, teacher="concatenated"
+    )
+    D, C = data.n_patches, data.set_size
+    filters, signs = teacher(data)
+    sets = patch_sets(data)
+    model = build(PositionalConfig(heads=C, diag=0.0), data, [0])  # a patch reads itself at 0 > -50
+    A = torch.full((C, D, D), -50.0)
+    for members in sets:
+        for c, j in enumerate(members):
+            A[c, torch.from_numpy(members), int(j)] = 50.0
+    with torch.no_grad():
+        model.A[0] = A.view(C * D, D)
+        model.v[0] = torch.from_numpy(signs[0] * filters[0]).float()  # (C d,): block c is head c's
+    batch = sample_patches(data, 4000, seed=1)
+    assert (torch.sign(model(batch.tokens)[0][0]) == batch.labels).float().mean().item() > 0.999
+    assert model.metrics()["patch_association"].item() == 1.0
+    assert "cos_v_wstar" not in model.metric_names
+
+
+def test_heads_need_a_value_vector_each():
+    with pytest.raises(ConfigError) as error:
+        PositionalConfig(heads=2, width=8)
+    assert error.value.field == "heads"
 
 
 @pytest.mark.parametrize("q", [0.2, 0.3, 0.5])

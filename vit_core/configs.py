@@ -319,6 +319,11 @@ class PositionalConfig:
         "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, "
         "averaged over patches (for images)",
     )
+    heads: int = param(
+        1,
+        "attention heads, each with its own scores (A; vanilla: W_Q, W_K) and value vector, their outputs summed "
+        "before sigma; > 1 needs width 0. C heads can represent a CNN over each set's concatenated patches",
+    )
     a_lr_scale: float = param(
         1000.0, "the attention's step size (A; vanilla: P, W_Q, W_K) is a_lr_scale times the training lr (v's)"
     )
@@ -341,6 +346,8 @@ class PositionalConfig:
                 raise ConfigError(field, getattr(self, field), "must be > 0")
         if self.width < 0:
             raise ConfigError("width", self.width, "must be >= 0")
+        if self.heads < 1 or (self.heads > 1 and self.width):
+            raise ConfigError("heads", self.heads, "must be >= 1, and 1 where width > 0 (one head with a ReLU layer)")
         for field in ("pretrain_n", "pretrain_steps"):
             if getattr(self, field) < 1:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")

@@ -36,22 +36,23 @@ def build_positional(
     pre-trained attention parameters that transfer starts from (train.pretrained_attention)."""
     D, d = data.n_patches, data.dim
     params: dict[str, list[Tensor]] = {}
+    H = cfg.heads  # heads are stacked along the first axis of A, W_Q, W_K and v: one head keeps their shapes
     for seed in seeds:
         gen = torch.Generator().manual_seed(stream_seed(seed, Stream.INIT))
         if cfg.kind == "positional":
-            params.setdefault("A", []).append(cfg.a_init * torch.randn(D, D, generator=gen))
+            params.setdefault("A", []).append(cfg.a_init * torch.randn(H * D, D, generator=gen))
         else:  # W_Q = W_K = I at first: scores <x_i + p_i, x_j + p_j> / sqrt(d)
             params.setdefault("P", []).append(cfg.a_init * torch.randn(D, d, generator=gen))
-            params.setdefault("W_Q", []).append(torch.eye(d))
-            params.setdefault("W_K", []).append(torch.eye(d))
+            params.setdefault("W_Q", []).append(torch.eye(d).repeat(H, 1))
+            params.setdefault("W_K", []).append(torch.eye(d).repeat(H, 1))
         if cfg.width:
             params.setdefault("W_V", []).append(torch.randn(cfg.width, d, generator=gen) / d**0.5)
             params.setdefault("a", []).append(
                 (torch.randint(0, 2, (cfg.width,), generator=gen) * 2 - 1) / cfg.width**0.5
             )
         else:
-            direction = torch.randn(d, generator=gen)
-            params.setdefault("v", []).append(cfg.v_init * direction / direction.norm())
+            direction = torch.randn(H, d, generator=gen)
+            params.setdefault("v", []).append((cfg.v_init * direction / direction.norm(dim=-1, keepdim=True)).view(-1))
     stacked = {name: torch.stack(values) for name, values in params.items()}
     check_positional_fits(cfg, data)
     synthetic = isinstance(data, SpatialDataConfig)  # images have no true sets or feature
@@ -84,7 +85,7 @@ class PositionalAttention(nn.Module):
         names = []
         if same_set is not None:  # synthetic data: the true sets (and the feature w*) are known
             names.append("patch_association")
-            if not cfg.width:  # a value vector v to compare with w*
+            if not cfg.width and cfg.heads == 1:  # a value vector v to compare with w*
                 names.append("cos_v_wstar")
             if cfg.kind == "vanilla":
                 names.append("patch_association_gram")
@@ -94,26 +95,42 @@ class PositionalAttention(nn.Module):
     def K(self) -> int:
         return (self.W_V if self.cfg.width else self.v).shape[0]
 
-    def scores(self) -> Tensor:
-        """The positional part of the attention logits, (K, D, D): A with its fixed diagonal, or
-        for vanilla attention (P W_Q^T)(P W_K^T)^T / sqrt(d)."""
+    def logits(self) -> Tensor:
+        """The positional part of each head's attention logits, (K, H, D, D): A with its fixed
+        diagonal, or for vanilla attention (P W_Q^T)(P W_K^T)^T / sqrt(d)."""
         if self.cfg.kind == "vanilla":
-            return _qk(self.P, self.W_Q, self.W_K)
-        eye = torch.eye(self.A.shape[-1], dtype=torch.bool, device=self.A.device)
-        return torch.where(eye, torch.full_like(self.A, self.cfg.diag), self.A)
+            return _qk(self.P.unsqueeze(1), *self._per_head(self.W_Q, self.W_K))
+        (A,) = self._per_head(self.A)
+        eye = torch.eye(A.shape[-1], dtype=torch.bool, device=A.device)
+        return torch.where(eye, torch.full_like(A, self.cfg.diag), A)
+
+    def scores(self) -> Tensor:
+        """(K, D, D): where each patch reads from. One head's logits; several heads': the log of
+        their mean attention, so that a row's order says which patches the heads read together."""
+        logits = self.logits()
+        if self.cfg.heads == 1:
+            return logits.squeeze(1)
+        return torch.logsumexp(torch.log_softmax(logits, dim=-1), dim=1) - np.log(self.cfg.heads)
+
+    def _per_head(self, *stacked: Tensor) -> tuple[Tensor, ...]:
+        """Parameters stacked over heads along their first axis, (K, H r, c), as (K, H, r, c)."""
+        return tuple(t.view(t.shape[0], self.cfg.heads, -1, t.shape[-1]) for t in stacked)
 
     def forward(self, X: Tensor, keep: Tensor | None = None) -> tuple[Tensor, None]:
         """Outputs F (K, B) for patches X (K, B, D, d) or shared (B, D, d); keep: patches each
         sample keeps (removed ones are never attended to)."""
-        W = self.W_V if self.cfg.width else self.v.unsqueeze(1)  # (K, m, d), m = 1 for v
+        W = self.W_V if self.cfg.width else self.v.view(self.K, self.cfg.heads, -1)  # (K, m, d) or v: (K, H, d)
         values = X @ W.transpose(-1, -2).unsqueeze(1) if X.dim() == 4 else torch.einsum("bid,kmd->kbim", X, W)
-        if self.cfg.kind == "vanilla":  # (K, B, D, D) from patches plus encodings
-            S = _qk(X + self.P.unsqueeze(1), self.W_Q.unsqueeze(1), self.W_K.unsqueeze(1))
+        # per head (K, B, H, D, m): the ReLU layer's m values under one head, or head h's value <v_h, X_j>
+        values = values.unsqueeze(2) if self.cfg.width else values.transpose(-1, -2).unsqueeze(-1)
+        if self.cfg.kind == "vanilla":  # (K, B, H, D, D) from patches plus encodings
+            Z = (X + self.P.unsqueeze(1)).unsqueeze(2)
+            S = _qk(Z, *(W.unsqueeze(1) for W in self._per_head(self.W_Q, self.W_K)))
         else:
-            S = self.scores().unsqueeze(1)  # (K, 1, D, D)
+            S = self.logits().unsqueeze(1)  # (K, 1, H, D, D)
         if keep is not None:
-            S = S.masked_fill(~keep.unsqueeze(-2), float("-inf"))
-        mixed = torch.softmax(S, dim=-1) @ values  # (K, B, D, m)
+            S = S.masked_fill(~keep[..., None, None, :], float("-inf"))
+        mixed = (torch.softmax(S, dim=-1) @ values).sum(2)  # (K, B, D, m): the heads' outputs summed
         if self.cfg.width:
             out = torch.relu(mixed) @ self.a.view(self.K, 1, -1, 1) / mixed.shape[-2]  # (K, B, D, 1): mean over patches
         else:
