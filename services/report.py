@@ -221,7 +221,7 @@ def notes(summary: "Summary") -> list[str]:
         )
     if not any(m in paper.SUCCESS for m in summary.models):
         for label, error in summary.test_error.items():
-            bayes = summary.bayes_error.get(label, 0.0)
+            bayes = summary.bayes_error.get(label.split(" N=")[0], 0.0)
             train = summary.train_error.get(label, {})
             lines.append(
                 f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "

@@ -276,7 +276,8 @@ def underfits(test_error: float | None, train_error: float | None) -> bool:
 
 
 def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
-    """Per cell at its largest N: mean test and training error with bootstrap CIs over seeds; for
+    """Per cell at its largest N, or on a grid at each of its N (labels end "N=n" where a cell has
+    several; a search's N are its own steps): mean test and training error with bootstrap CIs over seeds; for
     Paper B's synthetic data also the lowest error its data allow (bayes_error), the fraction of
     models whose every row of A is associated with its patch's set (and of rows, on A and for
     vanilla attention on P P^T), and the median cos(v, w*) where the models have a v."""
@@ -293,22 +294,29 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
     for c in cells:
         if not c.records:
             continue
-        measured = c.measured()
-        largest = max(r.n_train for r in measured)
-        last = [r.metrics for r in measured if r.n_train == largest]
-        for name in ("test_error", "train_error"):
-            out[name][c.cell.label] = mean_ci(np.array([m[name] for m in last], dtype=float))
         data = spec.configs(c.cell)[0]
         if isinstance(data, SpatialDataConfig):
             out["bayes_error"][c.cell.label] = bayes_error(data)
-        if "patch_association" in last[0]:
-            out["patch_association"][c.cell.label] = float(np.mean([m["patch_association"] == 1.0 for m in last]))
-            out["patch_association_rows"][c.cell.label] = float(np.mean([m["patch_association"] for m in last]))
-        if "patch_association_gram" in last[0]:
-            out["patch_association_gram"][c.cell.label] = float(np.mean([m["patch_association_gram"] for m in last]))
-        if "cos_v_wstar" in last[0]:
-            out["cos_v_wstar"][c.cell.label] = float(np.median([m["cos_v_wstar"] for m in last]))
+        measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
+        ns = sorted({r.n_train for r in measured})
+        ns = ns if spec.search.mode == "grid" else ns[-1:]
+        for n in ns:
+            label = c.cell.label if len(ns) == 1 else f"{c.cell.label} N={n}"
+            _structure_at(out, label, [r.metrics for r in measured if r.n_train == n])
     return out
+
+
+def _structure_at(out: dict, label: str, models: list[dict]) -> None:
+    """``_structure``'s entries for one cell at one N, from its models' final metrics."""
+    for name in ("test_error", "train_error"):
+        out[name][label] = mean_ci(np.array([m[name] for m in models], dtype=float))
+    if "patch_association" in models[0]:
+        out["patch_association"][label] = float(np.mean([m["patch_association"] == 1.0 for m in models]))
+        out["patch_association_rows"][label] = float(np.mean([m["patch_association"] for m in models]))
+    if "patch_association_gram" in models[0]:
+        out["patch_association_gram"][label] = float(np.mean([m["patch_association_gram"] for m in models]))
+    if "cos_v_wstar" in models[0]:
+        out["cos_v_wstar"][label] = float(np.median([m["cos_v_wstar"] for m in models]))
 
 
 def _iteration_gap(spec: SweepSpec, cells: list[CellResult]) -> dict:
@@ -382,8 +390,8 @@ class Summary:
     lr_exponent: dict[str, dict]  # T ~ (1/eta)^k
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
-    test_error: dict[str, dict]  # cell -> mean test error at its largest N, with a CI
-    train_error: dict[str, dict]  # cell -> mean training error there, with a CI
+    test_error: dict[str, dict]  # cell (and N, where a cell has several) -> mean test error, with a CI
+    train_error: dict[str, dict]  # the same for the training error
     bayes_error: dict[str, float]  # Paper B's synthetic cells -> the lowest test error their data allow
     patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
     patch_association_rows: dict[str, float]  # cell -> mean share of associated rows

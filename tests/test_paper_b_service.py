@@ -97,3 +97,24 @@ def test_the_report_gives_training_error_and_names_a_model_that_cannot_fit_its_t
     assert "does not fit its own training data" in lines[f"test error, {underfits.label}"]
     assert "training error 0.0100" in lines[f"test error, {fits.label}"]
     assert "does not fit" not in lines[f"test error, {fits.label}"]
+
+
+def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
+    spec = parse_spec(TINY)
+    cell = spec.cells[0]
+    records = [model_record(400, s, "failed", test_error=0.2, train_error=0.0, patch_association=0.5) for s in range(3)]
+    records += [model_record(800, s, "failed", test_error=0.1, train_error=0.09, patch_association=0.0) for s in (0, 1)]
+    records.append(
+        model_record(
+            800, 2, "diverged", test_error=float("nan"), train_error=float("nan"), patch_association=float("nan")
+        )
+    )
+    summary = summarize(spec, "b-3", [CellResult(cell, [ModelRecord.from_dict(r) for r in records])])
+    small, large = f"{cell.label} N=400", f"{cell.label} N=800"
+    assert set(summary.test_error) == {small, large}
+    assert summary.test_error[small]["mean"] == pytest.approx(0.2) and summary.test_error[large][
+        "mean"
+    ] == pytest.approx(0.1)
+    assert summary.patch_association_rows == {small: 0.5, large: 0.0}  # the diverged model's NaN is not averaged in
+    lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
+    assert "does not fit" in lines[f"test error, {large}"] and "does not fit" not in lines[f"test error, {small}"]
