@@ -1,5 +1,6 @@
 """Statistics over trained models: N*, power-law exponents with bootstrap CIs, iterations to zero
-error and paired effects, all from per-model records (``services.results.ModelRecord``).
+error and paired effects, all from per-model outcome tables (``Outcomes``; services.results builds
+them from its records).
 
 Every confidence interval resamples *seeds*: a seed fixes a model's data at every N (the sets are
 nested) and its initialisation, so the seeds are the independent units. Cells of one sweep that
@@ -10,12 +11,8 @@ Pure numpy: the same functions serve ``vitsweep run``, ``vitsweep report`` and t
 """
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from services.results import ModelRecord
 
 BOOTSTRAP = 1000  # resamples per CI
 CI = (2.5, 97.5)
@@ -52,24 +49,6 @@ class Outcomes:
     batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
     first_zero: np.ndarray | None = None  # one pass (N, seed): 1 where the seed had zero test error at N or
     # before, 0 where not yet, NaN where it does not count (diverged); None: multi_pass records
-
-    @classmethod
-    def from_records(cls, records: list["ModelRecord"]) -> "Outcomes":
-        ns = np.array(sorted({r.n_train for r in records}))
-        seeds = np.array(sorted({r.seed for r in records}))
-        tables = {name: np.full((len(ns), len(seeds)), np.nan) for name in ("success", "steps_to_zero", "test_loss")}
-        row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
-        one_pass = all(r.n_first_zero is not None for r in records)
-        first_zero = np.full((len(ns), len(seeds)), np.nan) if one_pass else None
-        for r in records:
-            i, j = row[r.n_train], col[r.seed]
-            tables["success"][i, j] = np.nan if (value := counted_success(r.outcome)) is None else value
-            tables["steps_to_zero"][i, j] = r.iterations_to_zero if r.iterations_to_zero >= 0 else np.nan
-            tables["test_loss"][i, j] = r.test_loss
-            if one_pass and not r.diverged:
-                first_zero[i, j] = float(0 <= r.n_first_zero <= r.n_train)
-        batch = {r.batch_size for r in records}
-        return cls(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None, first_zero=first_zero)
 
     def rates(self, columns: np.ndarray | None = None, table: np.ndarray | None = None) -> np.ndarray:
         """Success rate per N over the given seed columns (all by default), over the models that

@@ -20,11 +20,10 @@ import numpy as np
 
 import vit_core
 from services.files import write_atomic
+from services.results import CURVES_KEPT
 
 if TYPE_CHECKING:
     from vit_core.train import PackResult
-
-CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # what a cell's mean curves need
 
 
 @cache

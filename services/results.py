@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from services.analysis import Outcomes
-from services.cache import CURVES_KEPT
+from services.analysis import Outcomes, counted_success
 from vit_core.outcomes import summarize_by_n
 
 SELECTION, MEASUREMENT = "selection", "measurement"  # a tuned cell's two phases, as its records name them
+CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # what a cell's mean curves need
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,25 @@ def confirmed_onwards(records: list[ModelRecord]) -> list[ModelRecord]:
     return out
 
 
+def outcomes_of(records: list[ModelRecord]) -> Outcomes:
+    """One cell's records as the (N x seed) tables the statistics read (services.analysis)."""
+    ns = np.array(sorted({r.n_train for r in records}))
+    seeds = np.array(sorted({r.seed for r in records}))
+    tables = {name: np.full((len(ns), len(seeds)), np.nan) for name in ("success", "steps_to_zero", "test_loss")}
+    row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
+    one_pass = all(r.n_first_zero is not None for r in records)
+    first_zero = np.full((len(ns), len(seeds)), np.nan) if one_pass else None
+    for r in records:
+        i, j = row[r.n_train], col[r.seed]
+        tables["success"][i, j] = np.nan if (value := counted_success(r.outcome)) is None else value
+        tables["steps_to_zero"][i, j] = r.iterations_to_zero if r.iterations_to_zero >= 0 else np.nan
+        tables["test_loss"][i, j] = r.test_loss
+        if one_pass and not r.diverged:
+            first_zero[i, j] = float(0 <= r.n_first_zero <= r.n_train)
+    batch = {r.batch_size for r in records}
+    return Outcomes(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None, first_zero=first_zero)
+
+
 @dataclass
 class CellResult:
     """Every trained model of one cell, and the packs of it that failed."""
@@ -187,7 +206,7 @@ class CellResult:
         return summarize_by_n([r.as_dict() for r in self.measured()])
 
     def outcomes(self) -> Outcomes:
-        return Outcomes.from_records(self.measured())
+        return outcomes_of(self.measured())
 
     def n_star(self, p: float) -> int | None:
         """The stable N* at threshold p: the smallest N from which every larger N reaches success

@@ -29,7 +29,6 @@ from pydantic import (
 
 from services.analysis import full_grid_size
 from services.results import Cell
-from services.tuning import Setting
 from vit_core.configs import (
     ImageDataConfig,
     ModelConfig,
@@ -77,6 +76,28 @@ def _distinct(values: list) -> list:
     if len(set(values)) != len(values):
         raise ValueError("each value at most once")
     return values
+
+
+DIMENSIONS = ("batch_size", "lr")  # what a tuning setting fixes, in this order
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Setting:
+    """One training setting of a cell: its batch size B and step size eta."""
+
+    batch_size: int
+    lr: float
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch_size} lr={self.lr:g}"
+
+    def value(self, dimension: str) -> float:
+        return getattr(self, dimension)
+
+    def replace(self, dimension: str, value: float) -> "Setting":
+        values = {d: self.value(d) for d in DIMENSIONS} | {dimension: value}
+        return Setting(int(values["batch_size"]), float(values["lr"]))
 
 
 class TuningSpace(BaseModel):

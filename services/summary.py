@@ -23,8 +23,8 @@ from services.analysis import (
     steps_ratio,
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
-from services.spec import SweepSpec
-from services.tuning import Setting, at_edge, best, n_star_of_runs, runs_by_setting
+from services.spec import Setting, SweepSpec
+from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
 from vit_core.configs import SpatialDataConfig, bayes_error
 from vit_core.outcomes import OUTCOMES
 

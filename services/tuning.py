@@ -22,33 +22,14 @@ import numpy as np
 
 from services.packs import Pack, RoundPlanner, chunks, pack_cost
 from services.results import MEASUREMENT, SELECTION
+from services.spec import Setting
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
     from services.spec import SweepSpec
 
 DONE = "done"  # a tuned cell's phase after SELECTION and MEASUREMENT
-DIMENSIONS = ("batch_size", "lr")  # what a setting fixes, in this order
 SMALLEST_BATCH = "batch_size: 1, the smallest possible"  # at_edge's note for B = 1: no edge a search could pass
-
-
-@dataclass(frozen=True, order=True)
-class Setting:
-    """One training setting of a cell: its batch size B and step size eta."""
-
-    batch_size: int
-    lr: float
-
-    @property
-    def label(self) -> str:
-        return f"B={self.batch_size} lr={self.lr:g}"
-
-    def value(self, dimension: str) -> float:
-        return getattr(self, dimension)
-
-    def replace(self, dimension: str, value: float) -> "Setting":
-        values = {d: self.value(d) for d in DIMENSIONS} | {dimension: value}
-        return Setting(int(values["batch_size"]), float(values["lr"]))
 
 
 @dataclass(frozen=True)

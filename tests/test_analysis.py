@@ -6,7 +6,7 @@ from conftest import model_record
 
 from services import paper
 from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
-from services.results import ModelRecord
+from services.results import ModelRecord, outcomes_of
 
 SEEDS = 20
 NS = np.unique(np.round(np.geomspace(1, 1e5, 300)).astype(int))
@@ -108,7 +108,7 @@ def _converged(record: dict) -> dict:
 
 
 def _outcomes(records: list[dict]) -> Outcomes:
-    return Outcomes.from_records([ModelRecord.from_dict(r) for r in records])
+    return outcomes_of([ModelRecord.from_dict(r) for r in records])
 
 
 def _records(ns, success, steps=40):

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from services.cli import app
 from services.execution.ray_tune import TuningSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
-from services.spec import SpecError, parse_spec
+from services.spec import Setting, SpecError, parse_spec
 from services.summary import summarize
-from services.tuning import Run, Setting, TuningSearch, n_star_of_runs
+from services.tuning import Run, TuningSearch, n_star_of_runs
 from vit_core import TrainConfig
 
 SPEC = """name: tuned
