@@ -8,9 +8,7 @@ model and training flags are made from the fields of vit_core's config dataclass
 defaults and help texts live in one place.
 """
 
-import atexit
 import dataclasses
-import gc
 import inspect
 import json
 import os
@@ -26,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from services import process
 from services.uris import embedded_uri, redact, resolve_tracking_uri
 from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
 from vit_core.fields import ConfigError
@@ -45,10 +44,8 @@ def main() -> None:
 
 
 def entry() -> None:
-    """The ``vitsweep`` command: the app, with the garbage collector frozen once the atexit
-    handlers before it (Ray's shutdown among them) are done. Python's finalization otherwise runs
-    full collections over every object torch, Ray and MLflow made: ~2 s after every sweep."""
-    atexit.register(gc.freeze)
+    """The ``vitsweep`` command: the app, with the garbage collector frozen at exit (services.process)."""
+    process.freeze_garbage_at_exit()
     app()
 
 
@@ -798,9 +795,8 @@ def ui(
         print(f"no sweep recorded in {store} yet", flush=True)
     mlflow = Path(sys.executable).parent / "mlflow"
     serve = ["ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
-    # one worker: a person's UI on one SQLite file (MLflow's default of 4 starts four servers); no job
-    # runner: MLflow 3 starts eight processes for GenAI scorers and trace rollups, which sweeps never use
-    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    # one worker: a person's UI on one SQLite file (MLflow's default of 4 starts four servers)
+    process.apply_environment(process.UI_ENVIRONMENT)
     os.execv(str(mlflow), [str(mlflow), *serve, "--workers", "1"])
 
 

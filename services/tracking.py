@@ -7,7 +7,6 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 """
 
 import json
-import os
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -24,10 +23,6 @@ from services.spec import SweepSpec, spec_from_dict
 from services.summary import CellRow, Summary
 from services.uris import redact
 from vit_core.outcomes import OUTCOMES
-
-# MLflow prints "View run ... at: <tracking URI>" per run (credentials and all) and a progress bar per artifact read
-os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)

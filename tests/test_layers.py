@@ -70,3 +70,32 @@ def test_report_and_export_load_neither_torch_nor_ray(two_sweeps, tmp_path):
     assert (tmp_path / "report" / "summary.md").exists()  # it did write the report
     assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == {"mlflow", "matplotlib"}
     assert (tmp_path / "models.csv").exists()
+
+
+def test_no_module_of_services_or_vit_core_imports_itself_back():
+    """No circle among the project's modules, counting every import, type-checking ones too."""
+    modules = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in ("services", "vit_core")
+        for path in (ROOT / package).rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name and m not in ("services", "vit_core")}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        assert name not in path, f"import circle: {' -> '.join(path[path.index(name) :] + [name])}"
+        if name not in done:
+            for other in sorted(graph[name]):
+                visit(other, [*path, name])
+            done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])

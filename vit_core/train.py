@@ -43,7 +43,6 @@ from vit_core.configs import (
 )
 from vit_core.data import BLOCK, TokenBatch, TokenKind, make_patterns, sample_tokens
 from vit_core.images import sample_images
-from vit_core.memory import keep_freed_memory
 from vit_core.models import attention_mass, build_model
 from vit_core.outcomes import outcome, summarize_by_n
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS, build_positional
@@ -563,7 +562,6 @@ def train_pack(
         raise ValueError(
             f"n_train={min(n_train)}: every model needs at least {'one batch of' if one_pass else '1'} training sample"
         )
-    keep_freed_memory()
     start, K = time.perf_counter(), len(seeds)
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
     if not (lrs > 0).all():

@@ -1,12 +1,13 @@
 """Submit `vitsweep run` of a spec to a Ray cluster through the Ray Jobs API, and follow the job."""
 
-import os
 import shlex
 import time
 from pathlib import Path
 
-os.environ.setdefault("RAY_AUTH_MODE", "token")  # read at Ray's import: Ray 2.60 heads require their token
-from ray.job_submission import JobSubmissionClient
+from services import process
+
+process.apply_environment(process.CLIENT_ENVIRONMENT)
+from ray.job_submission import JobSubmissionClient  # noqa: E402  (after: Ray reads RAY_AUTH_MODE at import)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UPLOAD_EXCLUDES = [".venv", ".git", "runs", "bench/results", "**/__pycache__", "*.egg-info"]

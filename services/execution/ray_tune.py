@@ -107,7 +107,6 @@ def run_sweep(
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = _new_tuner(spec, trainable, sweep_id, storage, [_TrialDone(on_trial_done)] if on_trial_done else [])
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # read by fit: no Tune tables; vitsweep shows its own progress
     grid = tuner.fit()
     result = _collect(spec, grid)
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
