@@ -106,9 +106,8 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
 
 
 def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
-    """Where the subset is error-free and the model decisive, or the record is a model's final one,
-    the metrics are the whole test set's (the subset's sums plus the rest's, so no sample is scored
-    twice); elsewhere the subset's."""
+    """Where the subset is error-free and the model decisive, the metrics are the whole test
+    set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's."""
     import dataclasses
 
     from vit_core.models import PackedModel
@@ -128,13 +127,8 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
 
     whole, subset = on(slice(0, 300)), on(slice(0, 100))
     assert subset["error"][0] == 0 and (subset["error"][1:] > 0).all()
-    cases = (
-        ([True] * 3, [False] * 3, [whole, subset, subset]),
-        ([False, True, True], [False] * 3, [subset] * 3),
-        ([False] * 3, [False, True, False], [subset, whole, subset]),  # a final record: the whole set, errors or not
-    )
-    for decisive, final, expected in cases:
-        got = _evaluate_test(model, test, None, train, torch.tensor(decisive), torch.tensor(final))
+    for decisive, expected in (([True] * 3, [whole, subset, subset]), ([False, True, True], [subset] * 3)):
+        got = _evaluate_test(model, test, None, train, torch.tensor(decisive))
         for k, source in enumerate(expected):
             for name in ("error", "loss", "attention_mass"):
                 torch.testing.assert_close(got[name][k], source[name][k])
@@ -143,28 +137,8 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
     monkeypatch.setattr(
         PackedModel, "readout", lambda self, Z, keep: scored.append(self.K * Z.shape[-3]) or readout(self, Z, keep)
     )
-    assert (
-        _evaluate_test(model, test, None, train, torch.tensor([True] * 3), torch.tensor([False] * 3))["error"][0]
-        == 1 / 300
-    )
+    assert _evaluate_test(model, test, None, train, torch.tensor([True] * 3))["error"][0] == 1 / 300
     assert sum(scored) == 3 * 100 + 200  # every model on the subset, model 0 on the other 200
-
-
-def test_a_models_final_test_error_does_not_depend_on_the_subset_scored_along_the_way():
-    hard = TokenDataConfig(n_tokens=40, alpha_star=0.1)  # 40 steps: the models still make errors
-    runs = [
-        train_pack(
-            hard,
-            ModelConfig(),
-            TrainConfig(max_steps=40, eval_every=20, n_test=300, eval_subset=s),
-            [50] * 3,
-            [0, 1, 2],
-        )
-        for s in (30, 300)
-    ]
-    assert (runs[1].final["test_error"] > 0).all()
-    np.testing.assert_array_equal(runs[0].final["test_error"], runs[1].final["test_error"])
-    np.testing.assert_allclose(runs[0].final["test_loss"], runs[1].final["test_loss"], rtol=1e-6)  # summed in two parts
 
 
 def test_unsettled_models_run_to_max_steps():

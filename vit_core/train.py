@@ -399,17 +399,16 @@ def _scored(model: "Packed", X: Tensor, keep: Tensor | None, relevant: Tensor | 
 
 
 def _evaluate_test(
-    model: "Packed", test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor, final: Tensor
+    model: "Packed", test: TokenBatch, keep: Tensor | None, train: TrainConfig, decisive: Tensor
 ) -> dict[str, Tensor]:
     """Test metrics on the first ``eval_subset`` samples, extended to the whole test set where
     the subset is error-free and the model is ``decisive`` (it has not reached zero test error
-    before, or this is its last evaluation), and wherever this is the model's ``final`` record.
+    before, or this is its last evaluation).
 
     A model with zero error on the whole set has zero error on the subset, so the first step with
     zero test error and the final outcome are always decided on the whole set, while most
-    evaluations cost a fifth of it or less; a model's final test error and loss are always the
-    whole set's (a subset's 1 error in 200 would read as 5 in 1,000). The whole set's sums are
-    the subset's plus the rest's: the subset is not scored twice.
+    evaluations cost a fifth of it or less. The whole set's sums are the subset's plus the rest's:
+    the subset is not scored twice.
     """
     n, total = min(train.eval_subset, len(test)), len(test)
     loss = LOSSES[train.loss]
@@ -420,7 +419,7 @@ def _evaluate_test(
 
     subset = sums(model, slice(0, n))
     result = {name: value / n for name, value in subset.items()}
-    clean = torch.nonzero(((subset["error"] == 0) & decisive) | final).squeeze(1)
+    clean = torch.nonzero((subset["error"] == 0) & decisive).squeeze(1)
     if n < total and len(clean):
         for name, value in sums(model.select(clean), slice(n, total)).items():
             result[name][clean] = (subset[name][clean] + value) / total
@@ -592,7 +591,7 @@ def train_pack(
             decisive = (
                 first_zero_unknown | diverged | settled | ending | one_pass
             )  # one_pass: every zero counts for stability
-            on_test = _evaluate_test(pack.model, test, test_keep, train, decisive, settled | ending)
+            on_test = _evaluate_test(pack.model, test, test_keep, train, decisive)
             extra = pack.model.metrics() if rec.extra else {}
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             if hasattr(pack.model, "snapshot"):
