@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vit_core.outcomes import COUNTED, Outcome
+
 BOOTSTRAP = 1000  # resamples per CI
 CI = (2.5, 97.5)
 
@@ -29,11 +31,11 @@ def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
     return None if last == len(ns) - 1 else int(ns[last + 1])
 
 
-def counted_success(outcome: str) -> float | None:
+def counted_success(outcome: Outcome | str) -> float | None:
     """What a model adds to its N's success rate: 1 succeeded, 0 failed_converged or failed (one
     pass), None (not counted) for not_converged and diverged models, whose outcome says nothing
     about N."""
-    return {"succeeded": 1.0, "failed_converged": 0.0, "failed": 0.0}.get(outcome)
+    return COUNTED.get(outcome)
 
 
 @dataclass

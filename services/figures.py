@@ -14,6 +14,7 @@ from services.results import Cell, CellResult
 from services.spec import SweepSpec
 from services.summary import CellRow, Summary
 from vit_core.configs import SpatialDataConfig, set_matrix
+from vit_core.outcomes import Outcome
 
 PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 
@@ -209,11 +210,11 @@ def _outcomes_figure(summary: "Summary"):
     cols = min(4, len(rows))
     fig, axes = _subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
     colours = {
-        "succeeded": "tab:green",
-        "failed_converged": "tab:red",
-        "failed": "tab:purple",
-        "not_converged": "tab:orange",
-        "diverged": "black",
+        Outcome.SUCCEEDED: "tab:green",
+        Outcome.FAILED_CONVERGED: "tab:red",
+        Outcome.FAILED: "tab:purple",
+        Outcome.NOT_CONVERGED: "tab:orange",
+        Outcome.DIVERGED: "black",
     }
     for ax, r in zip(axes.flat, rows):
         ns = list(r.outcomes)

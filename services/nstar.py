@@ -22,6 +22,7 @@ import numpy as np
 from services.analysis import counted_success, stable_n_star
 from services.packs import Pack, RoundPlanner, cut, pack_cost
 from services.results import ModelRecord
+from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -126,7 +127,7 @@ class NStarSearch(RoundPlanner):
         budget = pack.max_steps or self.budgets[pack.cell]
         more = min(2 * budget, self.max_steps_cap or 0)
         for r in records:
-            if r.outcome == "not_converged" and more > budget:
+            if r.outcome == Outcome.NOT_CONVERGED and more > budget:
                 cell.retries.append([r.n_train, r.seed, more])
             cell.record(r.n_train, r.seed, counted_success(r.outcome), self.seeds)
 

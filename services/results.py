@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from services.analysis import Outcomes, counted_success
-from vit_core.outcomes import summarize_by_n
+from vit_core.outcomes import Outcome, summarize_by_n
 
 SELECTION, MEASUREMENT = "selection", "measurement"  # a tuned cell's two phases, as its records name them
 CURVES_KEPT = ("test_error", "attention_mass", "patch_association", "cos_v_wstar")  # what a cell's mean curves need
@@ -60,7 +60,7 @@ class ModelRecord:
 
     n_train: int
     seed: int
-    outcome: str  # one of vit_core.outcomes.OUTCOMES
+    outcome: Outcome
     lr: float
     success: bool
     diverged: bool
@@ -93,7 +93,7 @@ class ModelRecord:
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}
         metrics = {k: float("nan") if v is None else float(v) for k, v in row.items() if k not in named}
-        return cls(**known, metrics=metrics)
+        return cls(**known | {"outcome": Outcome(known["outcome"])}, metrics=metrics)
 
     def as_dict(self) -> dict:
         """The flat dict from_dict reads: vit_core's keys, the metrics beside them."""

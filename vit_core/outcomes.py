@@ -1,12 +1,27 @@
 """A trained model's outcome class and the per-N summary of a pack's records (numpy only, no torch:
 the services read results with it without loading torch)."""
 
+from enum import StrEnum
+
 import numpy as np
 
-OUTCOMES = ("succeeded", "failed_converged", "failed", "not_converged", "diverged")
+
+class Outcome(StrEnum):
+    """A trained model's outcome class (``outcome`` says when each applies). A str: records keep
+    the plain names ("succeeded", ...) in JSON, tables and MLflow."""
+
+    SUCCEEDED = "succeeded"
+    FAILED_CONVERGED = "failed_converged"
+    FAILED = "failed"
+    NOT_CONVERGED = "not_converged"
+    DIVERGED = "diverged"
 
 
-def outcome(diverged: bool, train_error: float, success: bool) -> str:
+OUTCOMES = tuple(Outcome)
+COUNTED = {Outcome.SUCCEEDED: 1.0, Outcome.FAILED_CONVERGED: 0.0, Outcome.FAILED: 0.0}  # what N* counts, as 1 or 0
+
+
+def outcome(diverged: bool, train_error: float, success: bool) -> Outcome:
     """A multi-pass model's outcome class: succeeded (zero test error); failed_converged (zero
     training error, test error above zero: it fits its data and does not generalise);
     not_converged (training error above 0 when its step budget ran out: says nothing about N);
@@ -14,10 +29,10 @@ def outcome(diverged: bool, train_error: float, success: bool) -> str:
     (zero test error from N on), failed (its N samples, which were also its steps, were not
     enough) or diverged. Succeeded and both failures measure sample complexity."""
     if diverged:
-        return "diverged"
+        return Outcome.DIVERGED
     if success:
-        return "succeeded"
-    return "failed_converged" if train_error == 0 else "not_converged"
+        return Outcome.SUCCEEDED
+    return Outcome.FAILED_CONVERGED if train_error == 0 else Outcome.NOT_CONVERGED
 
 
 def summarize_by_n(records: list[dict]) -> list[dict]:
@@ -31,12 +46,12 @@ def summarize_by_n(records: list[dict]) -> list[dict]:
         mine = [r for r in records if r["n_train"] == n]
         reached = [r["iterations_to_zero"] for r in mine if r["iterations_to_zero"] >= 0]
         counts = {name: sum(r["outcome"] == name for r in mine) for name in OUTCOMES}
-        counted = counts["succeeded"] + counts["failed_converged"] + counts["failed"]
+        counted = sum(counts[name] for name in COUNTED)
         rows.append(
             {
                 "n": n,
                 "models": len(mine),
-                "success_rate": counts["succeeded"] / counted if counted else None,
+                "success_rate": counts[Outcome.SUCCEEDED] / counted if counted else None,
                 **counts,
                 "mean_test_error": _mean_or_none(np.array([r["test_error"] for r in mine])),
                 "median_iterations_to_zero": float(np.median(reached)) if reached else None,

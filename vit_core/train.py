@@ -44,7 +44,7 @@ from vit_core.configs import (
 from vit_core.data import BLOCK, TokenBatch, TokenKind, make_patterns, sample_tokens
 from vit_core.images import sample_images
 from vit_core.models import attention_mass, build_model
-from vit_core.outcomes import outcome, summarize_by_n
+from vit_core.outcomes import Outcome, outcome, summarize_by_n
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS, build_positional
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.spatial import sample_patches
@@ -145,7 +145,7 @@ class PackResult:
                     "success": success,
                     "steps": step,
                     "iterations_to_zero": first if 0 <= first <= step else -1,
-                    "outcome": "diverged" if diverged else ("succeeded" if success else "failed"),
+                    "outcome": Outcome.DIVERGED if diverged else (Outcome.SUCCEEDED if success else Outcome.FAILED),
                 }
                 | {name: float(v[row, k]) for name, v in self.curves.items()}
             )
