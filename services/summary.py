@@ -276,8 +276,9 @@ def underfits(test_error: float | None, train_error: float | None) -> bool:
 
 
 def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
-    """Per cell at its largest N, or on a grid at each of its N (labels end "N=n" where a cell has
-    several; a search's N are its own steps): mean test and training error with bootstrap CIs over seeds; for
+    """Per cell at its largest N, or on a multi-pass grid at each of its N (labels end "N=n" where a
+    cell has several; a search's N are its own steps, a one-pass run's its evaluations): mean test
+    and training error with bootstrap CIs over seeds; for
     Paper B's synthetic data also the lowest error its data allow (bayes_error), the fraction of
     models whose every row of A is associated with its patch's set (and of rows, on A and for
     vanilla attention on P P^T), and the median cos(v, w*) where the models have a v."""
@@ -299,7 +300,8 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
             out["bayes_error"][c.cell.label] = bayes_error(data)
         measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
         ns = sorted({r.n_train for r in measured})
-        ns = ns if spec.search.mode == "grid" else ns[-1:]
+        if spec.search.mode != "grid" or spec.one_pass(c.cell):  # a search's N, or a run's evaluations
+            ns = ns[-1:]
         for n in ns:
             label = c.cell.label if len(ns) == 1 else f"{c.cell.label} N={n}"
             _structure_at(out, label, [r.metrics for r in measured if r.n_train == n])
