@@ -2,8 +2,9 @@
 
 Importing this module applies those every process needs: the environment defaults (a value the
 user set wins) and glibc's allocator setting; the Ray Jobs client and the MLflow UI server apply
-their own sets where they start. Each entry point imports it first (the CLI, a Ray Tune trial, the
-benchmarks), before Ray or MLflow, which read some of these variables at import. Two settings
+their own sets where they start. services/__init__.py imports it, so any import of services (the
+CLI, a Ray Tune trial, the benchmarks) applies it before Ray or MLflow, which read some of these
+variables at import, are imported. Two settings
 are not process-wide and stay with their one caller: the Ray constant start_local_ray swaps for
 one ray.init (services.execution.ray_tune), and the progress function a restored sweep's
 callback reads (ray_tune._TrialDone.current), set for the run that restores it.

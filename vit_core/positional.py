@@ -125,7 +125,7 @@ class PositionalAttention(nn.Module):
         values = values.unsqueeze(2) if self.cfg.width else values.transpose(-1, -2).unsqueeze(-1)
         if self.cfg.kind == "vanilla":  # (K, B, H, D, D) from patches plus encodings
             Z = (X + self.P.unsqueeze(1)).unsqueeze(2)
-            S = _qk(Z, *(W.unsqueeze(1) for W in self._per_head(self.W_Q, self.W_K)))
+            S = _qk(Z, *(w.unsqueeze(1) for w in self._per_head(self.W_Q, self.W_K)))
         else:
             S = self.logits().unsqueeze(1)  # (K, 1, H, D, D)
         if keep is not None:
