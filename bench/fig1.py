@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from services.paper import success_table  # noqa: E402  (the paper's Fig 1 grid)
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
+from vit_core.family import families  # noqa: E402
 
 SEEDS = 20
 VITSWEEP = Path(sys.executable).parent / "vitsweep"
@@ -60,7 +61,7 @@ def w1(alpha_every: int = 1, n_every: int = 1) -> dict[str, tuple[list[float], l
     """Model -> (alpha* values, N values) of Fig 1, every k-th of each."""
     grid = {}
     for model in ("vit", "cnn"):
-        alphas, ns, _ = success_table(model)
+        alphas, ns, _ = success_table(families()["li2023"], model)
         grid[model] = ([round(float(a), 4) for a in alphas[::alpha_every]], [int(n) for n in ns[::n_every]])
     return grid
 

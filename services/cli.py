@@ -571,7 +571,7 @@ def _n_star(spec, result) -> dict:
 
 
 def _exponents(summary: "Summary", key: str = "exponent") -> dict:
-    """group (the model, with any other axis values) -> {value, ci95} of an exponent in 1/alpha*
+    """group (the model, with any other axis values) -> {value, ci95} of an exponent in the family's x
     (``key``: N*'s, or T*'s)."""
     return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in getattr(summary, key).items()}
 
@@ -587,10 +587,10 @@ def _tuning(summary: "Summary") -> dict:
 
 def _print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
-    from services.report import TABLE_HEADER, notes, table_rows
+    from services.report import notes, table_header, table_rows
 
     title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
-    show_table(title, TABLE_HEADER, table_rows(summary))
+    show_table(title, table_header(summary), table_rows(summary))
     for line in notes(summary):
         show(f"- {line}")
 

@@ -13,21 +13,25 @@ from services.report import fmt
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
 from services.summary import CellRow, Summary
-from vit_core.configs import SpatialDataConfig, set_matrix
+from vit_core.family import Family
 from vit_core.outcomes import Outcome
 
-PHASE_POWER = {"vit": 2, "cnn": 4}  # Fig 1 draws the ViT over alpha*^-2 and the CNN over alpha*^-4
 
+def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: float) -> None:
+    """Fig 1's layout: success rate over x^power x N (power: the model's theory exponent, Paper A:
+    the ViT over alpha*^-2 and the CNN over alpha*^-4), with our fitted N* and the paper's."""
+    model, scaling = rows[0].model, family.scaling
+    theory = family.theory.get(model)
+    power = theory.exponent if theory else 1
 
-def _phase(ax, group: str, rows: list["CellRow"], fit: dict, p: float) -> None:
-    """Fig 1's layout: success rate over alpha*^-power x N, with our fitted N* and the paper's."""
-    model = rows[0].model
-    power = PHASE_POWER[model]
-    x = [r.alpha_effective**-power for r in rows for _ in r.rates]
+    def at(value: float) -> float:
+        return scaling.x(value) ** power
+
+    x = [at(r.alpha_effective) for r in rows for _ in r.rates]
     ns = [int(n) for r in rows for n in r.rates]
     rates = [v for r in rows for v in r.rates.values()]
     scatter = ax.scatter(x, ns, c=rates, cmap="viridis", vmin=0, vmax=1, marker="s", s=40)
-    stars = [(r.alpha_effective**-power, r.n_star) for r in rows if r.n_star is not None]
+    stars = [(at(r.alpha_effective), r.n_star) for r in rows if r.n_star is not None]
     if stars:
         ax.plot(*zip(*sorted(stars)), "r-o", ms=4, label=f"our N* (p = {p})")
     if fit["value"] is not None:
@@ -37,11 +41,14 @@ def _phase(ax, group: str, rows: list["CellRow"], fit: dict, p: float) -> None:
             np.exp(fit["intercept"]) * grid ** (fit["value"] / power),
             "r--",
             lw=1,
-            label=f"fit: N* ~ (1/alpha*)^{fit['value']:.2f}",
+            label=f"fit: N* ~ ({scaling.symbol})^{fit['value']:.2f}",
         )
-    ref = paper.n_star(model, p)
-    ax.plot([a**-power for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N* (Fig 1)")
-    ax.set(xlabel=f"alpha*^-{power} (effective alpha*)", ylabel="N", yscale="log", title=f"{group}: success rate")
+    if model in family.reference:
+        ref = paper.n_star(family, model, p)
+        ax.plot([at(a) for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N*")
+    ax.set(
+        xlabel=f"({scaling.axis or scaling.symbol})^{power:g}", ylabel="N", yscale="log", title=f"{group}: success rate"
+    )
     ax.legend(fontsize=7)
     ax.figure.colorbar(scatter, ax=ax, label="success rate")
 
@@ -72,20 +79,22 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         fig, axes = _subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
             rows = [r for r in summary.cells if r.label in fit["cells"]]
-            _phase(ax, group, rows, fit, spec.success_rate)
+            _phase(ax, spec.FAMILY, group, rows, fit, spec.success_rate)
         fig.tight_layout()
         figs["phase_diagram.png"] = fig
         fig, ax = _subplots(figsize=(6, 4.5))
-        _loglog(ax, summary, "exponent", "N*", "1 / alpha* (effective)")
-        for model in spec.models:
-            ref = paper.n_star(model, spec.success_rate)
+        family = spec.FAMILY
+        _loglog(ax, summary, "exponent", "N*", family.scaling.axis or family.scaling.symbol)
+        for model in (m for m in spec.models if m in family.reference):
+            ref = paper.n_star(family, model, spec.success_rate)
             ax.plot(
-                [1 / a for a, _ in ref],
+                [family.scaling.x(a) for a, _ in ref],
                 [s for _, s in ref],
                 "x",
-                label=f"paper {model}: k = {paper.exponent(model, spec.success_rate):.2f}",
+                label=f"paper {model}: k = {paper.exponent(family, model, spec.success_rate):.2f}",
             )
-        ax.set_title("N* against 1/alpha* (theory: ViT <= 2, CNN 4)")
+        claims = ", ".join(f"{m} {t.exponent:g}" for m, t in family.theory.items())
+        ax.set_title(f"N* against {family.scaling.symbol}" + (f" (theory: {claims})" if claims else ""))
         ax.legend(fontsize=7)
         figs["n_star_fit.png"] = fig
     if any(r.tuning for r in summary.cells):
@@ -101,9 +110,10 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
                 summary,
                 key,
                 "T: steps to zero test error",
-                "1 / alpha* (effective)" if key == "iterations_exponent" else "1 / eta",
+                (spec.FAMILY.scaling.axis or spec.FAMILY.scaling.symbol) if key == "iterations_exponent" else "1 / eta",
             )
-            ax.set_title("theory: slope 1")
+            claim = spec.FAMILY.iterations_exponent
+            ax.set_title(f"theory: slope {claim:g}" if claim is not None else "")
             ax.legend(fontsize=7)
         fig.tight_layout()
         figs["iterations.png"] = fig
@@ -111,7 +121,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         figs["attention_mass.png"] = _attention_figure(cells)
     if summary.sparsification:
         figs["sparsification.png"] = _sparsification_figure(summary)
-    if not any(m in paper.SUCCESS for m in spec.models):
+    if not spec.FAMILY.reference:
         figs["structure.png"] = _structure_figure(spec, summary, cells)
     if any(c.mean_scores() for c in cells):
         figs["learned_attention.png"] = _scores_figure(spec, cells)
@@ -123,7 +133,7 @@ def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
     cell, beside the true set matrix where the data has one."""
     shown = [c for c in cells if c.mean_scores()]
     data = spec.configs(shown[0].cell)[0]
-    truth = set_matrix(data) if isinstance(data, SpatialDataConfig) else None
+    truth = spec.FAMILY.true_sets(data)
     panels = len(shown) + (truth is not None)
     fig, axes = _subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
     for ax, c in zip(axes[0], shown):
@@ -236,10 +246,9 @@ def _attention_figure(cells: list[CellResult]):
     """Mean label-relevant attention mass against the SGD step, beside the paper's Fig 2(a)."""
     fig, ax = _subplots(figsize=(6, 4.5))
     for c in cells:
-        curves = c.curves("attention_mass")
-        if c.cell.model == "vit" and curves:
-            n = max(curves)
-            ax.plot(*zip(*curves[n]), label=f"{c.cell.setting} N={n}")
+        if measured := c.attention_curve():
+            n, curve = measured
+            ax.plot(*zip(*curve), label=f"{c.cell.setting} N={n}")
     ax.plot(*paper.attention_mass(), "kx--", label="paper (Fig 2a)")
     ax.set(
         xlabel="SGD step",
@@ -328,14 +337,14 @@ def _tuning_figure(spec: SweepSpec, summary: "Summary"):
 
 
 def _local_figure(summary: "Summary"):
-    """N*'s slope between neighbouring alpha* (at their geometric mean) with 95% CIs, per model,
-    and each model's exponent over the whole range dashed: where the curve is heading."""
-    fig, ax = _subplots(figsize=(6, 4.5))
+    """N*'s slope between neighbouring values of the scaling field (at their geometric mean) with
+    95% CIs, per model, and each model's exponent over the whole range dashed: where the curve is heading."""
+    fig, ax, scaling = *_subplots(figsize=(6, 4.5)), summary.scaling
     for colour, (group, slopes) in zip(_colours() * 4, summary.local_exponent.items()):
         done = [s for s in slopes if s["value"] is not None]
         if not done:
             continue
-        mid = [float(np.sqrt(np.prod(s["alpha_star"]))) for s in done]
+        mid = [float(np.sqrt(np.prod(s[scaling.field]))) for s in done]
         value = np.array([s["value"] for s in done])
         ci = np.array([s["ci95"] or [v, v] for s, v in zip(done, value)]).T
         ax.errorbar(mid, value, yerr=[value - ci[0], ci[1] - value], marker="o", capsize=3, color=colour, label=group)
@@ -344,11 +353,12 @@ def _local_figure(summary: "Summary"):
             ax.axhline(whole, color=colour, ls="--", lw=0.8, label=f"{group}: whole range, k = {whole:.2f}")
     ax.set(
         xscale="log",
-        xlabel="alpha* (geometric mean of the two neighbours)",
-        ylabel="local exponent of N* in 1/alpha*",
+        xlabel=f"{scaling.name} (geometric mean of the two neighbours)",
+        ylabel=f"local exponent of N* in {scaling.symbol}",
         title="local slopes of N* (95% CI, paired bootstrap)",
     )
-    ax.invert_xaxis()
+    if scaling.inverse:  # x grows to the right
+        ax.invert_xaxis()
     ax.legend(fontsize=7)
     return fig
 

@@ -1,5 +1,5 @@
 """The values Li et al. (ICLR 2023) show in Figs 1-2, read off the authors' slides (+-0.05), and
-Jelassi et al.'s (NeurIPS 2022) test errors in Figs 2 and 4, shipped in ``services/reference/`` so
+Jelassi et al.'s (NeurIPS 2022) test errors in Figs 2 and 4, shipped in ``vit_core/reference/`` so
 that every report draws them beside the measured ones."""
 
 import csv
@@ -8,51 +8,49 @@ from pathlib import Path
 
 import numpy as np
 
+import vit_core
 from services.analysis import loglog_slope, stable_n_star
+from vit_core.family import Family
 
-REFERENCE = Path(__file__).parent / "reference"
-SUCCESS = {"vit": ("li2023_fig1a_vit_success.csv", 2), "cnn": ("li2023_fig1b_cnn_success.csv", 4)}
-THEORY = {  # what a measured exponent of N* in 1/alpha* can be compared with, per model
-    "vit": "Theorem 1: N ~ alpha*^-2 samples suffice for the ViT, so k <= 2 is consistent with it",
-    "cnn": "Proposition 1: the CNN needs ~ alpha*^-4, so k >= 4 would agree with it",
-}
-THEORY_DIFFERENCE = {"cnn - vit": "Proposition 1: the CNN needs a factor alpha*^-2 more, a difference of 2"}
+REFERENCE = Path(vit_core.__file__).parent / "reference"
 
 
-def _rows(name: str) -> list[list[str]]:
-    lines = (REFERENCE / name).read_text().splitlines()
+def _rows(path: Path) -> list[list[str]]:
+    lines = path.read_text().splitlines()
     return [line.split(",") for line in lines if line and not line.startswith("#")]
 
 
 @cache
-def success_table(model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fig 1 for ``model``: (alpha*, N ascending, success[N, alpha*])."""
-    name, power = SUCCESS[model]
-    header, *body = _rows(name)
-    columns = np.array([float(c) for c in header[1:]])  # alpha*^-power
+def success_table(family: Family, model: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The paper's success rates for ``model`` (Fig 1 for Paper A): (the scaling field's values, N
+    ascending, success[N, value]). The table's columns are x^exponent, the model's theory exponent."""
+    power = family.theory[model].exponent * (-1 if family.scaling.inverse else 1)
+    header, *body = _rows(family.reference[model])
+    columns = np.array([float(c) for c in header[1:]])
     body = sorted(body, key=lambda r: int(r[0]))
     ns = np.array([int(r[0]) for r in body])
-    return columns ** (-1 / power), ns, np.array([[float(v) for v in r[1:]] for r in body])
+    return columns ** (1 / power), ns, np.array([[float(v) for v in r[1:]] for r in body])
 
 
-def n_star(model: str, p: float) -> list[tuple[float, int]]:
-    """(alpha*, stable N*) for every column of Fig 1 whose largest N reaches p."""
-    alphas, ns, table = success_table(model)
-    stars = [(float(a), stable_n_star(ns, table[:, j], p)) for j, a in enumerate(alphas)]
+def n_star(family: Family, model: str, p: float) -> list[tuple[float, int]]:
+    """(the scaling field's value, stable N*) for every column of the paper's table whose largest N reaches p."""
+    values, ns, table = success_table(family, model)
+    stars = [(float(a), stable_n_star(ns, table[:, j], p)) for j, a in enumerate(values)]
     return [(a, s) for a, s in stars if s is not None]
 
 
-def exponent(model: str, p: float) -> float | None:
-    """Log-log slope of the paper's N* against 1/alpha*."""
-    points = n_star(model, p)
+def exponent(family: Family, model: str, p: float) -> float | None:
+    """Log-log slope of the paper's N* against the family's x."""
+    points = n_star(family, model, p)
     if len(points) < 2:
         return None
-    return loglog_slope(np.array([1 / a for a, _ in points]), np.array([s for _, s in points], dtype=float))[0]
+    x = np.array([family.scaling.x(a) for a, _ in points])
+    return loglog_slope(x, np.array([s for _, s in points], dtype=float))[0]
 
 
 def attention_mass() -> tuple[np.ndarray, np.ndarray]:
     """Fig 2(a): (iteration, label-relevant attention mass)."""
-    _, *body = _rows("li2023_fig2a_attention_mass.csv")
+    _, *body = _rows(REFERENCE / "li2023_fig2a_attention_mass.csv")
     return np.array([float(r[0]) for r in body]), np.array([float(r[1]) for r in body])
 
 
@@ -61,7 +59,7 @@ SPARSIFY_NAMES = {"noisy": "noisiest"}  # Fig 2(b)'s strategy -> our sparsify va
 
 def sparsification() -> dict[str, list[tuple[int, float]]]:
     """Fig 2(b): strategy -> [(tokens removed, test loss)]."""
-    _, *body = _rows("li2023_fig2b_sparsification.csv")
+    _, *body = _rows(REFERENCE / "li2023_fig2b_sparsification.csv")
     out: dict[str, list[tuple[int, float]]] = {}
     for strategy, removed, loss in body:
         out.setdefault(strategy, []).append((int(removed), float(loss)))

@@ -5,9 +5,9 @@ import json
 from html import escape
 from pathlib import Path
 
-from services import paper
-from services.summary import THEORY_T_EXPONENT, UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, error_bound, underfits
+from services.summary import UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, error_bound, underfits
 from services.tuning import SMALLEST_BATCH
+from vit_core.family import families
 from vit_core.outcomes import OUTCOMES
 
 
@@ -21,7 +21,8 @@ def fmt(value, spec: str = "") -> str:
 
 
 def table_rows(summary: "Summary") -> list[list[str]]:
-    """The per-cell table: cell, effective alpha*, N* with bracket and CI, T, trainings."""
+    """The per-cell table: cell, the scaling field's effective value (where the family has one), N*
+    with bracket and CI, T, trainings."""
     rows = []
     for r in summary.cells:
         if r.failed or not r.rates:
@@ -40,7 +41,7 @@ def table_rows(summary: "Summary") -> list[list[str]]:
         rows.append(
             [
                 r.label + (" (FLAGGED)" if r.flagged else ""),
-                fmt(r.alpha_effective, ".4f"),
+                *([fmt(r.alpha_effective, summary.scaling.format)] if summary.scaling else []),
                 star,
                 bracket,
                 fmt(r.n_star_ci95),
@@ -56,9 +57,13 @@ def table_rows(summary: "Summary") -> list[list[str]]:
     return rows
 
 
-TABLE_HEADER = [
-    "cell",
-    "alpha* (effective)",
+def table_header(summary: "Summary") -> list[str]:
+    """The per-cell table's columns; the second is the family's scaling field (Paper A: alpha*), where it has one."""
+    scaling = summary.scaling
+    return ["cell", *([scaling.column or scaling.name] if scaling else []), *TABLE_HEADER]
+
+
+TABLE_HEADER = [  # after the cell and its scaling value
     "N*",
     "bracket",
     "N* 95% CI",
@@ -77,13 +82,14 @@ OUTCOMES_LEGEND = (
 
 
 def _fit_lines(summary: "Summary") -> list[str]:
-    lines = []
+    lines, x = [], summary.scaling.symbol if summary.scaling else "x"
+    t_theory = summary.theory["iterations_exponent"]  # the family's claim for T, if any
     for key, title, theory in (
-        ("exponent", "N* ~ (1/alpha*)^k", summary.theory["exponent"]),
-        ("exponent_first_zero", "first-zero N* (zero test error reached, not kept) ~ (1/alpha*)^k", None),
-        ("iterations_exponent", "T ~ (1/alpha*)^k", THEORY_T_EXPONENT),
-        ("t_star_exponent", "T* = N*/B ~ (1/alpha*)^k", THEORY_T_EXPONENT),
-        ("lr_exponent", "T ~ (1/eta)^k", THEORY_T_EXPONENT),
+        ("exponent", f"N* ~ ({x})^k", summary.theory["exponent"]),
+        ("exponent_first_zero", f"first-zero N* (zero test error reached, not kept) ~ ({x})^k", None),
+        ("iterations_exponent", f"T ~ ({x})^k", t_theory),
+        ("t_star_exponent", f"T* = N*/B ~ ({x})^k", t_theory),
+        ("lr_exponent", "T ~ (1/eta)^k", t_theory),
     ):
         unfitted = [group for group, fit in getattr(summary, key).items() if fit["value"] is None]
         if unfitted:
@@ -103,10 +109,10 @@ def _fit_lines(summary: "Summary") -> list[str]:
     fitted = any(fit["value"] is not None for fit in summary.exponent.values())
     for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
-            alphas = [a for a, _ in ref["n_star"]]
+            values = [a for a, _ in ref["n_star"]]
             lines.append(
-                f"the paper's own Fig 1, {model}: its N* at p = {summary.success_rate} over alpha* "
-                f"{min(alphas):.2f}-{max(alphas):.2f} only has a log-log slope of {ref['exponent']:.2f} (a line with "
+                f"the paper's own Fig 1, {model}: its N* at p = {summary.success_rate} over {summary.scaling.name} "
+                f"{min(values):.2f}-{max(values):.2f} only has a log-log slope of {ref['exponent']:.2f} (a line with "
                 "a large offset over a narrow range: drawn beside ours, not a measurement to compare one to one)"
             )
     return lines
@@ -118,7 +124,7 @@ def _one_batch(summary: "Summary", fit: dict) -> bool:
 
 
 def _theory(theory, group: str) -> str:
-    """What a fitted exponent can be compared with: a model's bound (paper.THEORY), T's 1, or nothing."""
+    """What a fitted exponent can be compared with: a model's claim (its family's theory), T's 1, or nothing."""
     if isinstance(theory, dict):
         bound = theory.get(group.split()[0])
         return f" ({bound})" if bound else ""
@@ -126,9 +132,10 @@ def _theory(theory, group: str) -> str:
 
 
 def _difference_lines(summary: "Summary") -> list[str]:
+    claims = families()[summary.family].difference_claims
     return [
         f"N* exponent difference, {name}: {fmt(d['value'], '+.2f')}, 95% CI {fmt(d['ci95'], '+.2f')} (paired "
-        f"bootstrap: the cells' shared seeds resampled together){_theory(paper.THEORY_DIFFERENCE, name)}"
+        f"bootstrap: the cells' shared seeds resampled together){_theory(claims, name)}"
         for name, d in summary.exponent_difference.items()
     ]
 
@@ -136,11 +143,9 @@ def _difference_lines(summary: "Summary") -> list[str]:
 def _local_lines(summary: "Summary") -> list[str]:
     lines = []
     for group, slopes in summary.local_exponent.items():
-        parts = [
-            f"{s['alpha_star'][0]:g}->{s['alpha_star'][1]:g}: {fmt(s['value'], '.2f')} {fmt(s['ci95'], '.2f')}"
-            for s in slopes
-        ]
-        lines.append(f"local exponent of N* between neighbouring alpha*, {group}: " + "; ".join(parts))
+        field, name = summary.scaling.field, summary.scaling.name
+        parts = [f"{s[field][0]:g}->{s[field][1]:g}: {fmt(s['value'], '.2f')} {fmt(s['ci95'], '.2f')}" for s in slopes]
+        lines.append(f"local exponent of N* between neighbouring {name}, {group}: " + "; ".join(parts))
     return lines
 
 
@@ -219,7 +224,7 @@ def notes(summary: "Summary") -> list[str]:
             f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, "
             f"{'monotone' if a['monotone'] else 'not monotone'}"
         )
-    if not any(m in paper.SUCCESS for m in summary.models):
+    if not families()[summary.family].reference:
         for label, error in summary.test_error.items():
             bayes = summary.bayes_error.get(label.split(" N=")[0], 0.0)
             train = summary.train_error.get(label, {})
@@ -261,8 +266,8 @@ def markdown(summary: "Summary") -> str:
         "",
         f"N*: the smallest N from which the success rate stays >= {summary.success_rate}.",
         "",
-        "| " + " | ".join(TABLE_HEADER) + " |",
-        "|" + " --- |" * len(TABLE_HEADER),
+        "| " + " | ".join(table_header(summary)) + " |",
+        "|" + " --- |" * len(table_header(summary)),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
     return "\n".join([*lines, "", *[f"- {line}" for line in notes(summary)]]) + "\n"
@@ -281,7 +286,7 @@ def write(folder: Path, summary: "Summary", figs: dict) -> Path:
 
 
 def _html(summary: "Summary", images: list[str]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in TABLE_HEADER)
+    head = "".join(f"<th>{escape(h)}</th>" for h in table_header(summary))
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in table_rows(summary))
     fits = "".join(f"<li>{escape(line)}</li>" for line in notes(summary))
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in images)

@@ -196,6 +196,12 @@ class CellResult:
             curves[n] = means
         return curves
 
+    def attention_curve(self) -> tuple[int, list[tuple[int, float]]] | None:
+        """(the largest N, the mean label-relevant attention mass at each step there), where the
+        cell's models measure one (attention on data with label-relevant tokens); else None."""
+        curves = self.curves("attention_mass")
+        return (max(curves), curves[max(curves)]) if curves and curves[max(curves)] else None
+
     def measured(self) -> list[ModelRecord]:
         """The records N* is measured on: all of them, or a tuned cell's measurement phase (its
         selection runs chose the setting), runs confirmed by a stability window completed."""

@@ -1,8 +1,9 @@
 """Sweep specs: YAML files validated by Pydantic v2 models built from vit_core's config dataclasses.
 
-The data, model and training sections (and the sweep axes) are generated from the fields of
-``TokenDataConfig``, ``ModelConfig`` and ``TrainConfig``: each field keeps its one default and
-help text, and a new field is a spec field (and an axis) at once. Parsing checks types, unknown
+Each installed experiment family (vit_core.family) gets a spec class: its data, model and training
+sections (and the sweep axes) are generated from the fields of the family's data and model
+configs and ``TrainConfig``: each field keeps its one default and help text, and a new field is a
+spec field (and an axis) at once. Parsing checks types, unknown
 keys and ranges; ``check_sweep`` then builds the configs of every cell so that vit_core's own
 checks (alpha# < alpha*, orthonormal patterns need d >= M, ...) run before anything starts.
 """
@@ -12,7 +13,7 @@ import itertools
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import (
@@ -29,16 +30,8 @@ from pydantic import (
 
 from services.analysis import full_grid_size
 from services.results import Cell
-from vit_core.configs import (
-    ImageDataConfig,
-    ModelConfig,
-    PositionalConfig,
-    SpatialDataConfig,
-    TokenDataConfig,
-    TrainConfig,
-    check_fits_data,
-    check_positional_fits,
-)
+from vit_core.configs import TrainConfig
+from vit_core.family import Family, families
 from vit_core.fields import ConfigError
 
 FORBID = ConfigDict(extra="forbid", strict=True)
@@ -140,22 +133,8 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
     )
 
 
-LI_SECTIONS = {"data": TokenDataConfig, "model": ModelConfig, "training": TrainConfig}
-JELASSI_SECTIONS = {"data": SpatialDataConfig, "model": PositionalConfig, "training": TrainConfig}
-DataSpec = _section("DataSpec", TokenDataConfig)
-ModelSpec = _section("ModelSpec", ModelConfig)
 TrainingSpec = _section("TrainingSpec", TrainConfig)
 OwnTraining = _section("OwnTraining", TrainConfig, partial=True)
-Axes = _axes("Axes", LI_SECTIONS)
-SpatialDataSpec = _section("SpatialDataSpec", SpatialDataConfig)
-PositionalSpec = _section("PositionalSpec", PositionalConfig)
-SpatialAxes = _axes("SpatialAxes", JELASSI_SECTIONS)
-IMAGE_SECTIONS = {"data": ImageDataConfig, "model": PositionalConfig, "training": TrainConfig}
-ImageDataSpec = _section("ImageDataSpec", ImageDataConfig)
-ImageAxes = _axes("ImageAxes", IMAGE_SECTIONS)
-LiModelGrid, SpatialModelGrid, ImageModelGrid = (
-    _model_grid(f"{n}ModelGrid", a) for n, a in (("Li", Axes), ("Spatial", SpatialAxes), ("Image", ImageAxes))
-)
 PER_MODEL = (
     "a model's own n_train and axis values, replacing the sweep's for that model "
     "(Fig 1: the ViT and the CNN on different grids)"
@@ -298,9 +277,10 @@ class Tracking(BaseModel):
 
 class SweepSpec(BaseModel):
     """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds.
-    The family (LiSweep, JelassiSweep) decides the models and the data and model sections."""
+    Its family (spec_class) decides the models and the data and model sections."""
 
     model_config = FORBID
+    FAMILY: ClassVar[Family]
     SECTIONS: ClassVar[dict[str, type]]
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
     training: TrainingSpec = Field(default_factory=TrainingSpec)
@@ -472,115 +452,98 @@ class SweepSpec(BaseModel):
         return data, model, training
 
     def scaled_training(self, cell: Cell, data, values: dict) -> dict:
-        """A cell's training values after the family's rules that tie them to its data."""
-        return values
+        """A cell's training values after its model's scaling rule (the family's, where it has one)."""
+        rule = self.scaling_rules.get(cell.model)
+        if rule is None:
+            return values
+        scaling = self.FAMILY.scaling
+        return rule.apply(scaling.growth(rule.reference, getattr(data, scaling.field)), values)
+
+    @property
+    def scaling_rules(self) -> dict[str, "ScalingRule"]:
+        """Model kind -> its training values' scaling rule (the family's ``scaling.rule`` section)."""
+        rule = self.FAMILY.scaling.rule if self.FAMILY.scaling else None
+        return getattr(self, rule) if rule else {}
 
     def check_cell(self, data, model) -> None:
-        """A family's checks across sections (ConfigError)."""
+        """The family's checks across sections (ConfigError)."""
+        self.FAMILY.check(data, model)
 
     def sample_cost(self, cell: Cell) -> float:
-        """Multiply-adds of one model's forward pass on one sample: what orders packs longest first
-        (services.packs.pack_cost); 1 where a family does not say."""
-        return 1.0
+        """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
+        orders packs longest first (services.packs.pack_cost)."""
+        data, model, _ = self.configs(cell)
+        return self.FAMILY.sample_cost(data, model)
 
 
-class AlphaScaling(BaseModel):
-    """Training values of one model that grow as alpha* falls: value(alpha*) = round(value *
-    (reference / alpha*) ** power), from the value the training section (or an axis) gives. For
-    one-pass step budgets that follow a cell's N*, and batches that grow like 1/alpha* (Theorem 1's
-    T = N/B with N ~ alpha*^-2 and T ~ alpha*^-1)."""
+class ScalingRule(BaseModel):
+    """Training values of one model that grow with the family's scaling variable x (Paper A: 1/alpha*):
+    value = round(value * (x / x_reference) ** power), from the value the training section (or an
+    axis) gives. For one-pass step budgets that follow a cell's N*, and batches that grow like
+    1/alpha* (Theorem 1's T = N/B with N ~ alpha*^-2 and T ~ alpha*^-1)."""
 
     model_config = FORBID
-    reference: float = Field(gt=0, lt=1, description="the alpha* at which the training values hold as given")
-    batch_size: float = Field(
-        0.0, ge=0, description="power of reference/alpha* the batch size B grows with (1: B ~ 1/alpha*)"
+    reference: float = Field(
+        gt=0, description="the scaling field's value (Paper A: alpha*) at which the training values hold as given"
     )
-    max_steps: float = Field(0.0, ge=0, description="power of reference/alpha* the step budget grows with")
+    batch_size: float = Field(
+        0.0, ge=0, description="power of x / x_reference the batch size B grows with (Paper A: 1 gives B ~ 1/alpha*)"
+    )
+    max_steps: float = Field(0.0, ge=0, description="power of x / x_reference the step budget grows with")
 
-    def apply(self, alpha_star: float, values: dict) -> dict:
-        factor = self.reference / alpha_star
+    def apply(self, factor: float, values: dict) -> dict:
+        """``values`` at a scaling variable ``factor`` times the reference's."""
         return values | {
             name: max(1, round(values[name] * factor ** getattr(self, name))) for name in ("batch_size", "max_steps")
         }
 
 
-class LiSweep(SweepSpec):
-    """Paper A (Li et al., ICLR 2023): the shallow ViT and the CNN of the same size on token data."""
-
-    SECTIONS: ClassVar[dict[str, type]] = LI_SECTIONS
-    family: Literal["li2023"] = Field(
-        "li2023",
-        description="li2023: Li et al. ICLR 2023 (Paper A); jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)",
-    )
-    models: list[Literal["vit", "cnn"]] = Field(min_length=1, description="which models every cell trains")
-    data: DataSpec = Field(default_factory=DataSpec)
-    model: ModelSpec = Field(default_factory=ModelSpec)
-    axes: Axes = Field(default_factory=Axes)
-    per_model: dict[Literal["vit", "cnn"], LiModelGrid] = Field(default_factory=dict, description=PER_MODEL)
-    alpha_scaling: dict[Literal["vit", "cnn"], AlphaScaling] = Field(
-        default_factory=dict, description="per model: batch_size and max_steps that grow as alpha* falls (AlphaScaling)"
-    )
-
-    def scaled_training(self, cell: Cell, data: TokenDataConfig, values: dict) -> dict:
-        rule = self.alpha_scaling.get(cell.model)
-        return rule.apply(data.alpha_star, values) if rule else values
-
-    def check_cell(self, data: TokenDataConfig, model: ModelConfig) -> None:
-        check_fits_data(model, data.dim, data.n_patterns)
-
-    def sample_cost(self, cell: Cell) -> float:
-        """The values' L·d·m; a ViT adds its query side L·d·d and its attention 2·L²·d."""
-        data, model, _ = self.configs(cell)
-        L, d = data.n_tokens, data.dim
-        values = L * d * model.v_rows()
-        return values + (L * d * d + 2 * L * L * d if model.kind == "vit" else 0)
+DEFAULT_FAMILY = "li2023"  # a spec without `family` (as every spec was before Paper B)
 
 
-class JelassiSweep(SweepSpec):
-    """Paper B (Jelassi, Sander, Li, NeurIPS 2022): positional attention on spatially structured data."""
+def spec_class(family: Family) -> type[SweepSpec]:
+    """The spec of one family: its data and model sections, its model kinds, axes over every field
+    and each kind's own grid (and its scaling rules, where the family has a rule section)."""
+    sections = {"data": family.data, "model": family.model, "training": TrainConfig}
+    stem = type(family).__name__
+    kind = Literal[family.kinds()]
+    axes = _axes(f"{stem}Axes", sections)
+    data, model = _section(f"{stem}Data", family.data), _section(f"{stem}Model", family.model)
+    fields: dict[str, Any] = {
+        "family": (
+            Literal[family.name],
+            Field(family.name if family.name == DEFAULT_FAMILY else ..., description=family.description),
+        ),
+        "models": (list[kind], Field(min_length=1, description="which models every cell trains")),
+        "data": (data, Field(default_factory=data)),
+        "model": (model, Field(default_factory=model)),
+        "axes": (axes, Field(default_factory=axes)),
+        "per_model": (
+            dict[kind, _model_grid(f"{stem}ModelGrid", axes)],
+            Field(default_factory=dict, description=PER_MODEL),
+        ),
+    }
+    if family.scaling and family.scaling.rule:
+        fields[family.scaling.rule] = (
+            dict[kind, ScalingRule],
+            Field(
+                default_factory=dict,
+                description=f"per model: batch_size and max_steps that grow with {family.scaling.symbol} (ScalingRule)",
+            ),
+        )
+    spec = create_model(f"{stem}Sweep", __base__=SweepSpec, __module__=__name__, __doc__=family.__doc__, **fields)
+    spec.FAMILY, spec.SECTIONS = family, sections
+    return spec
 
-    SECTIONS: ClassVar[dict[str, type]] = JELASSI_SECTIONS
-    family: Literal["jelassi2022"] = Field(description="jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)")
-    models: list[Literal["positional", "vanilla"]] = Field(min_length=1, description="which models every cell trains")
-    data: SpatialDataSpec = Field(default_factory=SpatialDataSpec)
-    model: PositionalSpec = Field(default_factory=PositionalSpec)
-    axes: SpatialAxes = Field(default_factory=SpatialAxes)
-    per_model: dict[Literal["positional", "vanilla"], SpatialModelGrid] = Field(
-        default_factory=dict, description=PER_MODEL
-    )
 
-    def check_cell(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
-        check_positional_fits(model, data)
-
-    def sample_cost(self, cell: Cell) -> float:
-        """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors)."""
-        data, model, _ = self.configs(cell)
-        return model.heads * data.n_patches**2 * data.dim + data.n_patches * data.dim * max(model.heads, model.width)
-
-
-class ImageSweep(JelassiSweep):
-    """Paper B's models on real images cut into patches (digits offline, or a local CIFAR-10)."""
-
-    SECTIONS: ClassVar[dict[str, type]] = IMAGE_SECTIONS
-    family: Literal["jelassi2022_images"] = Field(description="jelassi2022_images: Paper B's models on real images")
-    data: ImageDataSpec = Field(default_factory=ImageDataSpec)
-    axes: ImageAxes = Field(default_factory=ImageAxes)
-    per_model: dict[Literal["positional", "vanilla"], ImageModelGrid] = Field(
-        default_factory=dict, description=PER_MODEL
-    )
-
-
-FAMILIES: dict[str, type[SweepSpec]] = {
-    "li2023": LiSweep,
-    "jelassi2022": JelassiSweep,
-    "jelassi2022_images": ImageSweep,
-}
-SCHEMA = TypeAdapter(Annotated[LiSweep | JelassiSweep | ImageSweep, Field(discriminator="family")])
+FAMILIES: dict[str, type[SweepSpec]] = {name: spec_class(family) for name, family in families().items()}
+globals().update({spec.__name__: spec for spec in FAMILIES.values()})  # importable by name: Ray pickles specs
+SCHEMA = TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")])  # noqa: UP007
 
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
-    """The spec class of raw's family (li2023 when absent), validated (ValidationError)."""
-    return FAMILIES[raw.get("family", "li2023")].model_validate(raw, strict=strict)
+    """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError)."""
+    return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -627,8 +590,8 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     ]
     problems += [
         Problem(f"{field}.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})")
-        for field in ("per_model", "alpha_scaling")
-        for m in getattr(spec, field, {})
+        for field, by_model in [("per_model", spec.per_model), *_rule_section(spec)]
+        for m in by_model
         if m not in spec.models
     ]
     cells = _cell_problems(spec)
@@ -651,6 +614,11 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
             )
         )
     return problems
+
+
+def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
+    """[(the family's scaling rule section, its rules by model)], or [] where it has none."""
+    return [(spec.FAMILY.scaling.rule, spec.scaling_rules)] if spec.scaling_rules else []
 
 
 def _search_problems(spec: SweepSpec) -> list[Problem]:
@@ -720,12 +688,10 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
                 where = "axes" if name in spec.axes_of(model) else f"per_model.{model}.training"
                 path = f"per_model.{model}.tuning.{name}" if model in own else f"tuning.{name}"
                 problems.append(Problem(path, getattr(mine, name), f"also set in {where}.{name}: keep one"))
-    scaled = [
-        m for m, rule in getattr(spec, "alpha_scaling", {}).items() if rule.batch_size and spec.tuning_of(m).batch_size
-    ]
     problems += [
-        Problem(f"alpha_scaling.{m}.batch_size", spec.alpha_scaling[m].batch_size, "0 when tuning searches batch_size")
-        for m in scaled
+        Problem(f"{spec.FAMILY.scaling.rule}.{m}.batch_size", rule.batch_size, "0 when tuning searches batch_size")
+        for m, rule in spec.scaling_rules.items()
+        if rule.batch_size and spec.tuning_of(m).batch_size
     ]
     if not all(spec.configs(c)[2].stability_window for c in spec.cells):
         problems.append(
@@ -773,9 +739,10 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         raise SpecError(source, [Problem("", where, f"not valid YAML: {getattr(error, 'problem', error)}")]) from None
     if not isinstance(raw, dict):
         raise SpecError(source, [Problem("", raw, "a spec is a YAML mapping of fields (name, models, n_train, ...)")])
-    family = raw.get("family", "li2023")
+    family = raw.get("family", DEFAULT_FAMILY)
     if family not in FAMILIES:
-        raise SpecError(source, [Problem("family", family, f"one of {', '.join(FAMILIES)}")])
+        installed = ", ".join(FAMILIES)
+        raise SpecError(source, [Problem("family", family, f"one of the installed families: {installed}")])
     try:
         spec = spec_from_dict(raw, strict=True)
     except ValidationError as error:

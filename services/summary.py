@@ -25,10 +25,9 @@ from services.analysis import (
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.spec import Setting, SweepSpec
 from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
-from vit_core.configs import SpatialDataConfig, bayes_error
+from vit_core.family import Scaling, families
 from vit_core.outcomes import OUTCOMES
 
-THEORY_T_EXPONENT = 1.0  # T = Theta(1 / (alpha* eta))
 CONFIDENCE = 0.95
 
 
@@ -76,7 +75,7 @@ class CellRow:
     label: str
     model: str
     values: dict[str, Any]
-    alpha_effective: float | None  # Paper A: the label-relevant fraction samples really have
+    alpha_effective: float | None  # the family's scaling value the samples really have (Paper A: alpha*)
     lr: float
     trainings: int  # models trained (one pass: runs, each evaluated at every N)
     failed: bool  # a pack of the cell failed: N* is not given
@@ -108,7 +107,7 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
         cell.cell.label,
         cell.cell.model,
         cell.cell.values,
-        getattr(data, "effective_alpha_star", None),
+        spec.FAMILY.scaling_value(data) if spec.FAMILY.scaling else None,
         measured[0].lr if measured else training.lr,
         len({(r.seed, r.lr, r.batch_size, r.phase) for r in cell.records}) if one_pass else len(cell.records),
         bool(cell.failures),
@@ -232,30 +231,41 @@ def _differences(spec: SweepSpec, inputs: dict[str, tuple]) -> dict[str, dict]:
     return out
 
 
+def scaled(spec: SweepSpec) -> bool:
+    """Whether the sweep varies its family's scaling field (Paper A: alpha*): what N* is fitted on."""
+    return spec.FAMILY.scaling is not None and spec.FAMILY.scaling.field in spec.swept
+
+
 def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
-    """What the N* exponent of each group is fitted on: (1/alpha*_eff per cell, the cells' outcomes)."""
-    if "alpha_star" not in spec.swept:
+    """What the N* exponent of each group is fitted on: (x per cell, the cells' outcomes), x the
+    family's scaling variable (Paper A: 1/alpha*_eff)."""
+    if not scaled(spec):
         return {}
     return _fit_inputs(spec, cells, {r.label for r in summary.cells if r.flagged})
 
 
+def _x(spec: SweepSpec, cell: CellResult) -> float:
+    """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
+    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.configs(cell.cell)[0]))
+
+
 def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
     return {
-        name: ([1 / spec.configs(c.cell)[0].effective_alpha_star for c in members], [c.outcomes() for c in members])
-        for name, members in _groups(cells, flagged, "alpha_star").items()
+        name: ([_x(spec, c) for c in members], [c.outcomes() for c in members])
+        for name, members in _groups(cells, flagged, spec.FAMILY.scaling.field).items()
     }
 
 
 def _attention(cells: list[CellResult]) -> dict:
-    """Per ViT cell, at its largest N: the mean label-relevant attention mass at the first and
-    last evaluation, and whether the mean curve never falls (by more than 0.005)."""
+    """Per cell that measures it (Paper A's ViT), at its largest N: the mean label-relevant attention
+    mass at the first and last evaluation, and whether the mean curve never falls (by more than 0.005)."""
     out = {}
     for c in cells:
-        curves = c.curves("attention_mass")
-        if c.cell.model == "vit" and curves:
-            values = np.array([v for _, v in curves[max(curves)]])
+        if measured := c.attention_curve():
+            n, curve = measured
+            values = np.array([v for _, v in curve])
             out[c.cell.label] = {
-                "n": max(curves),
+                "n": n,
                 "start": float(values[0]),
                 "end": float(values[-1]),
                 "monotone": bool(np.all(np.diff(values) > -0.005)),
@@ -295,9 +305,9 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
     for c in cells:
         if not c.records:
             continue
-        data = spec.configs(c.cell)[0]
-        if isinstance(data, SpatialDataConfig):
-            out["bayes_error"][c.cell.label] = bayes_error(data)
+        bayes = spec.FAMILY.bayes_error(spec.configs(c.cell)[0])
+        if bayes is not None:
+            out["bayes_error"][c.cell.label] = bayes
         measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
         ns = sorted({r.n_train for r in measured})
         if spec.search.mode != "grid" or spec.one_pass(c.cell):  # a search's N, or a run's evaluations
@@ -322,16 +332,20 @@ def _structure_at(out: dict, label: str, models: list[dict]) -> None:
 
 
 def _iteration_gap(spec: SweepSpec, cells: list[CellResult]) -> dict:
-    """Per axis values where both models ran: the CNN's T over the ViT's (steps to zero test
+    """Per axis values where both of the family's compared models ran: the T of the model its theory
+    beats over the T of the one it favours (Paper A: the CNN's over the ViT's; steps to zero test
     error at the largest N), with a 95% CI."""
+    if spec.FAMILY.favoured is None:
+        return {}
+    favoured, beaten = spec.FAMILY.favoured
     by_values: dict[str, dict[str, CellResult]] = {}
     for c in cells:
         if c.records and not c.failures:
             by_values.setdefault(c.cell.setting, {})[c.cell.model] = c
     return {
-        values: steps_ratio(pair["cnn"].outcomes(), pair["vit"].outcomes())
+        values: steps_ratio(pair[beaten].outcomes(), pair[favoured].outcomes())
         for values, pair in by_values.items()
-        if {"vit", "cnn"} <= set(pair)
+        if {favoured, beaten} <= set(pair)
     }
 
 
@@ -394,7 +408,7 @@ class Summary:
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
     test_error: dict[str, dict]  # cell (and N, where a cell has several) -> mean test error, with a CI
     train_error: dict[str, dict]  # the same for the training error
-    bayes_error: dict[str, float]  # Paper B's synthetic cells -> the lowest test error their data allow
+    bayes_error: dict[str, float]  # cell -> the lowest test error its data allow, where its family knows it
     patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
     patch_association_rows: dict[str, float]  # cell -> mean share of associated rows
     patch_association_gram: dict[str, float]  # vanilla cell -> mean share of rows associated on P P^T
@@ -405,6 +419,11 @@ class Summary:
     iteration_gap: dict[str, dict]  # setting -> the CNN's T over the ViT's
     n_star: dict[str, int | None]  # cell label -> N*
     protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
+    family: str  # the experiment family (vit_core.family): its theory's words and its variable x
+
+    @property
+    def scaling(self) -> "Scaling | None":
+        return families()[self.family].scaling
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -417,20 +436,21 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
     flagged = {r.label for r in rows if r.flagged}
     names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
     fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent", "exponent_difference")}
-    if "alpha_star" in spec.swept:
+    if scaled(spec):
+        axis, scaling = spec.FAMILY.scaling.field, spec.FAMILY.scaling
 
-        def alpha(c: CellResult) -> float:
-            return 1 / spec.configs(c.cell)[0].effective_alpha_star
+        def x(c: CellResult) -> float:
+            return _x(spec, c)
 
-        fits["exponent"] = _fits(cells, flagged, "alpha_star", alpha, n_star_statistic(p))
-        fits["iterations_exponent"] = _fits(cells, flagged, "alpha_star", alpha, lambda o, cols: o.steps(cols))
+        fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
+        fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
         one_pass = [c for c in cells if spec.one_pass(c.cell)]
-        fits["t_star_exponent"] = _fits(one_pass, flagged, "alpha_star", alpha, lambda o, cols: o.t_star(p, cols))
-        fits["exponent_first_zero"] = _fits(one_pass, flagged, "alpha_star", alpha, first_zero_statistic(p))
+        fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
+        fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
         inputs = _fit_inputs(spec, cells, flagged)
         fits["local_exponent"] = {
             name: [
-                {"alpha_star": [round(1 / v, 4) for v in slope.pop("x")]} | slope
+                {axis: [round(scaling.x(v), 4) for v in slope.pop("x")]} | slope
                 for slope in local_slopes(x, outcomes, n_star_statistic(p))
             ]
             for name, (x, outcomes) in inputs.items()
@@ -449,11 +469,14 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         spec.max_not_converged,
         rows,
         **fits,
-        theory={"exponent": paper.THEORY, "iterations_exponent": THEORY_T_EXPONENT},
+        theory={
+            "exponent": {m: t.claim for m, t in spec.FAMILY.theory.items()},
+            "iterations_exponent": spec.FAMILY.iterations_exponent,
+        },
         paper={
-            m: {"exponent": paper.exponent(m, p), "n_star": paper.n_star(m, p)}
+            m: {"exponent": paper.exponent(spec.FAMILY, m, p), "n_star": paper.n_star(spec.FAMILY, m, p)}
             for m in spec.models
-            if m in paper.SUCCESS
+            if m in spec.FAMILY.reference
         },
         **_structure(spec, cells),
         attention=_attention(cells),
@@ -462,4 +485,5 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         iteration_gap=_iteration_gap(spec, cells),
         n_star={r.label: r.n_star for r in rows},
         protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
+        family=spec.family,
     )

@@ -156,8 +156,8 @@ def _sweep_params(spec: SweepSpec) -> dict:
         "success_rate_p": spec.success_rate,
         **_flat("axes", spec.axes.model_dump(exclude_none=True)),
     }
-    for model, rule in getattr(spec, "alpha_scaling", {}).items():
-        params |= _flat(f"alpha_scaling.{model}", rule.model_dump())
+    for model, rule in spec.scaling_rules.items():
+        params |= _flat(f"{spec.FAMILY.scaling.rule}.{model}", rule.model_dump())
     for model, own in spec.per_model.items():
         params |= _flat(f"per_model.{model}.axes", own.model_dump(exclude_none=True).get("axes", {}))
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}

@@ -7,6 +7,7 @@ from conftest import model_record
 from services import paper
 from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
 from services.results import ModelRecord, outcomes_of
+from vit_core.family import families
 
 SEEDS = 20
 NS = np.unique(np.round(np.geomspace(1, 1e5, 300)).astype(int))
@@ -92,11 +93,11 @@ def test_full_grid_size_counts_distinct_integers():
 
 def test_paper_values_load_and_their_n_star_rises_as_alpha_falls():
     for model in ("vit", "cnn"):
-        points = paper.n_star(model, 0.5)
+        points = paper.n_star(families()["li2023"], model, 0.5)
         assert len(points) >= 5
         alphas, stars = zip(*points)
         assert stars[np.argmin(alphas)] > stars[np.argmax(alphas)]
-        assert paper.exponent(model, 0.5) > 0
+        assert paper.exponent(families()["li2023"], model, 0.5) > 0
 
 
 def _converged(record: dict) -> dict:

@@ -147,10 +147,11 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
 
 def test_fig1_spec_is_the_papers_grid():
     from services.paper import success_table
+    from vit_core.family import families
 
     spec = load_spec(HERE.parent / "sweeps" / "fig1.yaml")
     for model in ("vit", "cnn"):
-        alphas, ns, _ = success_table(model)
+        alphas, ns, _ = success_table(families()["li2023"], model)
         assert spec.axes_of(model) == {"alpha_star": [round(float(a), 4) for a in alphas]}
         assert spec.n_train_of(model) == [int(n) for n in ns]
     assert spec.trainings == 4000
@@ -160,7 +161,7 @@ def test_schema_is_json_schema_with_every_section():
     result = runner.invoke(app, ["schema"])
     schema = json.loads(result.stdout)
     assert schema["discriminator"]["propertyName"] == "family"
-    for family in ("LiSweep", "JelassiSweep"):
+    for family in ("Li2023Sweep", "Jelassi2022Sweep", "Jelassi2022ImagesSweep"):
         properties = schema["$defs"][family]["properties"]
         assert set(properties) >= {
             "name",

@@ -16,6 +16,7 @@ _HOME = {
         "TrainConfig",
     ),
     "vit_core.data": ("TokenBatch", "TokenKind", "make_patterns", "sample_tokens"),
+    "vit_core.family": ("Family", "Scaling", "Theory", "families", "family_of"),
     "vit_core.fields": ("ConfigError",),
     "vit_core.models": ("PackedModel", "ShallowCNN", "ShallowViT", "build_model"),
     "vit_core.positional": ("PositionalAttention",),

@@ -27,27 +27,19 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.configs import (
-    ImageDataConfig,
-    ModelConfig,
-    PositionalConfig,
-    SpatialDataConfig,
-    TokenDataConfig,
-    TrainConfig,
-)
-from vit_core.data import BLOCK, TokenBatch, TokenKind, make_patterns, sample_tokens
-from vit_core.images import sample_images
-from vit_core.models import attention_mass, build_model
+from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
+from vit_core.data import BLOCK, TokenBatch, TokenKind
+from vit_core.family import family_of
+from vit_core.models import attention_mass
 from vit_core.outcomes import Outcome, outcome, summarize_by_n
-from vit_core.positional import ATTENTION, PRETRAIN_SEEDS, build_positional
+from vit_core.positional import ATTENTION, PRETRAIN_SEEDS
 from vit_core.seeding import Stream, numpy_rng
-from vit_core.spatial import sample_patches
 
 CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
 
@@ -276,13 +268,12 @@ def logistic_loss(F: Tensor, y: Tensor) -> Tensor:
 LOSSES = {"hinge": hinge_loss, "logistic": logistic_loss}
 
 
-DataConfig = TokenDataConfig | SpatialDataConfig | ImageDataConfig  # Paper A's tokens, Paper B's patches, images
-SAMPLERS = {TokenDataConfig: sample_tokens, SpatialDataConfig: sample_patches, ImageDataConfig: sample_images}
+DataConfig = Any  # an installed family's data config (vit_core.family)
 
 
 def sample(data: DataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
-    """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its kind's module."""
-    return SAMPLERS[type(data)](data, n, seed, stream, start)
+    """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its family."""
+    return family_of(data).sample(data, n, seed, stream, start)
 
 
 class Packed(Protocol):
@@ -298,15 +289,9 @@ class Packed(Protocol):
     def named_parameters(self): ...
 
 
-def build(
-    model_cfg: ModelConfig | PositionalConfig, data: DataConfig, seeds: list[int], device: str | torch.device = "cpu"
-) -> Packed:
-    """A pack of len(seeds) models for ``data``, model k initialised from seeds[k]: Paper A's ViT
-    or CNN on the data's patterns, or Paper B's attention (pre-trained first where it transfers)."""
-    if isinstance(model_cfg, ModelConfig):
-        return build_model(model_cfg, make_patterns(data), seeds, device)
-    attention = pretrained_attention(model_cfg, data, seeds, device) if model_cfg.transfer else None
-    return build_positional(model_cfg, data, seeds, device, attention)
+def build(model_cfg: Any, data: DataConfig, seeds: list[int], device: str | torch.device = "cpu") -> Packed:
+    """A pack of len(seeds) models for ``data``, model k initialised from seeds[k], built by its family."""
+    return family_of(data).build(model_cfg, data, seeds, device)
 
 
 def pretrained_attention(cfg: PositionalConfig, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
@@ -539,7 +524,7 @@ def outputs(model: "Packed", tokens: Tensor, keep: Tensor | None, chunk: int) ->
 
 def train_pack(
     data: DataConfig,
-    model_cfg: ModelConfig | PositionalConfig,
+    model_cfg: Any,
     train: TrainConfig,
     n_train: list[int],
     seeds: list[int],

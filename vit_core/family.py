@@ -1,0 +1,129 @@
+"""Experiment families: what one learning-theory experiment is to vitsweep, and where the installed
+ones are found.
+
+A family names its data and model configs (frozen dataclasses made with ``fields.param``; the
+model config's ``kind`` Literal lists the model kinds it compares), samples data and builds packs
+of models for the trainer, and says what its theory claims: the variable N* scales with and each
+kind's exponent. The service asks a family for all of this and names none of them itself.
+
+Families are found through the entry points of group ``vitsweep.families`` (each names a
+``Family`` subclass), Paper A's and Paper B's as any other package's: see README "Add your own
+experiment". A family's module must load without torch (a spec is validated without it):
+``sample`` and ``build`` import what trains where they run.
+"""
+
+import typing
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vit_core.seeding import Stream
+
+GROUP = "vitsweep.families"
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """The data field N* is fitted against: N* ~ x^k with x the field's effective value, or its
+    inverse (Paper A: x = 1/alpha*). ``rule`` names the spec section of training values that grow
+    with x (Paper A's alpha_scaling); None where the family has none."""
+
+    field: str  # the data config's field ("alpha_star")
+    name: str  # the field for people ("alpha*")
+    inverse: bool = False
+    axis: str = ""  # x on a figure's axis ("1 / alpha* (effective)"); default: the symbol
+    column: str = ""  # the field's effective value in a table ("alpha* (effective)"); default: the name
+    rule: str | None = None
+    format: str = ".4g"  # how a table prints the field's value
+
+    @property
+    def symbol(self) -> str:
+        """x in a formula: "1/alpha*", or the name."""
+        return f"1/{self.name}" if self.inverse else self.name
+
+    def x(self, value: float) -> float:
+        return 1 / value if self.inverse else value
+
+    def growth(self, reference: float, value: float) -> float:
+        """How far x has moved from the reference value of the field to ``value`` (a factor > 0)."""
+        return reference / value if self.inverse else value / reference
+
+
+@dataclass(frozen=True)
+class Theory:
+    """What a family's theory says of one model kind's N*: N* ~ x^exponent, in words."""
+
+    exponent: float
+    claim: str
+
+
+class Family:
+    """One experiment family. Subclasses set the class attributes and implement ``sample`` and
+    ``build``; the rest has defaults that say nothing (no checks, unit cost, no theory)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    data: ClassVar[type]  # the data config (a frozen dataclass of ``param`` fields)
+    model: ClassVar[type]  # the model config; its ``kind`` field's Literal lists the model kinds
+    scaling: ClassVar[Scaling | None] = None
+    theory: ClassVar[dict[str, Theory]] = {}  # model kind -> its claimed exponent of N* in x
+    difference_claims: ClassVar[dict[str, str]] = {}  # "b - a" -> what the theory says of b's exponent minus a's
+    iterations_exponent: ClassVar[float | None] = None  # T, the steps to zero error, ~ x^this (and ~ (1/eta)^this)
+    favoured: ClassVar[tuple[str, str] | None] = None  # (the kind the theory favours, the kind it beats)
+    reference: ClassVar[dict[str, Path]] = {}  # model kind -> the paper's success table (N x x^exponent, CSV)
+
+    def sample(self, data: Any, n: int, seed: int, stream: Stream, start: int) -> Any:
+        """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""
+        raise NotImplementedError
+
+    def build(self, model: Any, data: Any, seeds: list[int], device: Any) -> Any:
+        """A pack of len(seeds) models for ``data`` (``vit_core.train.Packed``), model k from seeds[k]."""
+        raise NotImplementedError
+
+    def check(self, data: Any, model: Any) -> None:
+        """Raise ``ConfigError`` where ``model`` cannot be built for ``data``."""
+
+    def sample_cost(self, data: Any, model: Any) -> float:
+        """Multiply-adds of one model's forward pass on one sample: what orders packs longest first."""
+        return 1.0
+
+    def scaling_value(self, data: Any) -> float:
+        """The scaling field's value the samples really have (Paper A: alpha* after rounding)."""
+        return getattr(data, self.scaling.field)
+
+    def bayes_error(self, data: Any) -> float | None:
+        """The lowest test error any classifier can reach on ``data``, where the family knows it."""
+        return None
+
+    def true_sets(self, data: Any) -> np.ndarray | None:
+        """(D, D) bool: which patches belong together, where the data have such a truth (Paper B)."""
+        return None
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        """The model kinds, from the model config's ``kind`` Literal."""
+        return typing.get_args(typing.get_type_hints(cls.model)["kind"])
+
+
+@cache
+def families() -> dict[str, Family]:
+    """The installed families by name, in the order their names sort."""
+    found = {}
+    for point in entry_points(group=GROUP):
+        family = point.load()()
+        if family.name != point.name:
+            raise ValueError(f"entry point {point.name} of {GROUP} loads family {family.name!r}")
+        found[family.name] = family
+    return dict(sorted(found.items()))
+
+
+def family_of(data: Any) -> Family:
+    """The family whose data config ``data`` is."""
+    for family in families().values():
+        if type(data) is family.data:
+            return family
+    raise TypeError(f"no installed family has data config {type(data).__name__} (entry points of {GROUP})")

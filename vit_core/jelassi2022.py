@@ -1,0 +1,65 @@
+"""Paper B as two families (Jelassi, Sander, Li, NeurIPS 2022): positional attention (model T) and
+a vanilla-attention variant, on spatially structured synthetic data (``jelassi2022``) or on real
+images cut into patches (``jelassi2022_images``)."""
+
+import numpy as np
+
+from vit_core.configs import (
+    ImageDataConfig,
+    PositionalConfig,
+    SpatialDataConfig,
+    bayes_error,
+    check_positional_fits,
+    set_matrix,
+)
+from vit_core.family import Family
+
+
+class Jelassi2022(Family):
+    name = "jelassi2022"
+    description = "jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)"
+    data = SpatialDataConfig
+    model = PositionalConfig
+
+    def sample(self, data, n, seed, stream, start):
+        from vit_core.spatial import sample_patches
+
+        return sample_patches(data, n, seed, stream, start)
+
+    def build(self, model, data, seeds, device):
+        """Paper B's attention, pre-trained first where it transfers (Thm 5.1)."""
+        from vit_core.positional import build_positional
+        from vit_core.train import pretrained_attention
+
+        attention = pretrained_attention(model, data, seeds, device) if model.transfer else None
+        return build_positional(model, data, seeds, device, attention)
+
+    def check(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> None:
+        check_positional_fits(model, data)
+
+    def sample_cost(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> float:
+        """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors)."""
+        return model.heads * data.n_patches**2 * data.dim + data.n_patches * data.dim * max(model.heads, model.width)
+
+    def bayes_error(self, data: SpatialDataConfig) -> float:
+        return bayes_error(data)
+
+    def true_sets(self, data: SpatialDataConfig) -> np.ndarray:
+        return set_matrix(data)
+
+
+class Jelassi2022Images(Jelassi2022):
+    name = "jelassi2022_images"
+    description = "jelassi2022_images: Paper B's models on real images"
+    data = ImageDataConfig
+
+    def sample(self, data, n, seed, stream, start):
+        from vit_core.images import sample_images
+
+        return sample_images(data, n, seed, stream, start)
+
+    def bayes_error(self, data: ImageDataConfig) -> None:
+        return None
+
+    def true_sets(self, data: ImageDataConfig) -> None:
+        return None
