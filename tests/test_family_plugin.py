@@ -1,0 +1,80 @@
+"""Experiment families as plugins: the papers' families come through the entry points of group
+vitsweep.families, and a family from outside (examples/sparse_parity, sparse parity by a two-layer
+network, Barak et al. 2022) installed into the environment runs its one-pass N* sweep through Ray
+into MLflow and back through `vitsweep report`, with no change to services/."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from services.spec import FAMILIES, SpecError, parse_spec
+from vit_core.family import families
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "sparse_parity"
+VITSWEEP = Path(sys.executable).parent / "vitsweep"
+PACKAGE = "vitsweep-sparse-parity"
+
+
+def test_the_papers_families_are_entry_points_and_each_gives_a_spec():
+    installed = families()
+    assert {"li2023", "jelassi2022", "jelassi2022_images"} <= set(installed) <= set(FAMILIES)
+    assert installed["li2023"].kinds() == ("vit", "cnn")
+    assert installed["jelassi2022"].kinds() == ("positional", "vanilla")
+    spec = parse_spec("name: x\nfamily: jelassi2022\nmodels: [positional]\nn_train: [10]")
+    assert type(spec).FAMILY is installed["jelassi2022"]
+
+
+def test_an_unknown_family_is_refused_naming_the_installed_ones():
+    with pytest.raises(SpecError) as error:
+        parse_spec("name: x\nfamily: nope\nmodels: [vit]\nn_train: [10]")
+    (problem,) = error.value.problems
+    assert problem.path == "family" and problem.value == "nope"
+    assert all(name in problem.message for name in families())
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def example_installed():
+    """The example family installed as its README says (offline: no build isolation, no
+    dependencies to fetch), and uninstalled afterwards where this test installed it."""
+    already = _pip("show", PACKAGE).returncode == 0
+    if not already:
+        done = _pip("install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(EXAMPLE))
+        assert done.returncode == 0, done.stderr[-3000:]
+    yield
+    if not already:
+        assert _pip("uninstall", "--yes", PACKAGE).returncode == 0
+
+
+def vitsweep(*args: str) -> dict:
+    """`vitsweep ARGS --json` in a fresh interpreter (it finds the families installed now): its JSON."""
+    out = subprocess.run([str(VITSWEEP), *args, "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(example_installed, tmp_path):
+    schema = subprocess.run([str(VITSWEEP), "schema"], capture_output=True, text=True, check=True).stdout
+    assert "sparse_parity" in json.loads(schema)["discriminator"]["mapping"]  # the schema lists it
+    spec = str(EXAMPLE / "parity.yaml")
+    ran = vitsweep("run", spec, "--home", str(tmp_path))
+    assert ran["failed_trials"] == [] and ran["trainings"] == 32
+    stars = ran["n_star"]["mlp"]
+    assert set(stars) == {"8", "12", "16", "24"} and all(stars.values())
+    parent = MlflowClient(ran["tracking_uri"]).get_run(ran["mlflow_parent_run_id"])
+    assert parent.data.params["family"] == "sparse_parity"
+    report = vitsweep("report", ran["sweep_id"], "--home", str(tmp_path), "--out", str(tmp_path / "report"))
+    assert {c["label"]: c["n_star"] for c in report["cells"]} == {f"mlp n_bits={n}": v for n, v in stars.items()}
+    assert [c["alpha_effective"] for c in report["cells"]] == [8, 12, 16, 24]  # the family's scaling field
+    fit = report["exponent"]["mlp"]
+    assert fit["value"] is not None and fit["value"] > 0 and len(fit["points"]) == 4  # N* rises with n
+    table = (tmp_path / "report" / "summary.md").read_text()
+    assert "| cell | n |" in table and "N* ~ (n)^k" in table and "theory" not in table  # it claims none
