@@ -84,7 +84,7 @@ def trainings(spec_path: Path, home: Path, sweep_id: str) -> list[dict]:
             )
             run["consumed"] = max(run.get("consumed", 0), r.n_train)
     for run in runs.values():
-        data, model, training = spec.configs(run["cell"])
+        data, model, training = spec.plan(run["cell"]).configs
         run["configs"] = (
             data,
             model,

@@ -132,7 +132,7 @@ def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
     """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
     cell, beside the true set matrix where the data has one."""
     shown = [c for c in cells if c.mean_scores()]
-    data = spec.configs(shown[0].cell)[0]
+    data = spec.plan(shown[0].cell).data
     truth = spec.FAMILY.true_sets(data)
     panels = len(shown) + (truth is not None)
     fig, axes = _subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
@@ -177,7 +177,7 @@ def _structure_figure(spec: SweepSpec, summary: "Summary", cells: list[CellResul
                         bayes, color=line.get_color(), lw=0.8, ls="-.", label=f"Bayes error of its data {bayes:.3f}"
                     )
     if "test_error" in names:
-        labels = {getattr(spec.configs(c.cell)[0], "labels", None) for c in cells} - {None}
+        labels = {getattr(spec.plan(c.cell).data, "labels", None) for c in cells} - {None}
         for name, error in (item for kind in sorted(labels) for item in paper.test_errors(kind).items()):
             axes[0].axhline(
                 error, color="black", lw=0.8, ls=":" if "plateau" in name else "--", label=f"{name} {error}"

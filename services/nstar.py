@@ -91,16 +91,16 @@ class NStarSearch(RoundPlanner):
         super().__init__(len(spec.cells), pack_cost(spec))
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
-        self.budgets = [spec.configs(c)[2].max_steps for c in spec.cells]  # each cell's step budget
+        self.budgets = [spec.plan(c).training.max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
         self.cells = [
             Bracket(
-                list(spec.n_values(c)),
+                list(spec.plan(c).n_values),
                 spec.success_rate,
                 search.precision,
                 search.factor,
                 spec.n_max,
-                adaptive=not spec.one_pass(c),
+                adaptive=not spec.plan(c).one_pass,
             )
             for c in spec.cells
         ]

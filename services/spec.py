@@ -93,6 +93,29 @@ class Setting:
         return Setting(int(values["batch_size"]), float(values["lr"]))
 
 
+@dataclasses.dataclass(frozen=True)
+class CellPlan:
+    """One cell resolved once (SweepSpec.plan): vit_core's configs, and the N each seed trains at:
+    its model's n_train (multi_pass), or the sample budget B·max_steps (one_pass: that one run is
+    evaluated at every N below it). What trials train and statistics read."""
+
+    cell: Cell
+    data: Any
+    model: Any
+    training: TrainConfig
+    n_values: tuple[int, ...]
+
+    @property
+    def one_pass(self) -> bool:
+        """Whether the cell trains one pass over fresh samples (training.protocol)."""
+        return self.training.protocol == "one_pass"
+
+    @property
+    def configs(self) -> tuple[Any, Any, TrainConfig]:
+        """(data, model, training): train_pack's first arguments."""
+        return self.data, self.model, self.training
+
+
 class TuningSpace(BaseModel):
     """The values of the training fields a tuned cell searches (services.tuning)."""
 
@@ -331,20 +354,6 @@ class SweepSpec(BaseModel):
         own = self.per_model.get(model)
         return own.n_train if own and own.n_train else self.n_train
 
-    def one_pass(self, cell: Cell) -> bool:
-        """Whether the cell trains one pass over fresh samples (training.protocol)."""
-        return self.configs(cell)[2].protocol == "one_pass"
-
-    def n_values(self, cell: Cell) -> list[int]:
-        """The N a cell trains each seed at: its model's n_train (multi_pass), or the sample
-        budget B·max_steps (one_pass: that one run is evaluated at every N below it)."""
-        training = self.configs(cell)[2]
-        return (
-            [training.batch_size * training.max_steps]
-            if training.protocol == "one_pass"
-            else self.n_train_of(cell.model)
-        )
-
     @property
     def swept(self) -> dict[str, list]:
         """Every axis that some model sweeps, in spec order, with its first model's values."""
@@ -359,7 +368,7 @@ class SweepSpec(BaseModel):
         """Models the sweep trains (sample_complexity: its first round; later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
         if self.tuning is None and self.search.mode == "optuna":
-            return self.search.num_samples * len(self.n_values(self.cells[0])) * self.seeds
+            return self.search.num_samples * len(self.plan(self.cells[0]).n_values) * self.seeds
         return sum(self.trainings_of(c) for c in self.cells)
 
     def trainings_of(self, cell: Cell) -> int:
@@ -367,21 +376,21 @@ class SweepSpec(BaseModel):
         measurement; optuna: every sample's (N, seed) pairs)."""
         if self.tuning is not None:
             return self.selection_settings(cell.model) * self.tuning.selection_seeds + self.seeds
-        first = len(self.n_values(cell)) * self.seeds
+        first = len(self.plan(cell).n_values) * self.seeds
         return self.search.num_samples * first if self.search.mode == "optuna" else first
 
     def max_trainings_of(self, cell: Cell) -> int:
         """The most models one untuned cell can train: a multi-pass sample_complexity cell at every N of
         a geometric grid of ratio 1 + precision up to n_max; any other, its first round."""
-        if self.search.mode == "sample_complexity" and not self.one_pass(cell):
-            return (full_grid_size(1, self.n_max, self.search.precision) + len(self.n_values(cell))) * self.seeds
+        if self.search.mode == "sample_complexity" and not self.plan(cell).one_pass:
+            return (full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)) * self.seeds
         return self.trainings_of(cell)
 
     @property
     def largest_n(self) -> int:
         """The largest N any multi_pass cell starts from (any cell's, when all are one_pass)."""
-        searched = [c for c in self.cells if not self.one_pass(c)] or self.cells
-        return max(max(self.n_values(c)) for c in searched)
+        searched = [c for c in self.cells if not self.plan(c).one_pass] or self.cells
+        return max(max(self.plan(c).n_values) for c in searched)
 
     @property
     def n_max(self) -> int:
@@ -415,28 +424,28 @@ class SweepSpec(BaseModel):
             for values in itertools.product(*axes.values())
         ]
 
-    def configs(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
-        """vit_core's configs of one cell: the sections, its model's own training values
-        (per_model), the cell's axis values and its model. Resolved once per cell (a
-        ConfigError is raised again each time)."""
-        if cell.key not in self.resolved:
-            self.resolved[cell.key] = self._resolve(cell)
-        return self.resolved[cell.key]
+    def plan(self, cell: Cell) -> "CellPlan":
+        """One cell resolved into vit_core's configs (the sections, its model's own training values
+        (per_model), the cell's axis values and its model) and the N it trains at. Resolved once
+        per cell (a ConfigError is raised again each time)."""
+        if cell.key not in self.plans:
+            self.plans[cell.key] = self._resolve(cell)
+        return self.plans[cell.key]
 
     @cached_property
-    def resolved(self) -> dict[str, tuple]:
-        """Cell key -> the cell's configs, as configs resolved them (kept beside the fields, as
-        ``cells`` is: neither takes part in equality)."""
+    def plans(self) -> dict[str, "CellPlan"]:
+        """Cell key -> the cell's plan, as ``plan`` resolved it (kept beside the fields, as ``cells``
+        is: neither takes part in equality; pickled with the spec, so a trial's cell travels resolved)."""
         return {}
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "SweepSpec":
-        """pydantic's copy, without the cells and configs derived from fields ``update`` may change."""
+        """pydantic's copy, without the cells and plans derived from fields ``update`` may change."""
         copy = super().model_copy(update=update, deep=deep)
         copy.__dict__.pop("cells", None)
-        copy.__dict__.pop("resolved", None)
+        copy.__dict__.pop("plans", None)
         return copy
 
-    def _resolve(self, cell: Cell) -> tuple[Any, Any, TrainConfig]:
+    def _resolve(self, cell: Cell) -> "CellPlan":
         built = []
         own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():
@@ -449,7 +458,9 @@ class SweepSpec(BaseModel):
             built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))
         data, model, training = built
         self.check_cell(data, model)
-        return data, model, training
+        one_pass = training.protocol == "one_pass"
+        n_values = [training.batch_size * training.max_steps] if one_pass else self.n_train_of(cell.model) or []
+        return CellPlan(cell, data, model, training, tuple(n_values))
 
     def scaled_training(self, cell: Cell, data, values: dict) -> dict:
         """A cell's training values after its model's scaling rule (the family's, where it has one)."""
@@ -472,8 +483,8 @@ class SweepSpec(BaseModel):
     def sample_cost(self, cell: Cell) -> float:
         """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
         orders packs longest first (services.packs.pack_cost)."""
-        data, model, _ = self.configs(cell)
-        return self.FAMILY.sample_cost(data, model)
+        plan = self.plan(cell)
+        return self.FAMILY.sample_cost(plan.data, plan.model)
 
 
 class ScalingRule(BaseModel):
@@ -533,11 +544,12 @@ def spec_class(family: Family) -> type[SweepSpec]:
         )
     spec = create_model(f"{stem}Sweep", __base__=SweepSpec, __module__=__name__, __doc__=family.__doc__, **fields)
     spec.FAMILY, spec.SECTIONS = family, sections
+    made = [spec, axes, data, model, fields["per_model"][0].__args__[1]]
+    globals().update({cls.__name__: cls for cls in made})  # importable by name: specs are pickled to the trials
     return spec
 
 
 FAMILIES: dict[str, type[SweepSpec]] = {name: spec_class(family) for name, family in families().items()}
-globals().update({spec.__name__: spec for spec in FAMILIES.values()})  # importable by name: Ray pickles specs
 SCHEMA = TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")])  # noqa: UP007
 
 
@@ -600,7 +612,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     problems += [
         Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
         for model in spec.models
-        if spec.n_train_of(model) is None and not all(spec.one_pass(c) for c in spec.cells if c.model == model)
+        if spec.n_train_of(model) is None and not all(spec.plan(c).one_pass for c in spec.cells if c.model == model)
     ][:1]
     if problems:
         return problems
@@ -637,7 +649,7 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
     if len(spec.cells) != 1:
         problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-    per_trial = len(spec.n_values(spec.cells[0])) * spec.seeds
+    per_trial = len(spec.plan(spec.cells[0]).n_values) * spec.seeds
     if per_trial > spec.resources.models_per_pack:
         problems.append(
             Problem(
@@ -656,7 +668,7 @@ def _search_problems(spec: SweepSpec) -> list[Problem]:
         for end in ("low", "high"):
             value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
             try:
-                spec.configs(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
+                spec.plan(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
             except (ConfigError, TypeError) as error:
                 problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
     return problems
@@ -672,7 +684,7 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
     problems = []
     if not (tuning.lr or tuning.batch_size):
         problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
-    if any(not spec.one_pass(c) for c in spec.cells):
+    if any(not spec.plan(c).one_pass for c in spec.cells):
         problems.append(Problem("tuning", None, "needs training.protocol one_pass in every cell"))
     if spec.search.mode == "optuna":
         problems.append(
@@ -693,7 +705,7 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
         for m, rule in spec.scaling_rules.items()
         if rule.batch_size and spec.tuning_of(m).batch_size
     ]
-    if not all(spec.configs(c)[2].stability_window for c in spec.cells):
+    if not all(spec.plan(c).training.stability_window for c in spec.cells):
         problems.append(
             Problem("training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule")
         )
@@ -712,7 +724,7 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
     problems: dict[str, Problem] = {}
     for cell in spec.cells:
         try:
-            spec.configs(cell)
+            spec.plan(cell)
         except ConfigError as error:
             if error.field in cell.values:
                 own = spec.per_model.get(cell.model)

@@ -100,7 +100,7 @@ class CellRow:
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
-    data, _, training = spec.configs(cell.cell)
+    data, _, training = spec.plan(cell.cell).configs
     one_pass = training.protocol == "one_pass"
     measured = cell.measured()
     row = CellRow(
@@ -142,7 +142,7 @@ def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
     if spec.tuning is None or not table:
         return None
     chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
-    window = spec.configs(cell.cell)[2].stability_window
+    window = spec.plan(cell.cell).training.stability_window
     selection = [
         {
             "batch_size": s.batch_size,
@@ -246,7 +246,7 @@ def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResul
 
 def _x(spec: SweepSpec, cell: CellResult) -> float:
     """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
-    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.configs(cell.cell)[0]))
+    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.plan(cell.cell).data))
 
 
 def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
@@ -305,12 +305,12 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
     for c in cells:
         if not c.records:
             continue
-        bayes = spec.FAMILY.bayes_error(spec.configs(c.cell)[0])
+        bayes = spec.FAMILY.bayes_error(spec.plan(c.cell).data)
         if bayes is not None:
             out["bayes_error"][c.cell.label] = bayes
         measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
         ns = sorted({r.n_train for r in measured})
-        if spec.search.mode != "grid" or spec.one_pass(c.cell):  # a search's N, or a run's evaluations
+        if spec.search.mode != "grid" or spec.plan(c.cell).one_pass:  # a search's N, or a run's evaluations
             ns = ns[-1:]
         for n in ns:
             label = c.cell.label if len(ns) == 1 else f"{c.cell.label} N={n}"
@@ -356,7 +356,7 @@ def _sparsification(spec: SweepSpec, cells: list[CellResult]) -> dict:
     by_group: dict[str, dict[int, np.ndarray]] = {}
     for c in cells:
         if c.records and not c.failures:
-            data = spec.configs(c.cell)[0]
+            data = spec.plan(c.cell).data
             by_group.setdefault(c.cell.group(("sparsify_k",)), {})[data.sparsify_k] = c.outcomes().test_loss[-1]
     out = {}
     for name, losses in by_group.items():
@@ -444,7 +444,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
 
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
         fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
-        one_pass = [c for c in cells if spec.one_pass(c.cell)]
+        one_pass = [c for c in cells if spec.plan(c.cell).one_pass]
         fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
         fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
         inputs = _fit_inputs(spec, cells, flagged)
@@ -458,7 +458,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         fits["exponent_difference"] = _differences(spec, inputs)
     if "lr" in spec.swept:
         fits["lr_exponent"] = _fits(
-            cells, flagged, "lr", lambda c: 1 / spec.configs(c.cell)[2].lr, lambda o, cols: o.steps(cols)
+            cells, flagged, "lr", lambda c: 1 / spec.plan(c.cell).training.lr, lambda o, cols: o.steps(cols)
         )
     protocols = {r.protocol for r in rows}
     return Summary(

@@ -24,7 +24,7 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
     Models already in the result cache (``cache``, a folder; None: off) are read from it; the
     rest train as one pack and go into it as soon as they are done."""
     pack = Pack.from_config(config["pack"])
-    data, model, training = spec.configs(trial_cell(spec, config))
+    data, model, training = spec.plan(trial_cell(spec, config)).configs
     if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
         training = dataclasses.replace(
             training, batch_size=pack.batch_size, max_steps=training.batch_size * training.max_steps // pack.batch_size
