@@ -10,7 +10,7 @@ bootstrap, which keeps the cells' correlation in the CI of a slope and of a diff
 Pure numpy: the same functions serve ``vitsweep run``, ``vitsweep report`` and the tests.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -116,23 +116,37 @@ def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 @dataclass
-class Fit:
-    """A log-log slope over cells with its bootstrap percentile CI over seeds."""
+class Estimate:
+    """A value with its bootstrap 95% CI, kept to 4 decimals; None where the data do not define it."""
 
     value: float | None
-    ci95: tuple[float, float] | None
-    intercept: float | None
-    points: list[tuple[float, float]]  # (x, y) of the cells that entered the fit
-    resamples: int  # bootstrap resamples that had >= 2 cells with a defined statistic
+    ci95: list[float] | None
 
-    def as_dict(self) -> dict:
-        return {
-            "value": _round(self.value),
-            "ci95": _round(self.ci95),
-            "intercept": self.intercept,
-            "points": [list(p) for p in self.points],
-            "resamples": self.resamples,
-        }
+
+@dataclass
+class Fit(Estimate):
+    """A log-log slope over cells with its bootstrap percentile CI over seeds."""
+
+    intercept: float | None = None
+    points: list[list[float]] = field(default_factory=list)  # (x, y) of the cells that entered the fit
+    resamples: int = 0  # bootstrap resamples that had >= 2 cells with a defined statistic
+    cells: list[str] = field(default_factory=list)  # the cells fitted, where a summary names them
+
+
+@dataclass
+class LocalSlope(Estimate):
+    """The slope between two neighbouring values of x (local_slopes)."""
+
+    between: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Mean:
+    """A mean over seeds with its bootstrap 95% CI."""
+
+    mean: float | None
+    ci95: list[float] | None
+    seeds: int
 
 
 def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP, seed: int = 0) -> Fit:
@@ -142,22 +156,23 @@ def fit_exponent(x: list[float], cells: list[Outcomes], statistic, boot: int = B
     ``statistic(outcomes, columns)`` returns a number or None; None and values <= 0 (a censored
     N*, zero error from the first evaluation on) leave the cell out of that fit or resample."""
     value, intercept, points = point_slope(x, cells, statistic)
+    points = [list(p) for p in points]
     if value is None:
         return Fit(None, None, None, points, 0)
     slopes = bootstrap_slopes(x, cells, statistic, boot, seed)
     slopes = slopes[np.isfinite(slopes)]
-    ci = tuple(float(v) for v in np.percentile(slopes, CI)) if len(slopes) else None
-    return Fit(value, ci, intercept, points, len(slopes))
+    ci = _round(np.percentile(slopes, CI)) if len(slopes) else None
+    return Fit(_round(value), ci, intercept, points, len(slopes))
 
 
-def local_slopes(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP) -> list[dict]:
+def local_slopes(x: list[float], cells: list[Outcomes], statistic, boot: int = BOOTSTRAP) -> list[LocalSlope]:
     """The slope between each two neighbouring x (ascending) with its paired-bootstrap CI: where a
     fit over the whole range is heading. Neighbours whose statistic is undefined give value None."""
     order = np.argsort(x)
     out = []
     for i, j in zip(order[:-1], order[1:]):
         fit = fit_exponent([x[i], x[j]], [cells[i], cells[j]], statistic, boot)
-        out.append({"x": [float(x[i]), float(x[j])], "value": _round(fit.value), "ci95": _round(fit.ci95)})
+        out.append(LocalSlope(fit.value, fit.ci95, [float(x[i]), float(x[j])]))
     return out
 
 
@@ -197,19 +212,16 @@ def bootstrap_slope_sets(
 
 def paired_slope_difference(
     a: tuple[list[float], list[Outcomes]], b: tuple[list[float], list[Outcomes]], statistic
-) -> dict:
+) -> Estimate:
     """b's log-log slope minus a's, both from one sweep, with a bootstrap 95% CI over joint
     resamples of every seed both use (the paired difference: shared seeds resampled together)."""
     slope_a, slope_b = point_slope(*a, statistic)[0], point_slope(*b, statistic)[0]
     if slope_a is None or slope_b is None:
-        return {"value": None, "ci95": None}
+        return Estimate(None, None)
     sets = bootstrap_slope_sets([a, b], statistic)
     difference = sets[:, 1] - sets[:, 0]
     difference = difference[np.isfinite(difference)]
-    return {
-        "value": _round(slope_b - slope_a),
-        "ci95": _round(np.percentile(difference, CI)) if len(difference) else None,
-    }
+    return Estimate(_round(slope_b - slope_a), _round(np.percentile(difference, CI)) if len(difference) else None)
 
 
 def _round(value):
@@ -241,17 +253,17 @@ def bootstrap_slopes(x, cells: list[Outcomes], statistic, boot: int = BOOTSTRAP,
 
 def slope_difference(
     a: tuple[list[float], list[Outcomes]], b: tuple[list[float], list[Outcomes]], stat_a, stat_b
-) -> dict:
+) -> Estimate:
     """b's log-log slope (of stat_b against x) minus a's, each input (x, cells) as fit_exponent
     takes them, with a bootstrap 95% CI: the two sweeps' seeds resampled independently (different
     runs), resamples where either slope is undefined left out."""
     slope_a, slope_b = point_slope(*a, stat_a)[0], point_slope(*b, stat_b)[0]
     if slope_a is None or slope_b is None:
-        return {"value": None, "ci95": None}
+        return Estimate(None, None)
     difference = bootstrap_slopes(*b, stat_b, seed=1) - bootstrap_slopes(*a, stat_a, seed=0)
     difference = difference[np.isfinite(difference)]
     ci = [round(float(v), 4) for v in np.percentile(difference, CI)] if len(difference) else None
-    return {"value": round(slope_b - slope_a, 4), "ci95": ci}
+    return Estimate(round(slope_b - slope_a, 4), ci)
 
 
 def _positive(value: float | None) -> float | None:
@@ -267,13 +279,13 @@ def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) ->
     return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
 
 
-def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int = 0) -> Estimate:
     """T(slow) / T(fast): the ratio of two cells' median steps to zero test error at their largest
     N, with a bootstrap 95% CI resampling each cell's seeds on its own (the cells' models are
     different networks)."""
     a, b = slow.steps(), fast.steps()
     if not a or not b:
-        return {"value": None, "ci95": None}
+        return Estimate(None, None)
     rng = np.random.default_rng(seed)
     ratios = [
         r
@@ -281,25 +293,25 @@ def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int
         if (r := _ratio(slow.steps(resample(len(slow.seeds), rng)), fast.steps(resample(len(fast.seeds), rng))))
         is not None
     ]
-    return {"value": a / b, "ci95": [float(v) for v in np.percentile(ratios, CI)] if ratios else None}
+    return Estimate(a / b, [float(v) for v in np.percentile(ratios, CI)] if ratios else None)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
-def paired_difference(after: np.ndarray, before: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+def paired_difference(after: np.ndarray, before: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> Mean:
     """Mean of (after - before) over seeds present in both, with a bootstrap 95% CI."""
     both = np.isfinite(after) & np.isfinite(before)
     diff = (after - before)[both]
     if len(diff) == 0:
-        return {"mean": None, "ci95": None, "seeds": 0}
+        return Mean(None, None, 0)
     rng = np.random.default_rng(seed)
     means = [diff[resample(len(diff), rng)].mean() for _ in range(boot)]
-    return {"mean": float(diff.mean()), "ci95": [float(v) for v in np.percentile(means, CI)], "seeds": int(len(diff))}
+    return Mean(float(diff.mean()), [float(v) for v in np.percentile(means, CI)], int(len(diff)))
 
 
-def mean_ci(values: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+def mean_ci(values: np.ndarray, boot: int = BOOTSTRAP, seed: int = 0) -> Mean:
     """Mean of the finite values with a bootstrap 95% CI."""
     values = values[np.isfinite(values)]
     return paired_difference(values, np.zeros_like(values), boot, seed)

@@ -511,6 +511,7 @@ def _run_json(spec, out, failed: list[str]) -> dict:
     from services.summary import error_bound
 
     summary, result = out.summary, out.result
+    found = summary.to_dict()  # JSON-ready
     return {
         "sweep_id": result.sweep_id,
         "mlflow_parent_run_id": out.record.run_id if out.record else None,
@@ -519,19 +520,19 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "recorded_earlier": bool(out.record and out.record.earlier),
         "exponent": _exponents(summary),
         "exponent_first_zero": _exponents(summary, "exponent_first_zero"),
-        "local_exponent": summary.local_exponent,
-        "exponent_difference": summary.exponent_difference,
+        "local_exponent": found["local_exponent"],
+        "exponent_difference": found["exponent_difference"],
         "tuning": _tuning(summary),
         "error_bound": {str(r.n_test): round(error_bound(r.n_test), 6) for r in summary.cells},
         "t_star_exponent": _exponents(summary, "t_star_exponent"),
-        "protocol": summary.protocol,
-        "adaptive": summary.adaptive,
-        "patch_association": summary.patch_association,
-        "cos_v_wstar": summary.cos_v_wstar,
-        "test_error": summary.test_error,
-        "train_error": summary.train_error,
-        "patch_association_gram": summary.patch_association_gram,
-        "bayes_error": summary.bayes_error,
+        "protocol": found["protocol"],
+        "adaptive": found["adaptive"],
+        "patch_association": found["patch_association"],
+        "cos_v_wstar": found["cos_v_wstar"],
+        "test_error": found["test_error"],
+        "train_error": found["train_error"],
+        "patch_association_gram": found["patch_association_gram"],
+        "bayes_error": found["bayes_error"],
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
@@ -573,7 +574,7 @@ def _n_star(spec, result) -> dict:
 def _exponents(summary: "Summary", key: str = "exponent") -> dict:
     """group (the model, with any other axis values) -> {value, ci95} of an exponent in the family's x
     (``key``: N*'s, or T*'s)."""
-    return {group: {"value": fit["value"], "ci95": fit["ci95"]} for group, fit in getattr(summary, key).items()}
+    return {group: {"value": fit.value, "ci95": fit.ci95} for group, fit in getattr(summary, key).items()}
 
 
 def _tuning(summary: "Summary") -> dict:
@@ -701,6 +702,7 @@ def compare(
 
 def _print_comparison(comparison: "Comparison") -> None:
     """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
+    from services.analysis import Estimate
     from services.report import fmt
 
     rows = []
@@ -715,12 +717,13 @@ def _print_comparison(comparison: "Comparison") -> None:
         rows,
     )
     for group in comparison.groups:
-        a, b = comparison.exponent_a.get(group, {}), comparison.exponent_b.get(group, {})
-        diff = comparison.difference.get(group, {})
+        none = Estimate(None, None)
+        a, b = comparison.exponent_a.get(group, none), comparison.exponent_b.get(group, none)
+        diff = comparison.difference.get(group, none)
         show(
-            f"- exponent of N*, {group}: A {fmt(a.get('value'), '.2f')} {fmt(a.get('ci95'), '.2f')}, "
-            f"B {fmt(b.get('value'), '.2f')} {fmt(b.get('ci95'), '.2f')}; "
-            f"B - A {fmt(diff.get('value'), '+.2f')}, 95% CI {fmt(diff.get('ci95'), '+.2f')}"
+            f"- exponent of N*, {group}: A {fmt(a.value, '.2f')} {fmt(a.ci95, '.2f')}, "
+            f"B {fmt(b.value, '.2f')} {fmt(b.ci95, '.2f')}; "
+            f"B - A {fmt(diff.value, '+.2f')}, 95% CI {fmt(diff.ci95, '+.2f')}"
         )
 
 

@@ -6,10 +6,10 @@ and logs or prints what this returns.
 
 from dataclasses import asdict, dataclass
 
-from services.analysis import slope_difference
+from services.analysis import Estimate, Fit, slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
-from services.summary import Summary, n_star_fit_inputs, n_star_statistic, summarize
+from services.summary import n_star_fit_inputs, n_star_statistic, summarize
 
 
 @dataclass
@@ -31,9 +31,9 @@ class Comparison:
     sweep_a: str
     sweep_b: str
     cells: list[CellPair]
-    exponent_a: dict[str, dict]
-    exponent_b: dict[str, dict]
-    difference: dict[str, dict]  # group -> {value, ci95}: B's exponent minus A's
+    exponent_a: dict[str, Fit]
+    exponent_b: dict[str, Fit]
+    difference: dict[str, Estimate]  # group -> B's exponent minus A's
 
     @property
     def groups(self) -> list[str]:
@@ -41,7 +41,12 @@ class Comparison:
         return [*self.exponent_a, *(g for g in self.exponent_b if g not in self.exponent_a)]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """JSON-ready; an exponent as its value, CI and what a figure draws (points, intercept)."""
+        keys = ("value", "ci95", "intercept", "points")
+        out = asdict(self)
+        for side in ("exponent_a", "exponent_b"):
+            out[side] = {group: {k: fit[k] for k in keys} for group, fit in out[side].items()}
+        return out
 
 
 def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str, list[CellResult]]) -> Comparison:
@@ -67,10 +72,4 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
         for group in inputs[0]
         if group in inputs[1]
     }
-    return Comparison(a[1], b[1], pairs, _exponents(summaries[0]), _exponents(summaries[1]), difference)
-
-
-def _exponents(summary: Summary) -> dict[str, dict]:
-    """Per group: the fitted exponent, its CI, and the points and intercept a figure draws."""
-    keys = ("value", "ci95", "intercept", "points")
-    return {group: {k: fit[k] for k in keys} for group, fit in summary.exponent.items()}
+    return Comparison(a[1], b[1], pairs, summaries[0].exponent, summaries[1].exponent, difference)

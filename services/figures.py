@@ -34,14 +34,14 @@ def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: 
     stars = [(at(r.alpha_effective), r.n_star) for r in rows if r.n_star is not None]
     if stars:
         ax.plot(*zip(*sorted(stars)), "r-o", ms=4, label=f"our N* (p = {p})")
-    if fit["value"] is not None:
+    if fit.value is not None:
         grid = np.linspace(min(x), max(x), 50)
         ax.plot(
             grid,
-            np.exp(fit["intercept"]) * grid ** (fit["value"] / power),
+            np.exp(fit.intercept) * grid ** (fit.value / power),
             "r--",
             lw=1,
-            label=f"fit: N* ~ ({scaling.symbol})^{fit['value']:.2f}",
+            label=f"fit: N* ~ ({scaling.symbol})^{fit.value:.2f}",
         )
     if model in family.reference:
         ref = paper.n_star(family, model, p)
@@ -55,18 +55,18 @@ def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: 
 
 def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
     for group, fit in getattr(summary, key).items():
-        if not fit["points"]:
+        if not fit.points:
             continue
-        xs, ys = np.array(fit["points"]).T
+        xs, ys = np.array(fit.points).T
         (line,) = ax.plot(xs, ys, "o", label=None)
-        if fit["value"] is not None:
+        if fit.value is not None:
             grid = np.geomspace(xs.min(), xs.max(), 20)
             ax.plot(
                 grid,
-                np.exp(fit["intercept"]) * grid ** fit["value"],
+                np.exp(fit.intercept) * grid**fit.value,
                 "-",
                 color=line.get_color(),
-                label=f"{group}: k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}",
+                label=f"{group}: k = {fit.value:.2f} {fmt(fit.ci95, '.2f')}",
             )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
 
@@ -74,11 +74,11 @@ def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
 def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured."""
     figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
-    if any(fit["value"] is not None for fit in summary.exponent.values()):
+    if any(fit.value is not None for fit in summary.exponent.values()):
         groups = summary.exponent
         fig, axes = _subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
-            rows = [r for r in summary.cells if r.label in fit["cells"]]
+            rows = [r for r in summary.cells if r.label in fit.cells]
             _phase(ax, spec.FAMILY, group, rows, fit, spec.success_rate)
         fig.tight_layout()
         figs["phase_diagram.png"] = fig
@@ -99,7 +99,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         figs["n_star_fit.png"] = fig
     if any(r.tuning for r in summary.cells):
         figs["tuning.png"] = _tuning_figure(spec, summary)
-    if any(any(s["value"] is not None for s in slopes) for slopes in summary.local_exponent.values()):
+    if any(any(s.value is not None for s in slopes) for slopes in summary.local_exponent.values()):
         figs["local_exponent.png"] = _local_figure(summary)
     if summary.iterations_exponent or summary.lr_exponent:
         keys = [k for k in ("iterations_exponent", "lr_exponent") if getattr(summary, k)]
@@ -266,8 +266,8 @@ def _sparsification_figure(summary: "Summary"):
     colours = {}  # our strategy -> its colour, which the paper's line of that strategy shares
     for group, ks in summary.sparsification.items():
         k = np.array(sorted(ks))
-        mean = np.array([ks[i]["test_loss"]["mean"] for i in k])
-        ci = np.array([ks[i]["test_loss"]["ci95"] for i in k]).T
+        mean = np.array([ks[i]["test_loss"].mean for i in k])
+        ci = np.array([ks[i]["test_loss"].ci95 for i in k]).T
         bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
         colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
     for strategy, points in paper.sparsification().items():
@@ -341,14 +341,14 @@ def _local_figure(summary: "Summary"):
     95% CIs, per model, and each model's exponent over the whole range dashed: where the curve is heading."""
     fig, ax, scaling = *_subplots(figsize=(6, 4.5)), summary.scaling
     for colour, (group, slopes) in zip(_colours() * 4, summary.local_exponent.items()):
-        done = [s for s in slopes if s["value"] is not None]
+        done = [s for s in slopes if s.value is not None]
         if not done:
             continue
-        mid = [float(np.sqrt(np.prod(s[scaling.field]))) for s in done]
-        value = np.array([s["value"] for s in done])
-        ci = np.array([s["ci95"] or [v, v] for s, v in zip(done, value)]).T
+        mid = [float(np.sqrt(np.prod(s.between))) for s in done]
+        value = np.array([s.value for s in done])
+        ci = np.array([s.ci95 or [v, v] for s, v in zip(done, value)]).T
         ax.errorbar(mid, value, yerr=[value - ci[0], ci[1] - value], marker="o", capsize=3, color=colour, label=group)
-        whole = summary.exponent.get(group, {}).get("value")
+        whole = summary.exponent[group].value if group in summary.exponent else None
         if whole is not None:
             ax.axhline(whole, color=colour, ls="--", lw=0.8, label=f"{group}: whole range, k = {whole:.2f}")
     ax.set(
@@ -379,18 +379,18 @@ def comparison_figure(comparison: Comparison) -> Figure:
             (comparison.sweep_b, comparison.exponent_b, "s", "--"),
         ):
             fit = fits.get(group)
-            if not fit or not fit["points"]:
+            if fit is None or not fit.points:
                 continue
-            xs, ys = np.array(fit["points"]).T
+            xs, ys = np.array(fit.points).T
             label = f"{sweep}: {group}"
-            if fit["value"] is not None:
+            if fit.value is not None:
                 grid = np.geomspace(xs.min(), xs.max(), 20)
-                ax.plot(grid, np.exp(fit["intercept"]) * grid ** fit["value"], style, color=colour, lw=1)
-                label += f", k = {fit['value']:.2f} {fmt(fit['ci95'], '.2f')}"
+                ax.plot(grid, np.exp(fit.intercept) * grid**fit.value, style, color=colour, lw=1)
+                label += f", k = {fit.value:.2f} {fmt(fit.ci95, '.2f')}"
             ax.plot(xs, ys, marker, color=colour, ls="none", label=label)
         diff = comparison.difference.get(group)
-        if diff and diff["value"] is not None:
-            ax.plot([], [], " ", label=f"{group}: B - A = {diff['value']:+.2f} {fmt(diff['ci95'], '+.2f')}")
+        if diff is not None and diff.value is not None:
+            ax.plot([], [], " ", label=f"{group}: B - A = {diff.value:+.2f} {fmt(diff.ci95, '+.2f')}")
     ax.set(xscale="log", yscale="log", xlabel="1 / alpha* (effective)", ylabel="N*")
     ax.set_title(f"N* against 1/alpha*\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}", fontsize=9)
     ax.legend(fontsize=7)

@@ -91,7 +91,7 @@ def _fit_lines(summary: "Summary") -> list[str]:
         ("t_star_exponent", f"T* = N*/B ~ ({x})^k", t_theory),
         ("lr_exponent", "T ~ (1/eta)^k", t_theory),
     ):
-        unfitted = [group for group, fit in getattr(summary, key).items() if fit["value"] is None]
+        unfitted = [group for group, fit in getattr(summary, key).items() if fit.value is None]
         if unfitted:
             lines.append(
                 f"{title}: not fitted for {', '.join(unfitted)}: fewer than two cells with a known, positive value"
@@ -99,14 +99,13 @@ def _fit_lines(summary: "Summary") -> list[str]:
         for group, fit in getattr(summary, key).items():
             if key == "t_star_exponent" and _one_batch(summary, fit):
                 continue  # T* = N*/B at one B restates N*'s exponent
-            if fit["value"] is not None:
+            if fit.value is not None:
                 lines.append(
-                    f"{title}, {group}: k = {fit['value']:.2f}, 95% CI {fmt(fit['ci95'], '.2f')}"
-                    + _theory(theory, group)
+                    f"{title}, {group}: k = {fit.value:.2f}, 95% CI {fmt(fit.ci95, '.2f')}" + _theory(theory, group)
                 )
         if key == "exponent":
             lines += _difference_lines(summary) + _local_lines(summary)
-    fitted = any(fit["value"] is not None for fit in summary.exponent.values())
+    fitted = any(fit.value is not None for fit in summary.exponent.values())
     for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
             values = [a for a, _ in ref["n_star"]]
@@ -120,7 +119,7 @@ def _fit_lines(summary: "Summary") -> list[str]:
 
 def _one_batch(summary: "Summary", fit: dict) -> bool:
     """Whether every cell of a fit trained at one batch size."""
-    return len({r.batch_size for r in summary.cells if r.label in fit.get("cells", [])}) <= 1
+    return len({r.batch_size for r in summary.cells if r.label in fit.cells}) <= 1
 
 
 def _theory(theory, group: str) -> str:
@@ -134,7 +133,7 @@ def _theory(theory, group: str) -> str:
 def _difference_lines(summary: "Summary") -> list[str]:
     claims = families()[summary.family].difference_claims
     return [
-        f"N* exponent difference, {name}: {fmt(d['value'], '+.2f')}, 95% CI {fmt(d['ci95'], '+.2f')} (paired "
+        f"N* exponent difference, {name}: {fmt(d.value, '+.2f')}, 95% CI {fmt(d.ci95, '+.2f')} (paired "
         f"bootstrap: the cells' shared seeds resampled together){_theory(claims, name)}"
         for name, d in summary.exponent_difference.items()
     ]
@@ -143,8 +142,8 @@ def _difference_lines(summary: "Summary") -> list[str]:
 def _local_lines(summary: "Summary") -> list[str]:
     lines = []
     for group, slopes in summary.local_exponent.items():
-        field, name = summary.scaling.field, summary.scaling.name
-        parts = [f"{s[field][0]:g}->{s[field][1]:g}: {fmt(s['value'], '.2f')} {fmt(s['ci95'], '.2f')}" for s in slopes]
+        name = summary.scaling.name
+        parts = [f"{s.between[0]:g}->{s.between[1]:g}: {fmt(s.value, '.2f')} {fmt(s.ci95, '.2f')}" for s in slopes]
         lines.append(f"local exponent of N* between neighbouring {name}, {group}: " + "; ".join(parts))
     return lines
 
@@ -208,10 +207,12 @@ def notes(summary: "Summary") -> list[str]:
             f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}"
         )
     for values, gap in summary.iteration_gap.items():
-        if gap["value"] is not None:
+        if gap.value is not None:
+            family = families()[summary.family]
+            favoured, beaten = (family.name_of(kind) for kind in family.favoured)
             lines.append(
-                f"iteration gap, {values}: the CNN needs {gap['value']:.2f}x the ViT's steps to zero test error, 95% "
-                f"CI {fmt(gap['ci95'], '.2f')}"
+                f"iteration gap, {values}: the {beaten} needs {gap.value:.2f}x the {favoured}'s steps to zero test "
+                f"error, 95% CI {fmt(gap.ci95, '.2f')}"
             )
     if summary.adaptive:
         a = summary.adaptive
@@ -227,16 +228,17 @@ def notes(summary: "Summary") -> list[str]:
     if not families()[summary.family].reference:
         for label, error in summary.test_error.items():
             bayes = summary.bayes_error.get(label.split(" N=")[0], 0.0)
-            train = summary.train_error.get(label, {})
+            train = summary.train_error.get(label)
+            train_mean = train.mean if train else None
             lines.append(
-                f"test error, {label}: {fmt(error['mean'], '.4f')}, 95% CI {fmt(error['ci95'], '.4f')} over "
-                f"{error['seeds']} seeds; training error {fmt(train.get('mean'), '.4f')}"
+                f"test error, {label}: {fmt(error.mean, '.4f')}, 95% CI {fmt(error.ci95, '.4f')} over "
+                f"{error.seeds} seeds; training error {fmt(train_mean, '.4f')}"
                 + (f" (the lowest any classifier can reach on these data: {bayes:.4f})" if bayes else "")
                 + (
                     f"; the model does not fit its own training data (training error >= {UNDERFIT_FLOOR:.0%} and "
                     f">= {UNDERFIT_SHARE:.0%} of the test error), so this cell cannot test a claim about what "
                     "training finds"
-                    if underfits(error["mean"], train.get("mean"))
+                    if underfits(error.mean, train_mean)
                     else ""
                 )
             )
@@ -253,8 +255,8 @@ def notes(summary: "Summary") -> list[str]:
         k = max(ks)
         change = ks[k]["change"]
         lines.append(
-            f"sparsification, {group}: test loss change at k = {k}: {fmt(change['mean'], '+.4f')}, 95% CI "
-            f"{fmt(change['ci95'], '+.4f')}"
+            f"sparsification, {group}: test loss change at k = {k}: {fmt(change.mean, '+.4f')}, 95% CI "
+            f"{fmt(change.ci95, '+.4f')}"
         )
     return lines
 

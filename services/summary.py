@@ -6,13 +6,17 @@ T-against-eta exponent, a sparsify axis the sparsification effects. No I/O: the 
 comes from a sweep that just ran and from one read back from MLflow.
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from services import paper
 from services.analysis import (
+    Estimate,
+    Fit,
+    LocalSlope,
+    Mean,
     fit_exponent,
     full_grid_size,
     local_slopes,
@@ -186,8 +190,10 @@ def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic
     """Per group of cells differing only in ``axis``: the log-log slope of statistic against x
     (cells that failed or are ``flagged``, by label, left out)."""
     return {
-        name: fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic).as_dict()
-        | {"cells": [c.cell.label for c in members]}
+        name: replace(
+            fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic),
+            cells=[c.cell.label for c in members],
+        )
         for name, members in _groups(cells, flagged, axis).items()
     }
 
@@ -389,7 +395,7 @@ def _adaptive(spec: SweepSpec, cells: list[CellResult]) -> dict | None:
 @dataclass
 class Summary:
     """Everything a sweep's report shows (``to_dict``: the same, JSON-ready). Fits map a group of
-    cells (the model and its other axis values) to analysis.Fit.as_dict()."""
+    cells (the model and its other axis values) to an analysis.Fit."""
 
     sweep_id: str
     name: str
@@ -397,17 +403,17 @@ class Summary:
     success_rate: float  # the threshold p of N* (the spec's success_rate)
     max_not_converged: float
     cells: list[CellRow]
-    exponent: dict[str, dict]  # N* ~ (1/alpha*)^k
-    iterations_exponent: dict[str, dict]  # T ~ (1/alpha*)^k
-    t_star_exponent: dict[str, dict]  # one pass: T* = N*/B ~ (1/alpha*)^k
-    exponent_first_zero: dict[str, dict]  # one pass: the first-zero N* ~ (1/alpha*)^k
-    local_exponent: dict[str, list[dict]]  # group -> N*'s slope between neighbouring alpha*, with CIs
-    exponent_difference: dict[str, dict]  # "cnn - vit" (per other axis values) -> value, ci95 (paired bootstrap)
-    lr_exponent: dict[str, dict]  # T ~ (1/eta)^k
+    exponent: dict[str, Fit]  # N* ~ x^k, x the family's scaling variable (Paper A: 1/alpha*)
+    iterations_exponent: dict[str, Fit]  # T ~ x^k
+    t_star_exponent: dict[str, Fit]  # one pass: T* = N*/B ~ x^k
+    exponent_first_zero: dict[str, Fit]  # one pass: the first-zero N* ~ x^k
+    local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
+    exponent_difference: dict[str, Estimate]  # "cnn - vit" (per other axis values), paired bootstrap CI
+    lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
-    test_error: dict[str, dict]  # cell (and N, where a cell has several) -> mean test error, with a CI
-    train_error: dict[str, dict]  # the same for the training error
+    test_error: dict[str, Mean]  # cell (and N, where a cell has several) -> mean test error, with a CI
+    train_error: dict[str, Mean]  # the same for the training error
     bayes_error: dict[str, float]  # cell -> the lowest test error its data allow, where its family knows it
     patch_association: dict[str, float]  # Paper B: cell -> share of models with every row associated
     patch_association_rows: dict[str, float]  # cell -> mean share of associated rows
@@ -416,7 +422,7 @@ class Summary:
     attention: dict[str, dict]  # ViT cell -> attention mass at the first and last evaluation
     sparsification: dict[str, dict]  # group -> k -> test loss and its change against k = 0
     adaptive: dict | None  # the adaptive search's trainings against a full grid's
-    iteration_gap: dict[str, dict]  # setting -> the CNN's T over the ViT's
+    iteration_gap: dict[str, Estimate]  # setting -> the T of the kind the theory beats over the favoured one's
     n_star: dict[str, int | None]  # cell label -> N*
     protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
     family: str  # the experiment family (vit_core.family): its theory's words and its variable x
@@ -426,7 +432,13 @@ class Summary:
         return families()[self.family].scaling
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """JSON-ready; a local slope names its two values by the scaling field ({"alpha_star": [a, b], ...})."""
+        out = asdict(self)
+        out["local_exponent"] = {
+            group: [{self.scaling.field: s.between, "value": s.value, "ci95": s.ci95} for s in slopes]
+            for group, slopes in self.local_exponent.items()
+        }
+        return out
 
 
 def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summary:
@@ -450,7 +462,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         inputs = _fit_inputs(spec, cells, flagged)
         fits["local_exponent"] = {
             name: [
-                {axis: [round(scaling.x(v), 4) for v in slope.pop("x")]} | slope
+                replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
                 for slope in local_slopes(x, outcomes, n_star_statistic(p))
             ]
             for name, (x, outcomes) in inputs.items()

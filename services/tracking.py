@@ -184,10 +184,10 @@ def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         Metric("failed_cells", failed, 0, 0),
     ]
     fitted = {
-        f"{key}.{group}": fit["value"]
+        f"{key}.{group}": fit.value
         for key in ("exponent", "exponent_first_zero", "exponent_difference")
         for group, fit in getattr(summary, key).items()
-        if fit["value"] is not None
+        if fit.value is not None
     }
     return metrics + [Metric(_metric_name(name), value, 0, 0) for name, value in fitted.items()]
 
@@ -281,9 +281,9 @@ def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure)
     pair = f"{comparison.sweep_a} vs {comparison.sweep_b}"
     run = client.create_run(sweep_b.info.experiment_id, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
     metrics = [
-        Metric(f"exponent_difference.{group.replace('=', '_')}", diff["value"], 0, 0)
+        Metric(f"exponent_difference.{group.replace('=', '_')}", diff.value, 0, 0)
         for group, diff in comparison.difference.items()
-        if diff["value"] is not None
+        if diff.value is not None
     ]
     _log(
         client, run.info.run_id, params={"sweep_a": comparison.sweep_a, "sweep_b": comparison.sweep_b}, metrics=metrics

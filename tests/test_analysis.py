@@ -5,7 +5,7 @@ import pytest
 from conftest import model_record
 
 from services import paper
-from services.analysis import Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
+from services.analysis import Estimate, Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
 from services.results import ModelRecord, outcomes_of
 from vit_core.family import families
 
@@ -82,7 +82,7 @@ def test_paired_difference_finds_a_known_shift():
     rng = np.random.default_rng(0)
     before = rng.normal(1.0, 0.2, 40)
     result = paired_difference(before - 0.1 + rng.normal(0, 0.01, 40), before)
-    assert result["ci95"][0] < -0.1 < result["ci95"][1] < 0
+    assert result.ci95[0] < -0.1 < result.ci95[1] < 0
 
 
 def test_full_grid_size_counts_distinct_integers():
@@ -154,9 +154,9 @@ def test_steps_ratio_of_two_cells_with_a_ci():
     slow = _outcomes(_records([16], lambda n: True, steps=400))
     fast = _outcomes(_records([16], lambda n: True, steps=50))
     gap = steps_ratio(slow, fast)
-    assert gap["value"] == 8.0 and gap["ci95"] == [8.0, 8.0]
+    assert gap.value == 8.0 and gap.ci95 == [8.0, 8.0]
     never = _outcomes(_records([16], lambda n: False, steps=-1))
-    assert steps_ratio(never, fast) == {"value": None, "ci95": None}
+    assert steps_ratio(never, fast) == Estimate(None, None)
 
 
 def cells_of(scales: list[float], effects: np.ndarray, rng: np.random.Generator) -> list[Outcomes]:
@@ -184,10 +184,10 @@ def test_the_paired_difference_of_two_exponents_finds_a_known_difference_and_pai
     vit, cnn = cells_of(list(x**2), effects, rng), cells_of(list(x**3), effects, rng)
     statistic = lambda o, cols: o.n_star(0.5, cols)  # noqa: E731
     paired = paired_slope_difference((list(x), vit), (list(x), cnn), statistic)
-    assert paired["ci95"][0] <= 1.0 <= paired["ci95"][1] and abs(paired["value"] - 1.0) < 0.2
+    assert paired.ci95[0] <= 1.0 <= paired.ci95[1] and abs(paired.value - 1.0) < 0.2
     apart = bootstrap_slopes(x, cnn, statistic, seed=1) - bootstrap_slopes(x, vit, statistic, seed=2)
     width_apart = np.subtract(*np.percentile(apart[np.isfinite(apart)], [97.5, 2.5]))
-    assert paired["ci95"][1] - paired["ci95"][0] < 0.5 * width_apart
+    assert paired.ci95[1] - paired.ci95[0] < 0.5 * width_apart
 
 
 def test_local_slopes_show_a_curve_that_steepens():
@@ -199,9 +199,9 @@ def test_local_slopes_show_a_curve_that_steepens():
     scales = [v**2 if v <= 4 else 16 * (v / 4) ** 4 for v in x]
     cells = cells_of(scales, np.exp(rng.normal(0, 0.5, SEEDS)), rng)
     slopes = local_slopes(list(x), cells, lambda o, cols: o.n_star(0.5, cols))
-    assert [s["x"] for s in slopes] == [[2.0, 4.0], [4.0, 8.0], [8.0, 16.0]]
+    assert [s.between for s in slopes] == [[2.0, 4.0], [4.0, 8.0], [8.0, 16.0]]
     for slope, truth in zip(slopes, (2, 4, 4)):
-        assert slope["ci95"][0] <= truth <= slope["ci95"][1] and abs(slope["value"] - truth) < 0.3
+        assert slope.ci95[0] <= truth <= slope.ci95[1] and abs(slope.value - truth) < 0.3
 
 
 def test_zero_errors_in_n_bound_the_error_by_the_rule_of_three():

@@ -148,4 +148,4 @@ def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
         "> 24",
         "> 24",
     ]  # beyond the budget B * max_steps, never a silent cap
-    assert summary.exponent["cnn"]["value"] is None
+    assert summary.exponent["cnn"].value is None

@@ -91,7 +91,7 @@ def test_the_report_gives_training_error_and_names_a_model_that_cannot_fit_its_t
         for cell, (test, train) in ((c, errors[c.label]) for c in spec.cells if c.label in errors)
     ]
     summary = summarize(spec, "b-2", cells)
-    assert summary.train_error[underfits.label]["mean"] == pytest.approx(0.26)
+    assert summary.train_error[underfits.label].mean == pytest.approx(0.26)
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert "training error 0.2600" in lines[f"test error, {underfits.label}"]
     assert "does not fit its own training data" in lines[f"test error, {underfits.label}"]
@@ -112,9 +112,7 @@ def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
     summary = summarize(spec, "b-3", [CellResult(cell, [ModelRecord.from_dict(r) for r in records])])
     small, large = f"{cell.label} N=400", f"{cell.label} N=800"
     assert set(summary.test_error) == {small, large}
-    assert summary.test_error[small]["mean"] == pytest.approx(0.2) and summary.test_error[large][
-        "mean"
-    ] == pytest.approx(0.1)
+    assert summary.test_error[small].mean == pytest.approx(0.2) and summary.test_error[large].mean == pytest.approx(0.1)
     assert summary.patch_association_rows == {small: 0.5, large: 0.0}  # the diverged model's NaN is not averaged in
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert "does not fit" in lines[f"test error, {large}"] and "does not fit" not in lines[f"test error, {small}"]

@@ -78,8 +78,8 @@ def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path
     assert summary.adaptive["ratio"] > 2
     assert summary.adaptive["trainings"] == result.trainings
     exponent = summary.exponent
-    assert exponent["vit"]["ci95"][0] <= 2 <= exponent["vit"]["ci95"][1]
-    assert exponent["cnn"]["ci95"][0] <= 4 <= exponent["cnn"]["ci95"][1]
+    assert exponent["vit"].ci95[0] <= 2 <= exponent["vit"].ci95[1]
+    assert exponent["cnn"].ci95[0] <= 4 <= exponent["cnn"].ci95[1]
     grid = sum(full_grid_size(int(c.outcomes().ns[0]), int(c.outcomes().ns[-1]), 0.1) * 10 for c in result.cells)
     assert summary.adaptive["full_grid_trainings"] == grid
 
@@ -174,7 +174,7 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
         "not_converged": 2,
         "diverged": 0,
     }
-    assert summary.exponent["vit"]["cells"] == [
+    assert summary.exponent["vit"].cells == [
         "vit alpha_star=0.2",
         "vit alpha_star=0.4",
     ]  # the flagged cell is not fitted

@@ -74,7 +74,10 @@ class Family:
     difference_claims: ClassVar[dict[str, str]] = {}  # "b - a" -> what the theory says of b's exponent minus a's
     iterations_exponent: ClassVar[float | None] = None  # T, the steps to zero error, ~ x^this (and ~ (1/eta)^this)
     favoured: ClassVar[tuple[str, str] | None] = None  # (the kind the theory favours, the kind it beats)
-    reference: ClassVar[dict[str, Path]] = {}  # model kind -> the paper's success table (N x x^exponent, CSV)
+    reference: ClassVar[dict[str, Path]] = {}
+    names: ClassVar[
+        dict[str, str]
+    ] = {}  # model kind -> how people write it ("vit" -> "ViT"); default: the kind  # model kind -> the paper's success table (N x x^exponent, CSV)
 
     def sample(self, data: Any, n: int, seed: int, stream: Stream, start: int) -> Any:
         """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""
@@ -102,6 +105,9 @@ class Family:
     def true_sets(self, data: Any) -> np.ndarray | None:
         """(D, D) bool: which patches belong together, where the data have such a truth (Paper B)."""
         return None
+
+    def name_of(self, kind: str) -> str:
+        return self.names.get(kind, kind)
 
     @classmethod
     def kinds(cls) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ class Li2023(Family):
     difference_claims = {"cnn - vit": "Proposition 1: the CNN needs a factor alpha*^-2 more, a difference of 2"}
     iterations_exponent = 1.0  # T = Theta(1 / (alpha* eta))
     favoured = ("vit", "cnn")
+    names = {"vit": "ViT", "cnn": "CNN"}
     reference = {
         "vit": REFERENCE / "li2023_fig1a_vit_success.csv",
         "cnn": REFERENCE / "li2023_fig1b_cnn_success.csv",
