@@ -74,10 +74,8 @@ class Family:
     difference_claims: ClassVar[dict[str, str]] = {}  # "b - a" -> what the theory says of b's exponent minus a's
     iterations_exponent: ClassVar[float | None] = None  # T, the steps to zero error, ~ x^this (and ~ (1/eta)^this)
     favoured: ClassVar[tuple[str, str] | None] = None  # (the kind the theory favours, the kind it beats)
-    reference: ClassVar[dict[str, Path]] = {}
-    names: ClassVar[
-        dict[str, str]
-    ] = {}  # model kind -> how people write it ("vit" -> "ViT"); default: the kind  # model kind -> the paper's success table (N x x^exponent, CSV)
+    reference: ClassVar[dict[str, Path]] = {}  # model kind -> the paper's success table (N x x^exponent, CSV)
+    names: ClassVar[dict[str, str]] = {}  # model kind -> how people write it ("vit" -> "ViT"); default: the kind
 
     def sample(self, data: Any, n: int, seed: int, stream: Stream, start: int) -> Any:
         """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""
