@@ -118,9 +118,9 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         fig.tight_layout()
         figs["iterations.png"] = fig
     if summary.attention:
-        figs["attention_mass.png"] = _attention_figure(cells)
+        figs["attention_mass.png"] = _attention_figure(spec.FAMILY, cells)
     if summary.sparsification:
-        figs["sparsification.png"] = _sparsification_figure(summary)
+        figs["sparsification.png"] = _sparsification_figure(spec.FAMILY, summary)
     if not spec.FAMILY.reference:
         figs["structure.png"] = _structure_figure(spec, summary, cells)
     if any(c.mean_scores() for c in cells):
@@ -177,8 +177,12 @@ def _structure_figure(spec: SweepSpec, summary: "Summary", cells: list[CellResul
                         bayes, color=line.get_color(), lw=0.8, ls="-.", label=f"Bayes error of its data {bayes:.3f}"
                     )
     if "test_error" in names:
-        labels = {getattr(spec.plan(c.cell).data, "labels", None) for c in cells} - {None}
-        for name, error in (item for kind in sorted(labels) for item in paper.test_errors(kind).items()):
+        shown = {
+            name: error
+            for c in cells
+            for name, error in spec.FAMILY.test_error_reference(spec.plan(c.cell).data).items()
+        }
+        for name, error in sorted(shown.items()):
             axes[0].axhline(
                 error, color="black", lw=0.8, ls=":" if "plateau" in name else "--", label=f"{name} {error}"
             )
@@ -242,14 +246,15 @@ def _outcomes_figure(summary: "Summary"):
     return fig
 
 
-def _attention_figure(cells: list[CellResult]):
+def _attention_figure(family: Family, cells: list[CellResult]):
     """Mean label-relevant attention mass against the SGD step, beside the paper's Fig 2(a)."""
     fig, ax = _subplots(figsize=(6, 4.5))
     for c in cells:
         if measured := c.attention_curve():
             n, curve = measured
             ax.plot(*zip(*curve), label=f"{c.cell.setting} N={n}")
-    ax.plot(*paper.attention_mass(), "kx--", label="paper (Fig 2a)")
+    if (ref := family.attention_reference()) is not None:
+        ax.plot(ref.x, ref.y, "kx--", label=ref.label)
     ax.set(
         xlabel="SGD step",
         ylabel="attention mass on label-relevant tokens",
@@ -260,7 +265,7 @@ def _attention_figure(cells: list[CellResult]):
     return fig
 
 
-def _sparsification_figure(summary: "Summary"):
+def _sparsification_figure(family: Family, summary: "Summary"):
     """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
     fig, ax = _subplots(figsize=(6, 4.5))
     colours = {}  # our strategy -> its colour, which the paper's line of that strategy shares
@@ -270,9 +275,8 @@ def _sparsification_figure(summary: "Summary"):
         ci = np.array([ks[i]["test_loss"].ci95 for i in k]).T
         bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
         colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
-    for strategy, points in paper.sparsification().items():
-        colour = colours.get(paper.SPARSIFY_NAMES.get(strategy, strategy), "grey")
-        ax.plot(*zip(*points), "x--", lw=0.8, color=colour, label=f"paper: {strategy}")
+    for strategy, ours, points in family.sparsification_reference():
+        ax.plot(*zip(*points), "x--", lw=0.8, color=colours.get(ours, "grey"), label=f"paper: {strategy}")
     ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
     ax.legend(fontsize=7)
     return fig

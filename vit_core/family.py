@@ -54,6 +54,21 @@ class Scaling:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A curve of a paper's figure, drawn beside ours: its name, x and y."""
+
+    label: str
+    x: np.ndarray
+    y: np.ndarray
+
+
+def reference_rows(path: Path) -> list[list[str]]:
+    """The rows of a reference CSV shipped with a family, comment lines (#) left out."""
+    lines = path.read_text().splitlines()
+    return [line.split(",") for line in lines if line and not line.startswith("#")]
+
+
+@dataclass(frozen=True)
 class Theory:
     """What a family's theory says of one model kind's N*: N* ~ x^exponent, in words."""
 
@@ -99,6 +114,18 @@ class Family:
     def bayes_error(self, data: Any) -> float | None:
         """The lowest test error any classifier can reach on ``data``, where the family knows it."""
         return None
+
+    def attention_reference(self) -> Curve | None:
+        """The paper's attention mass on label-relevant tokens against the step, where it shows one."""
+        return None
+
+    def sparsification_reference(self) -> list[tuple[str, str, list[tuple[int, float]]]]:
+        """The paper's test loss against tokens removed: (its strategy, our sparsify value, points)."""
+        return []
+
+    def test_error_reference(self, data: Any) -> dict[str, float]:
+        """The paper's test errors for data like ``data``: name -> error."""
+        return {}
 
     def true_sets(self, data: Any) -> np.ndarray | None:
         """(D, D) bool: which patches belong together, where the data have such a truth (Paper B)."""

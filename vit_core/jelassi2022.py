@@ -2,6 +2,9 @@
 a vanilla-attention variant, on spatially structured synthetic data (``jelassi2022``) or on real
 images cut into patches (``jelassi2022_images``)."""
 
+import csv
+from pathlib import Path
+
 import numpy as np
 
 from vit_core.configs import (
@@ -13,6 +16,15 @@ from vit_core.configs import (
     set_matrix,
 )
 from vit_core.family import Family
+
+REFERENCE = Path(__file__).parent / "reference" / "jelassi2022_results.csv"  # the paper's values, read off its figures
+TEST_ERRORS = {  # data labels -> (experiment, quantity) rows of the reference, named
+    "threshold": {
+        ("fig4_synthetic", "test_error_plateau"): "paper Fig 4: plateau",
+        ("fig4_synthetic", "test_error_final_near_1e4_steps"): "paper Fig 4: near 10^4 steps",
+    },
+    "cnn": {("fig2_gaussian_cnn_labels", "test_error_final"): "paper Fig 2: final"},
+}
 
 
 class Jelassi2022(Family):
@@ -47,6 +59,17 @@ class Jelassi2022(Family):
     def true_sets(self, data: SpatialDataConfig) -> np.ndarray:
         return set_matrix(data)
 
+    def test_error_reference(self, data: SpatialDataConfig) -> dict[str, float]:
+        """Fig 4's test errors (threshold labels), or Fig 2's negative control (cnn labels)."""
+        with REFERENCE.open() as f:
+            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        wanted = TEST_ERRORS[data.labels]
+        return {
+            wanted[r["experiment"], r["quantity"]]: float(r["value"])
+            for r in rows
+            if (r["experiment"], r["quantity"]) in wanted
+        }
+
 
 class Jelassi2022Images(Jelassi2022):
     name = "jelassi2022_images"
@@ -63,3 +86,6 @@ class Jelassi2022Images(Jelassi2022):
 
     def true_sets(self, data: ImageDataConfig) -> None:
         return None
+
+    def test_error_reference(self, data: ImageDataConfig) -> dict[str, float]:
+        return {}

@@ -4,10 +4,13 @@ Theorem 1: N ~ alpha*^-2 samples suffice for the ViT; Proposition 1: the CNN nee
 
 from pathlib import Path
 
+import numpy as np
+
 from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
-from vit_core.family import Family, Scaling, Theory
+from vit_core.family import Curve, Family, Scaling, Theory, reference_rows
 
 REFERENCE = Path(__file__).parent / "reference"
+SPARSIFY_NAMES = {"noisy": "noisiest"}  # Fig 2(b)'s strategy -> our sparsify value, where they differ
 
 
 class Li2023(Family):
@@ -59,3 +62,16 @@ class Li2023(Family):
 
     def scaling_value(self, data: TokenDataConfig) -> float:
         return data.effective_alpha_star
+
+    def attention_reference(self) -> Curve:
+        """Fig 2(a): the label-relevant attention mass against the iteration."""
+        _, *body = reference_rows(REFERENCE / "li2023_fig2a_attention_mass.csv")
+        return Curve("paper (Fig 2a)", np.array([float(r[0]) for r in body]), np.array([float(r[1]) for r in body]))
+
+    def sparsification_reference(self) -> list[tuple[str, str, list[tuple[int, float]]]]:
+        """Fig 2(b): per strategy, the test loss against the tokens removed."""
+        _, *body = reference_rows(REFERENCE / "li2023_fig2b_sparsification.csv")
+        points: dict[str, list[tuple[int, float]]] = {}
+        for strategy, removed, loss in body:
+            points.setdefault(strategy, []).append((int(removed), float(loss)))
+        return [(strategy, SPARSIFY_NAMES.get(strategy, strategy), p) for strategy, p in points.items()]
