@@ -226,8 +226,8 @@ def notes(summary: "Summary") -> list[str]:
             f"{'monotone' if a['monotone'] else 'not monotone'}"
         )
     if not families()[summary.family].reference:
-        for label, error in summary.test_error.items():
-            bayes = summary.bayes_error.get(label.split(" N=")[0], 0.0)
+        for label, bayes in _structure_labels(summary):
+            error = summary.test_error[label]
             train = summary.train_error.get(label)
             train_mean = train.mean if train else None
             lines.append(
@@ -259,6 +259,17 @@ def notes(summary: "Summary") -> list[str]:
             f"{fmt(change.ci95, '+.4f')}"
         )
     return lines
+
+
+def _structure_labels(summary: "Summary") -> list[tuple[str, float]]:
+    """The test error entries in cell order, each with its cell's Bayes error (0 where unknown): a
+    cell's own label, or one label per N of a cell that has several ("... N=400")."""
+    out = []
+    for row in summary.cells:
+        bayes = summary.bayes_error.get(row.label, 0.0)
+        labels = [row.label, *(f"{row.label} N={n}" for n in sorted(map(int, row.outcomes)))]
+        out += [(label, bayes) for label in labels if label in summary.test_error]
+    return out
 
 
 def markdown(summary: "Summary") -> str:
