@@ -3,10 +3,8 @@
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from services.spec import SweepSpec
+from services.spec import GridMode, OptunaMode, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,12 @@ def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
     for the sample_complexity search and for tuning, whose rounds depend on the results."""
     if spec.tuning is not None:
         return None
-    return {"grid": len(packs(spec, slots)), "optuna": spec.search.num_samples}.get(spec.search.mode)
+    match spec.search:
+        case GridMode():
+            return len(packs(spec, slots))
+        case OptunaMode(num_samples=samples):
+            return samples
+    return None
 
 
 def len_of_pack(pack: Pack) -> float:

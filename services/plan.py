@@ -32,10 +32,10 @@ from services import state
 from services.files import write_atomic
 from services.packs import packs
 from services.results import SweepResult, model_of
+from services.spec import GridMode, OptunaMode, SampleComplexityMode, SweepSpec
 
 if TYPE_CHECKING:
     from services.results import Cell
-    from services.spec import SweepSpec
 
 START_S = 6.0  # a sweep's time beside its trials' without an earlier one to learn it from: the smoke sweep's, 2 cores
 PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
@@ -135,13 +135,13 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` and a pilot of each cell here."""
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
-    first = packs(spec, slots) if spec.tuning is None and spec.search.mode != "optuna" else []
+    first = packs(spec, slots) if spec.tuning is None and not isinstance(spec.search, OptunaMode) else []
     timing: dict[str, float] = {}
     cells = []
     for index, cell in enumerate(spec.cells):
         trainings, most, per_model = _budget(spec, cell)
         bounded = False
-        if spec.tuning is None and spec.search.mode == "grid" and not _stops_early(spec, cell):
+        if spec.tuning is None and isinstance(spec.search, GridMode) and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
@@ -220,7 +220,7 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
         settings = spec.selection_settings(cell.model) + tuning.most_extensions
         most = settings * spec.tuning.selection_seeds * len(tuning.caps(samples)) + spec.seeds
         return first, most, samples // min(tuning.batch_size or [training.batch_size])
-    searched = spec.search.mode == "sample_complexity" and not spec.plan(cell).one_pass
+    searched = isinstance(spec.search, SampleComplexityMode) and not spec.plan(cell).one_pass
     return first, spec.max_trainings_of(cell), (searched and spec.search.max_steps_cap) or training.max_steps
 
 

@@ -20,7 +20,9 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     TypeAdapter,
     ValidationError,
     create_model,
@@ -192,35 +194,96 @@ class Range(BaseModel):
         return self
 
 
-class Search(BaseModel):
-    """grid: every cell of the axes at every N of n_train. sample_complexity: per cell, find N*
-    adaptively, starting from n_train (services.nstar). optuna: tune fields of one cell with Ray
-    Tune's OptunaSearch, each trial training every (N, seed) of the cell with the sampled values."""
+class GridMode(BaseModel):
+    """grid: every cell of the axes at every N of n_train (one pass: at its sample budget)."""
 
     model_config = FORBID
-    mode: Literal["grid", "sample_complexity", "optuna"] = "grid"
-    precision: float = Field(
-        0.1, gt=0, le=1, description="sample_complexity: stop once N* is bracketed within this relative width"
-    )
-    factor: float = Field(2.0, gt=1, description="sample_complexity: grid step when N* lies beyond an end of n_train")
-    n_max: int | None = Field(
-        None, ge=1, description="sample_complexity: never train above this N (default: 16x the largest n_train)"
-    )
+    mode: Literal["grid"] = "grid"
+    samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
+
+    def problems(self, spec: "SweepSpec") -> list["Problem"]:
+        return []
+
+
+class SampleComplexityMode(BaseModel):
+    """sample_complexity: per cell, find N* adaptively, starting from n_train (services.nstar)."""
+
+    model_config = FORBID
+    mode: Literal["sample_complexity"]
+    samples: ClassVar[int] = 1
+    precision: float = Field(0.1, gt=0, le=1, description="stop once N* is bracketed within this relative width")
+    factor: float = Field(2.0, gt=1, description="grid step when N* lies beyond an end of n_train")
+    n_max: int | None = Field(None, ge=1, description="never train above this N (default: 16x the largest n_train)")
     max_steps_cap: int | None = Field(
         None,
         ge=1,
-        description="sample_complexity: a model whose training error is not 0 when its step "
-        "budget runs out trains again with twice the budget, up to this many steps (None: never)",
+        description="a model whose training error is not 0 when its step budget runs out trains again with twice "
+        "the budget, up to this many steps (None: never)",
     )
+
+    def problems(self, spec: "SweepSpec") -> list["Problem"]:
+        if self.n_max is not None and self.n_max < spec.largest_n:
+            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({spec.largest_n})")]
+        return []
+
+
+class OptunaMode(BaseModel):
+    """optuna: tune fields of one cell with Ray Tune's OptunaSearch, each trial training every
+    (N, seed) of the cell with the sampled values."""
+
+    model_config = FORBID
+    mode: Literal["optuna"]
     metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
         "success_rate",
-        description="optuna objective, over the models of a trial (success_rate: over those that count, as everywhere; "
+        description="the objective, over the models of a trial (success_rate: over those that count, as everywhere; "
         "median_iterations_to_zero counts max_steps for a model that never reaches zero)",
     )
     direction: Literal["max", "min"] = "max"
-    num_samples: int = Field(20, ge=1, description="optuna trials")
+    num_samples: int = Field(20, ge=1, description="Optuna trials")
     seed: int = Field(0, description="seed of Optuna's sampler")
-    space: dict[str, Range] = Field(default_factory=dict, description="field -> range, for optuna")
+    space: dict[str, Range] = Field(default_factory=dict, description="field -> range")
+
+    @property
+    def samples(self) -> int:
+        return self.num_samples
+
+    def problems(self, spec: "SweepSpec") -> list["Problem"]:
+        """Optuna tunes the fields of `space` in one cell, one pack per trial."""
+        problems = []
+        if not self.space:
+            problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
+        if len(spec.cells) != 1:
+            problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
+        per_trial = len(spec.plan(spec.cells[0]).n_values) * spec.seeds
+        if per_trial > spec.resources.models_per_pack:
+            problems.append(
+                Problem(
+                    "resources.models_per_pack",
+                    spec.resources.models_per_pack,
+                    f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
+                )
+            )
+        return problems + [p for name, bounds in self.space.items() for p in _space_problems(spec, name, bounds)]
+
+
+SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
+
+
+def _search_mode(value: Any) -> str | None:
+    """The mode of a search section (grid where it names none; None where it is not a section)."""
+    if isinstance(value, dict):
+        return value.get("mode", "grid")
+    return value.mode if isinstance(value, BaseModel) else None
+
+
+Search = Annotated[
+    Annotated[GridMode, Tag("grid")]
+    | Annotated[SampleComplexityMode, Tag("sample_complexity")]
+    | Annotated[OptunaMode, Tag("optuna")],
+    Discriminator(
+        _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
+    ),
+]
 
 
 class Tuning(TuningSpace):
@@ -322,7 +385,7 @@ class SweepSpec(BaseModel):
         description="flag a cell where more than this share of an N's models did not "
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
-    search: Search = Field(default_factory=Search)
+    search: Search = Field(default_factory=GridMode, description="how N is chosen: grid, sample_complexity or optuna")
     tuning: Tuning | None = Field(
         None, description="one pass: search these training settings inside every cell, N* at each cell's best"
     )
@@ -367,8 +430,8 @@ class SweepSpec(BaseModel):
     def trainings(self) -> int:
         """Models the sweep trains (sample_complexity: its first round; later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
-        if self.tuning is None and self.search.mode == "optuna":
-            return self.search.num_samples * len(self.plan(self.cells[0]).n_values) * self.seeds
+        if self.tuning is None and isinstance(self.search, OptunaMode):  # one cell (checked)
+            return self.search.samples * len(self.plan(self.cells[0]).n_values) * self.seeds
         return sum(self.trainings_of(c) for c in self.cells)
 
     def trainings_of(self, cell: Cell) -> int:
@@ -376,13 +439,12 @@ class SweepSpec(BaseModel):
         measurement; optuna: every sample's (N, seed) pairs)."""
         if self.tuning is not None:
             return self.selection_settings(cell.model) * self.tuning.selection_seeds + self.seeds
-        first = len(self.plan(cell).n_values) * self.seeds
-        return self.search.num_samples * first if self.search.mode == "optuna" else first
+        return self.search.samples * len(self.plan(cell).n_values) * self.seeds
 
     def max_trainings_of(self, cell: Cell) -> int:
         """The most models one untuned cell can train: a multi-pass sample_complexity cell at every N of
         a geometric grid of ratio 1 + precision up to n_max; any other, its first round."""
-        if self.search.mode == "sample_complexity" and not self.plan(cell).one_pass:
+        if isinstance(self.search, SampleComplexityMode) and not self.plan(cell).one_pass:
             return (full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)) * self.seeds
         return self.trainings_of(cell)
 
@@ -395,7 +457,9 @@ class SweepSpec(BaseModel):
     @property
     def n_max(self) -> int:
         """The largest N the sweep may train."""
-        return self.search.n_max or (16 * self.largest_n if self.search.mode == "sample_complexity" else self.largest_n)
+        if isinstance(self.search, SampleComplexityMode):
+            return self.search.n_max or 16 * self.largest_n
+        return self.largest_n
 
     def selection_settings(self, model: str) -> int:
         """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
@@ -410,7 +474,7 @@ class SweepSpec(BaseModel):
         if self.tuning is not None:
             extensions = sum(self.tuning_of(c.model).most_extensions for c in self.cells)
             return self.trainings + extensions * self.tuning.selection_seeds
-        if self.search.mode != "sample_complexity":
+        if not isinstance(self.search, SampleComplexityMode):
             return self.trainings
         return sum(self.max_trainings_of(c) for c in self.cells)
 
@@ -554,7 +618,12 @@ SCHEMA = TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discrimina
 
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
-    """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError)."""
+    """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError). A
+    recorded spec (not strict) keeps only its search mode's fields: sweeps recorded before the modes
+    were classes of their own hold every mode's."""
+    mode = SEARCH_MODES.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
+    if not strict and mode is not None:
+        raw = raw | {"search": {k: v for k, v in raw["search"].items() if k in mode.model_fields}}
     return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)
 
 
@@ -582,8 +651,16 @@ class SpecError(Exception):
 def _pydantic_problems(error: ValidationError) -> list[Problem]:
     problems = []
     for e in error.errors(include_url=False):
-        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in e["loc"]).lstrip(".")
+        loc = e["loc"]
+        if loc[:1] == ("search",) and len(loc) > 1 and loc[1] in SEARCH_MODES:  # the union's tag, not a field
+            loc = (loc[0], *loc[2:])
+        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
         message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "search_mode":  # a mode the union has no class for
+            path, e = f"{path}.mode", e | {"input": _search_mode(e["input"])}
+        if loc[:1] == ("search",) and e["type"] == "extra_forbidden":
+            owners = [mode for mode, cls in SEARCH_MODES.items() if loc[-1] in cls.model_fields]
+            message = f"only used with search.mode={' or '.join(owners)}" if owners else message
         problems.append(Problem(path, e.get("input") if e["type"] != "missing" else None, message))
     return problems
 
@@ -616,7 +693,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     ][:1]
     if problems:
         return problems
-    problems += _search_problems(spec) + _tuning_problems(spec)
+    problems += spec.search.problems(spec) + _tuning_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
         problems.append(
             Problem(
@@ -633,44 +710,20 @@ def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
     return [(spec.FAMILY.scaling.rule, spec.scaling_rules)] if spec.scaling_rules else []
 
 
-def _search_problems(spec: SweepSpec) -> list[Problem]:
-    """Optuna tunes the fields of `space` in one cell, one pack per trial; grid has no space."""
-    search, problems = spec.search, []
-    if search.mode != "optuna":
-        problems += (
-            [Problem("search.space", list(search.space), "only used with search.mode=optuna")] if search.space else []
-        )
-        if search.mode == "sample_complexity" and search.n_max is not None and search.n_max < spec.largest_n:
-            problems.append(
-                Problem("search.n_max", search.n_max, f"must be at least the largest n_train ({spec.largest_n})")
-            )
-        return problems
-    if not search.space:
-        problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
-    if len(spec.cells) != 1:
-        problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-    per_trial = len(spec.plan(spec.cells[0]).n_values) * spec.seeds
-    if per_trial > spec.resources.models_per_pack:
-        problems.append(
-            Problem(
-                "resources.models_per_pack",
-                spec.resources.models_per_pack,
-                f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
-            )
-        )
-    for name, bounds in search.space.items():
-        section = _section_of(spec, name)
-        if not section or name in SPEC_ONLY:
-            problems.append(Problem(f"search.space.{name}", name, "not a data, model or training field"))
-            continue
-        if name in spec.swept or name in getattr(spec, section).model_fields_set:
-            problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
-        for end in ("low", "high"):
-            value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
-            try:
-                spec.plan(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
-            except (ConfigError, TypeError) as error:
-                problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
+def _space_problems(spec: SweepSpec, name: str, bounds: Range) -> list[Problem]:
+    """What is wrong with one field Optuna tunes: not a field, set elsewhere, or an end vit_core refuses."""
+    section = _section_of(spec, name)
+    if not section or name in SPEC_ONLY:
+        return [Problem(f"search.space.{name}", name, "not a data, model or training field")]
+    problems = []
+    if name in spec.swept or name in getattr(spec, section).model_fields_set:
+        problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
+    for end in ("low", "high"):
+        value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
+        try:
+            spec.plan(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
+        except (ConfigError, TypeError) as error:
+            problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
     return problems
 
 
@@ -686,7 +739,7 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
     if any(not spec.plan(c).one_pass for c in spec.cells):
         problems.append(Problem("tuning", None, "needs training.protocol one_pass in every cell"))
-    if spec.search.mode == "optuna":
+    if isinstance(spec.search, OptunaMode):
         problems.append(
             Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
         )

@@ -27,7 +27,7 @@ from services.analysis import (
     steps_ratio,
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
-from services.spec import Setting, SweepSpec
+from services.spec import GridMode, SampleComplexityMode, Setting, SweepSpec
 from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
 from vit_core.family import Scaling, families
 from vit_core.outcomes import OUTCOMES
@@ -316,7 +316,7 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
             out["bayes_error"][c.cell.label] = bayes
         measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
         ns = sorted({r.n_train for r in measured})
-        if spec.search.mode != "grid" or spec.plan(c.cell).one_pass:  # a search's N, or a run's evaluations
+        if not isinstance(spec.search, GridMode) or spec.plan(c.cell).one_pass:  # a search's N, or a run's evaluations
             ns = ns[-1:]
         for n in ns:
             label = c.cell.label if len(ns) == 1 else f"{c.cell.label} N={n}"
@@ -376,7 +376,7 @@ def _sparsification(spec: SweepSpec, cells: list[CellResult]) -> dict:
 
 def _adaptive(spec: SweepSpec, cells: list[CellResult]) -> dict | None:
     """Trainings of the adaptive search against a grid of ratio 1 + precision over the same range."""
-    if spec.search.mode != "sample_complexity":
+    if not isinstance(spec.search, SampleComplexityMode):
         return None
     done = [c for c in cells if c.records]
     trained = sum(len(c.records) for c in done)

@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from services.compare import Comparison
 from services.results import Cell, CellResult, ModelRecord, SweepResult
-from services.spec import SweepSpec, spec_from_dict
+from services.spec import OptunaMode, SweepSpec, spec_from_dict
 from services.summary import CellRow, Summary
 from services.uris import redact
 from vit_core.outcomes import OUTCOMES
@@ -169,7 +169,8 @@ def _sweep_params(spec: SweepSpec) -> dict:
     params.pop("model.kind")
     params |= _flat("search", spec.search.model_dump(exclude={"space"}))
     return params | {
-        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in spec.search.space.items()
+        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}"
+        for k, r in (spec.search.space if isinstance(spec.search, OptunaMode) else {}).items()
     }
 
 

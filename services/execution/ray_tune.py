@@ -26,6 +26,7 @@ from services import state
 from services.nstar import NStarSearch
 from services.packs import Pack, packs
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
+from services.spec import GridMode, OptunaMode
 from services.tuning import TuningSearch
 
 if TYPE_CHECKING:
@@ -120,22 +121,23 @@ def run_sweep(
 def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
     """A Tuner for the spec's search: every pack (grid), Optuna's samples of one cell, or the
     adaptive N* search's rounds."""
-    mode, search = spec.search.mode, {}
-    if mode == "grid" and spec.tuning is None:
-        param_space = {"pack": tune.grid_search([p.config() for p in packs(spec, trial_slots(spec))])}
-    elif mode == "optuna":
-        from ray.tune.search.optuna import OptunaSearch
+    search: dict = {}
+    match spec.search:
+        case GridMode() if spec.tuning is None:
+            param_space = {"pack": tune.grid_search([p.config() for p in packs(spec, trial_slots(spec))])}
+        case OptunaMode() as optuna:
+            from ray.tune.search.optuna import OptunaSearch
 
-        param_space = {"pack": packs(spec)[0].config(), "sampled": _search_space(spec)}
-        search = {
-            "search_alg": OptunaSearch(seed=spec.search.seed),
-            "num_samples": spec.search.num_samples,
-            "metric": spec.search.metric,
-            "mode": spec.search.direction,
-        }
-    else:  # sample_complexity, or tuning: the searcher suggests every pack
-        searcher = TuningSearcher(spec) if spec.tuning is not None else NStarSearcher(spec)
-        param_space, search = {}, {"search_alg": searcher, "num_samples": -1}
+            param_space = {"pack": packs(spec)[0].config(), "sampled": _search_space(optuna)}
+            search = {
+                "search_alg": OptunaSearch(seed=optuna.seed),
+                "num_samples": optuna.num_samples,
+                "metric": optuna.metric,
+                "mode": optuna.direction,
+            }
+        case _:  # sample_complexity, or tuning: the searcher suggests every pack
+            searcher = TuningSearcher(spec) if spec.tuning is not None else NStarSearcher(spec)
+            param_space, search = {}, {"search_alg": searcher, "num_samples": -1}
     return tune.Tuner(
         trainable,
         param_space=param_space,
@@ -177,7 +179,7 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         result.train_s += trial.metrics.get("pack_wall_s", 0.0)
     for cell in cells.values():
         cell.records = latest_budget(cell.records)
-    if spec.search.mode == "optuna" and any(t.error is None for t in grid):
+    if isinstance(spec.search, OptunaMode) and any(t.error is None for t in grid):
         top = grid.get_best_result()
         result.best = {
             "values": trial_cell(spec, top.config).values,
@@ -199,10 +201,10 @@ def _note_times(cell: CellResult, metrics: dict) -> None:
     cell.ended_at = end if cell.ended_at is None else max(cell.ended_at, end)
 
 
-def _search_space(spec: "SweepSpec") -> dict:
-    """Tune's search space for the spec's optuna ranges."""
+def _search_space(optuna: OptunaMode) -> dict:
+    """Tune's search space for the optuna mode's ranges."""
     space = {}
-    for name, r in spec.search.space.items():
+    for name, r in optuna.space.items():
         if r.integer:
             space[name] = (tune.lograndint if r.log else tune.randint)(int(r.low), int(r.high) + 1)
         else:
