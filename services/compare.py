@@ -1,7 +1,7 @@
 """Two recorded sweeps side by side (`vitsweep compare A B`): N* per cell of both, each sweep's
-exponents of N* in 1/alpha* with their CIs, and B's exponent minus A's with a bootstrap CI. This
-is how the one-pass and the multi-pass protocols are compared. No I/O: the caller reads the sweeps
-and logs or prints what this returns.
+exponents of N* in its family's variable (Paper A: 1/alpha*) with their CIs, and B's exponent
+minus A's with a bootstrap CI. This is how the one-pass and the multi-pass protocols are compared.
+No I/O: the caller reads the sweeps and logs or prints what this returns.
 """
 
 from dataclasses import asdict, dataclass
@@ -10,6 +10,7 @@ from services.analysis import Estimate, Fit, slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
 from services.summary import n_star_fit_inputs, n_star_statistic, summarize
+from vit_core.family import Scaling, families
 
 
 @dataclass
@@ -34,6 +35,11 @@ class Comparison:
     exponent_a: dict[str, Fit]
     exponent_b: dict[str, Fit]
     difference: dict[str, Estimate]  # group -> B's exponent minus A's
+    family: str  # A's experiment family: what N* is fitted against
+
+    @property
+    def scaling(self) -> Scaling | None:
+        return families()[self.family].scaling
 
     @property
     def groups(self) -> list[str]:
@@ -72,4 +78,4 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
         for group in inputs[0]
         if group in inputs[1]
     }
-    return Comparison(a[1], b[1], pairs, summaries[0].exponent, summaries[1].exponent, difference)
+    return Comparison(a[1], b[1], pairs, summaries[0].exponent, summaries[1].exponent, difference, a[0].family)

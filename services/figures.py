@@ -374,8 +374,9 @@ def _subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None 
 
 
 def comparison_figure(comparison: Comparison) -> Figure:
-    """N* against 1/alpha* of two sweeps on one log-log plot: each fitted group in one colour, A's
-    points and fit solid, B's dashed, with each exponent and B's minus A's in the legend."""
+    """N* against the family's x (Paper A: 1/alpha*) of two sweeps on one log-log plot: each fitted
+    group in one colour, A's points and fit solid, B's dashed, with each exponent and B's minus A's
+    in the legend."""
     fig, ax = _subplots(figsize=(7, 5))
     for colour, group in zip(_colours(), comparison.groups):
         for sweep, fits, marker, style in (
@@ -395,8 +396,10 @@ def comparison_figure(comparison: Comparison) -> Figure:
         diff = comparison.difference.get(group)
         if diff is not None and diff.value is not None:
             ax.plot([], [], " ", label=f"{group}: B - A = {diff.value:+.2f} {fmt(diff.ci95, '+.2f')}")
-    ax.set(xscale="log", yscale="log", xlabel="1 / alpha* (effective)", ylabel="N*")
-    ax.set_title(f"N* against 1/alpha*\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}", fontsize=9)
+    scaling = comparison.scaling
+    ax.set(xscale="log", yscale="log", xlabel=(scaling.axis or scaling.symbol) if scaling else "x", ylabel="N*")
+    title = f"N* against {scaling.symbol if scaling else 'x'}\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}"
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
