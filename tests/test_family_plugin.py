@@ -78,3 +78,21 @@ def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(examp
     assert fit["value"] is not None and fit["value"] > 0 and len(fit["points"]) == 4  # N* rises with n
     table = (tmp_path / "report" / "summary.md").read_text()
     assert "| cell | n |" in table and "N* ~ (n)^k" in table and "theory" not in table  # it claims none
+
+
+def test_a_family_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from vit_core import family as registry
+
+    broken = EntryPoint("broken", "no_such_package:Family", registry.GROUP)
+    papers = list(registry.entry_points(group=registry.GROUP))
+    monkeypatch.setattr(registry, "entry_points", lambda group: [*papers, broken])
+    registry.families.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="family broken .*no_such_package"):
+            found = registry.families()
+        assert "broken" not in found and {"li2023", "jelassi2022"} <= set(found)
+    finally:
+        monkeypatch.undo()
+        registry.families.cache_clear()

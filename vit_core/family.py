@@ -13,6 +13,7 @@ experiment". A family's module must load without torch (a spec is validated with
 """
 
 import typing
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
@@ -142,12 +143,17 @@ class Family:
 
 @cache
 def families() -> dict[str, Family]:
-    """The installed families by name, in the order their names sort."""
+    """The installed families by name, in the order their names sort. A family that fails to load
+    is left out with a warning that names its entry point and why: the others still work."""
     found = {}
     for point in entry_points(group=GROUP):
-        family = point.load()()
-        if family.name != point.name:
-            raise ValueError(f"entry point {point.name} of {GROUP} loads family {family.name!r}")
+        try:
+            family = point.load()()
+            if family.name != point.name:
+                raise ValueError(f"it loads a family named {family.name!r}")
+        except Exception as error:  # a broken package must not take the installed families down with it
+            warnings.warn(f"family {point.name} ({point.value}, group {GROUP}) left out: {error}", stacklevel=2)
+            continue
         found[family.name] = family
     return dict(sorted(found.items()))
 
