@@ -31,7 +31,7 @@ def test_a_one_pass_cell_trains_each_seed_once_at_its_sample_budget():
     spec = parse_spec(BOTH)
     one_pass = [i for i, c in enumerate(spec.cells) if spec.plan(c).one_pass]
     assert [spec.cells[i].values["protocol"] for i in one_pass] == ["one_pass"] * 4
-    grid = parse_spec(BOTH.replace("mode: sample_complexity", "mode: grid"))
+    grid = parse_spec(BOTH.replace("{mode: sample_complexity, precision: 0.5}", "{mode: grid}"))
     for pack in packs(grid):
         expected = [8 * 150] if pack.cell in one_pass else [4, 16]
         assert set(pack.n_train) == set(expected)
