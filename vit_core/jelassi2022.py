@@ -3,6 +3,7 @@ a vanilla-attention variant, on spatially structured synthetic data (``jelassi20
 images cut into patches (``jelassi2022_images``)."""
 
 import csv
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +28,10 @@ TEST_ERRORS = {  # data labels -> (experiment, quantity) rows of the reference, 
 }
 
 
-class Jelassi2022(Family):
-    name = "jelassi2022"
-    description = "jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)"
-    data = SpatialDataConfig
+class _PositionalModels(Family):
+    """What both of Paper B's families share: its models, their checks and their cost."""
+
     model = PositionalConfig
-
-    def sample(self, data, n, seed, stream, start):
-        from vit_core.spatial import sample_patches
-
-        return sample_patches(data, n, seed, stream, start)
 
     def build(self, model, data, seeds, device):
         """Paper B's attention, pre-trained first where it transfers (Thm 5.1)."""
@@ -53,6 +48,17 @@ class Jelassi2022(Family):
         """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors)."""
         return model.heads * data.n_patches**2 * data.dim + data.n_patches * data.dim * max(model.heads, model.width)
 
+
+class Jelassi2022(_PositionalModels):
+    name = "jelassi2022"
+    description = "jelassi2022: Jelassi et al. NeurIPS 2022 (Paper B)"
+    data = SpatialDataConfig
+
+    def sample(self, data, n, seed, stream, start):
+        from vit_core.spatial import sample_patches
+
+        return sample_patches(data, n, seed, stream, start)
+
     def bayes_error(self, data: SpatialDataConfig) -> float:
         return bayes_error(data)
 
@@ -61,17 +67,17 @@ class Jelassi2022(Family):
 
     def test_error_reference(self, data: SpatialDataConfig) -> dict[str, float]:
         """Fig 4's test errors (threshold labels), or Fig 2's negative control (cnn labels)."""
-        with REFERENCE.open() as f:
-            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
         wanted = TEST_ERRORS[data.labels]
         return {
             wanted[r["experiment"], r["quantity"]]: float(r["value"])
-            for r in rows
+            for r in _paper_values()
             if (r["experiment"], r["quantity"]) in wanted
         }
 
 
-class Jelassi2022Images(Jelassi2022):
+class Jelassi2022Images(_PositionalModels):
+    """Paper B's models on real images cut into patches: no true sets, feature or Bayes error to report."""
+
     name = "jelassi2022_images"
     description = "jelassi2022_images: Paper B's models on real images"
     data = ImageDataConfig
@@ -81,11 +87,9 @@ class Jelassi2022Images(Jelassi2022):
 
         return sample_images(data, n, seed, stream, start)
 
-    def bayes_error(self, data: ImageDataConfig) -> None:
-        return None
 
-    def true_sets(self, data: ImageDataConfig) -> None:
-        return None
-
-    def test_error_reference(self, data: ImageDataConfig) -> dict[str, float]:
-        return {}
+@cache
+def _paper_values() -> list[dict[str, str]]:
+    """The rows of the paper's values (its settings are quoted, so csv reads them)."""
+    with REFERENCE.open() as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
