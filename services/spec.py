@@ -521,7 +521,7 @@ class SweepSpec(BaseModel):
                 values = self.scaled_training(cell, built[0], values)
             built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))
         data, model, training = built
-        self.check_cell(data, model)
+        self.FAMILY.check(data, model)
         one_pass = training.protocol == "one_pass"
         n_values = [training.batch_size * training.max_steps] if one_pass else self.n_train_of(cell.model) or []
         return CellPlan(cell, data, model, training, tuple(n_values))
@@ -539,10 +539,6 @@ class SweepSpec(BaseModel):
         """Model kind -> its training values' scaling rule (the family's ``scaling.rule`` section)."""
         rule = self.FAMILY.scaling.rule if self.FAMILY.scaling else None
         return getattr(self, rule) if rule else {}
-
-    def check_cell(self, data, model) -> None:
-        """The family's checks across sections (ConfigError)."""
-        self.FAMILY.check(data, model)
 
     def sample_cost(self, cell: Cell) -> float:
         """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
@@ -583,6 +579,7 @@ def spec_class(family: Family) -> type[SweepSpec]:
     stem = type(family).__name__
     kind = Literal[family.kinds()]
     axes = _axes(f"{stem}Axes", sections)
+    grid = _model_grid(f"{stem}ModelGrid", axes)
     data, model = _section(f"{stem}Data", family.data), _section(f"{stem}Model", family.model)
     fields: dict[str, Any] = {
         "family": (
@@ -593,10 +590,7 @@ def spec_class(family: Family) -> type[SweepSpec]:
         "data": (data, Field(default_factory=data)),
         "model": (model, Field(default_factory=model)),
         "axes": (axes, Field(default_factory=axes)),
-        "per_model": (
-            dict[kind, _model_grid(f"{stem}ModelGrid", axes)],
-            Field(default_factory=dict, description=PER_MODEL),
-        ),
+        "per_model": (dict[kind, grid], Field(default_factory=dict, description=PER_MODEL)),
     }
     if family.scaling and family.scaling.rule:
         fields[family.scaling.rule] = (
@@ -608,8 +602,8 @@ def spec_class(family: Family) -> type[SweepSpec]:
         )
     spec = create_model(f"{stem}Sweep", __base__=SweepSpec, __module__=__name__, __doc__=family.__doc__, **fields)
     spec.FAMILY, spec.SECTIONS = family, sections
-    made = [spec, axes, data, model, fields["per_model"][0].__args__[1]]
-    globals().update({cls.__name__: cls for cls in made})  # importable by name: specs are pickled to the trials
+    # importable by name: specs are pickled to the trials
+    globals().update({cls.__name__: cls for cls in (spec, axes, grid, data, model)})
     return spec
 
 
