@@ -46,9 +46,7 @@ def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: 
     if model in family.reference:
         ref = paper.n_star(family, model, p)
         ax.plot([at(a) for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N*")
-    ax.set(
-        xlabel=f"({scaling.axis or scaling.symbol})^{power:g}", ylabel="N", yscale="log", title=f"{group}: success rate"
-    )
+    ax.set(xlabel=f"({scaling.x_label})^{power:g}", ylabel="N", yscale="log", title=f"{group}: success rate")
     ax.legend(fontsize=7)
     ax.figure.colorbar(scatter, ax=ax, label="success rate")
 
@@ -84,7 +82,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         figs["phase_diagram.png"] = fig
         fig, ax = _subplots(figsize=(6, 4.5))
         family = spec.FAMILY
-        _loglog(ax, summary, "exponent", "N*", family.scaling.axis or family.scaling.symbol)
+        _loglog(ax, summary, "exponent", "N*", family.scaling.x_label)
         for model in (m for m in spec.models if m in family.reference):
             ref = paper.n_star(family, model, spec.success_rate)
             ax.plot(
@@ -110,7 +108,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
                 summary,
                 key,
                 "T: steps to zero test error",
-                (spec.FAMILY.scaling.axis or spec.FAMILY.scaling.symbol) if key == "iterations_exponent" else "1 / eta",
+                spec.FAMILY.scaling.x_label if key == "iterations_exponent" else "1 / eta",
             )
             claim = spec.FAMILY.iterations_exponent
             ax.set_title(f"theory: slope {claim:g}" if claim is not None else "")
@@ -397,7 +395,7 @@ def comparison_figure(comparison: Comparison) -> Figure:
         if diff is not None and diff.value is not None:
             ax.plot([], [], " ", label=f"{group}: B - A = {diff.value:+.2f} {fmt(diff.ci95, '+.2f')}")
     scaling = comparison.scaling
-    ax.set(xscale="log", yscale="log", xlabel=(scaling.axis or scaling.symbol) if scaling else "x", ylabel="N*")
+    ax.set(xscale="log", yscale="log", xlabel=scaling.x_label if scaling else "x", ylabel="N*")
     title = f"N* against {scaling.symbol if scaling else 'x'}\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}"
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)

@@ -5,9 +5,8 @@ import json
 from html import escape
 from pathlib import Path
 
-from services.summary import UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, error_bound, underfits
+from services.summary import UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, at_n, error_bound, underfits
 from services.tuning import SMALLEST_BATCH
-from vit_core.family import families
 from vit_core.outcomes import OUTCOMES
 
 
@@ -60,7 +59,7 @@ def table_rows(summary: "Summary") -> list[list[str]]:
 def table_header(summary: "Summary") -> list[str]:
     """The per-cell table's columns; the second is the family's scaling field (Paper A: alpha*), where it has one."""
     scaling = summary.scaling
-    return ["cell", *([scaling.column or scaling.name] if scaling else []), *TABLE_HEADER]
+    return ["cell", *([scaling.value_label] if scaling else []), *TABLE_HEADER]
 
 
 TABLE_HEADER = [  # after the cell and its scaling value
@@ -131,7 +130,7 @@ def _theory(theory, group: str) -> str:
 
 
 def _difference_lines(summary: "Summary") -> list[str]:
-    claims = families()[summary.family].difference_claims
+    claims = summary.experiment.difference_claims
     return [
         f"N* exponent difference, {name}: {fmt(d.value, '+.2f')}, 95% CI {fmt(d.ci95, '+.2f')} (paired "
         f"bootstrap: the cells' shared seeds resampled together){_theory(claims, name)}"
@@ -208,7 +207,7 @@ def notes(summary: "Summary") -> list[str]:
         )
     for values, gap in summary.iteration_gap.items():
         if gap.value is not None:
-            family = families()[summary.family]
+            family = summary.experiment
             favoured, beaten = (family.name_of(kind) for kind in family.favoured)
             lines.append(
                 f"iteration gap, {values}: the {beaten} needs {gap.value:.2f}x the {favoured}'s steps to zero test "
@@ -225,7 +224,7 @@ def notes(summary: "Summary") -> list[str]:
             f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, "
             f"{'monotone' if a['monotone'] else 'not monotone'}"
         )
-    if not families()[summary.family].reference:
+    if not summary.experiment.reference:
         for label, bayes in _structure_labels(summary):
             error = summary.test_error[label]
             train = summary.train_error.get(label)
@@ -267,7 +266,7 @@ def _structure_labels(summary: "Summary") -> list[tuple[str, float]]:
     out = []
     for row in summary.cells:
         bayes = summary.bayes_error.get(row.label, 0.0)
-        labels = [row.label, *(f"{row.label} N={n}" for n in sorted(map(int, row.outcomes)))]
+        labels = [row.label, *(at_n(row.label, n) for n in sorted(map(int, row.outcomes)))]
         out += [(label, bayes) for label in labels if label in summary.test_error]
     return out
 

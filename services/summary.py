@@ -7,6 +7,7 @@ comes from a sweep that just ran and from one read back from MLflow.
 """
 
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from services.analysis import (
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.spec import GridMode, SampleComplexityMode, Setting, SweepSpec
 from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
-from vit_core.family import Scaling, families
+from vit_core.family import Family, Scaling, families
 from vit_core.outcomes import OUTCOMES
 
 CONFIDENCE = 0.95
@@ -319,9 +320,14 @@ def _structure(spec: SweepSpec, cells: list[CellResult]) -> dict:
         if not isinstance(spec.search, GridMode) or spec.plan(c.cell).one_pass:  # a search's N, or a run's evaluations
             ns = ns[-1:]
         for n in ns:
-            label = c.cell.label if len(ns) == 1 else f"{c.cell.label} N={n}"
+            label = c.cell.label if len(ns) == 1 else at_n(c.cell.label, n)
             _structure_at(out, label, [r.metrics for r in measured if r.n_train == n])
     return out
+
+
+def at_n(label: str, n: int) -> str:
+    """The label of a cell's entry at one of its several N ("vanilla teacher=shared N=400")."""
+    return f"{label} N={n}"
 
 
 def _structure_at(out: dict, label: str, models: list[dict]) -> None:
@@ -428,8 +434,13 @@ class Summary:
     family: str  # the experiment family (vit_core.family): its theory's words and its variable x
 
     @property
+    def experiment(self) -> Family:
+        """The installed family the sweep belongs to: its theory's words and its variable x."""
+        return families()[self.family]
+
+    @property
     def scaling(self) -> "Scaling | None":
-        return families()[self.family].scaling
+        return self.experiment.scaling
 
     def to_dict(self) -> dict:
         """JSON-ready; a local slope names its two values by the scaling field ({"alpha_star": [a, b], ...})."""
@@ -449,11 +460,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
     names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
     fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent", "exponent_difference")}
     if scaled(spec):
-        axis, scaling = spec.FAMILY.scaling.field, spec.FAMILY.scaling
-
-        def x(c: CellResult) -> float:
-            return _x(spec, c)
-
+        axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
         fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
         one_pass = [c for c in cells if spec.plan(c.cell).one_pass]
@@ -463,9 +470,9 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         fits["local_exponent"] = {
             name: [
                 replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
-                for slope in local_slopes(x, outcomes, n_star_statistic(p))
+                for slope in local_slopes(values, outcomes, n_star_statistic(p))
             ]
-            for name, (x, outcomes) in inputs.items()
+            for name, (values, outcomes) in inputs.items()
         }
         fits["exponent_difference"] = _differences(spec, inputs)
     if "lr" in spec.swept:

@@ -36,8 +36,8 @@ class Scaling:
     field: str  # the data config's field ("alpha_star")
     name: str  # the field for people ("alpha*")
     inverse: bool = False
-    axis: str = ""  # x on a figure's axis ("1 / alpha* (effective)"); default: the symbol
-    column: str = ""  # the field's effective value in a table ("alpha* (effective)"); default: the name
+    axis: str = ""  # x on a figure's axis ("1 / alpha* (effective)"); "": the symbol (x_label)
+    column: str = ""  # the field's effective value in a table ("alpha* (effective)"); "": the name (value_label)
     rule: str | None = None
     format: str = ".4g"  # how a table prints the field's value
 
@@ -45,6 +45,16 @@ class Scaling:
     def symbol(self) -> str:
         """x in a formula: "1/alpha*", or the name."""
         return f"1/{self.name}" if self.inverse else self.name
+
+    @property
+    def x_label(self) -> str:
+        """x on a figure's axis."""
+        return self.axis or self.symbol
+
+    @property
+    def value_label(self) -> str:
+        """The field's effective value as a table's column names it."""
+        return self.column or self.name
 
     def x(self, value: float) -> float:
         return 1 / value if self.inverse else value
