@@ -20,12 +20,12 @@ def sample_parity(data: ParityData, n: int, seed: int, stream: Stream, start: in
     """Samples [start, start + n) of (seed, stream), made in blocks: the same samples whatever n and start."""
     numbers, within = blocks_of(n, start)
     bits = np.concatenate([numpy_rng(seed, stream, b).choice([-1.0, 1.0], (BLOCK, data.n_bits)) for b in numbers])
-    bits = bits[within].astype(np.float32)
+    bits, hidden = bits[within].astype(np.float32), support(data)
     kinds = np.zeros(bits.shape, dtype=np.int8)
-    kinds[:, support(data)] = int(TokenKind.RELEVANT)
+    kinds[:, hidden] = int(TokenKind.RELEVANT)
     return TokenBatch(
         tokens=torch.from_numpy(bits).unsqueeze(-1),  # (n, L = n_bits, d = 1)
-        labels=torch.from_numpy(bits[:, support(data)].prod(1)),
+        labels=torch.from_numpy(bits[:, hidden].prod(1)),
         kinds=torch.from_numpy(kinds),
         noise_norm=torch.zeros(bits.shape),
         keep=torch.ones(bits.shape, dtype=torch.bool),
