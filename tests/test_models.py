@@ -109,9 +109,19 @@ def test_autograd_gradients_against_finite_differences(cfg):
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["all tokens", "sparsified"])
-def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse):
-    """ShallowViT.test_outputs (fused attention, mass from the relevant rows) agrees with forward
-    and the full attention map to float32 rounding, with and without a token set S^n."""
+@pytest.mark.parametrize(
+    "model_cfg",
+    [
+        ModelConfig(kind="vit"),
+        ModelConfig(kind="vit", width=10),
+        ModelConfig(kind="vit", output_matrix=True, value_dim=8),
+    ],
+    ids=["values wider than tokens", "values narrower", "output matrix"],
+)
+def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse, model_cfg):
+    """ShallowViT.test_outputs (one fused attention, the values projected first where they are
+    narrower than the tokens, the mass from a value column) agrees with forward and the full
+    attention map to float32 rounding, with and without a token set S^n."""
     from vit_core.models import attention_mass
     from vit_core.train import sample
 
@@ -124,7 +134,7 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse)
         **({"sparsify": "random", "sparsify_k": 5} if sparse else {}),
     )
     test = sample(data, 64, 3)
-    model = build_model(ModelConfig(kind="vit"), make_patterns(data), [0, 1, 2])
+    model = build_model(model_cfg, make_patterns(data), [0, 1, 2])
     keep = test.keep if sparse else None
     relevant = (test.kinds == 1).float() * (1 if keep is None else keep)
     F, attn = model(test.tokens, keep)

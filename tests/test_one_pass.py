@@ -189,3 +189,35 @@ def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_siz
     assert [start for start, _ in asked] == list(np.cumsum([0] + [n for _, n in asked[:-1]]))
     whole = real(SMALL, 100 * batch_size, 0)
     assert torch.equal(torch.cat(drawn), whole.tokens)  # the same samples, in order
+
+
+def test_a_model_that_did_not_move_since_its_last_scoring_is_not_scored_again(monkeypatch):
+    """On the hinge loss, a model whose mini-batches since its last evaluation all had zero loss
+    got zero gradients, so its test metrics are kept, not recomputed: the records are those of
+    scoring every model at every evaluation, for fewer samples scored."""
+    from vit_core.models import PackedModel
+    from vit_core.train import _Pack
+
+    train = dataclasses.replace(ONE_PASS, batch_size=1, max_steps=400, eval_every=1, eval_ratio=1.1, stability_window=4)
+    scored = []
+    head = PackedModel.head
+    monkeypatch.setattr(
+        PackedModel, "head", lambda self, H, keep, shape: scored.append(self.K * shape[0]) or head(self, H, keep, shape)
+    )
+
+    def run() -> tuple[list[dict], int]:
+        scored.clear()
+        result = train_pack(SMALL, ModelConfig(), train, [400] * 4, [0, 1, 2, 3], [1.0] * 4)
+        return result.records(), sum(scored)
+
+    kept, fewer = run()
+    test_metrics = _Pack.test_metrics
+
+    def every_model_moved(self, decisive):
+        self.moved[:] = True
+        return test_metrics(self, decisive)
+
+    monkeypatch.setattr(_Pack, "test_metrics", every_model_moved)
+    scored_always, every = run()
+    assert kept == scored_always
+    assert fewer < 0.9 * every, (fewer, every)  # 17% fewer here

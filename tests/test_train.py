@@ -112,7 +112,7 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
 
     from vit_core.models import PackedModel
     from vit_core.seeding import Stream
-    from vit_core.train import _evaluate_test, evaluate
+    from vit_core.train import _TestScores, evaluate
 
     train = TrainConfig(n_test=300, eval_subset=100, eval_batch=64)
     test = sample(SMALL, train.n_test, train.test_seed, Stream.TEST_DATA)
@@ -127,18 +127,25 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
 
     whole, subset = on(slice(0, 300)), on(slice(0, 100))
     assert subset["error"][0] == 0 and (subset["error"][1:] > 0).all()
+    moved = torch.ones(3, dtype=torch.bool)
     for decisive, expected in (([True] * 3, [whole, subset, subset]), ([False, True, True], [subset] * 3)):
-        got = _evaluate_test(model, test, None, train, torch.tensor(decisive))
+        got = _TestScores(test, None, train, 3)(model, torch.tensor(decisive), moved)
         for k, source in enumerate(expected):
             for name in ("error", "loss", "attention_mass"):
                 torch.testing.assert_close(got[name][k], source[name][k])
     scored = []
-    readout = PackedModel.readout  # every path from tokens to outputs ends here
+    head = PackedModel.head  # every path from tokens to outputs ends here
     monkeypatch.setattr(
-        PackedModel, "readout", lambda self, Z, keep: scored.append(self.K * Z.shape[-3]) or readout(self, Z, keep)
+        PackedModel, "head", lambda self, H, keep, shape: scored.append(self.K * shape[0]) or head(self, H, keep, shape)
     )
-    assert _evaluate_test(model, test, None, train, torch.tensor([True] * 3))["error"][0] == 1 / 300
+    scores = _TestScores(test, None, train, 3)
+    first = scores(model, torch.tensor([True] * 3), moved)
+    assert first["error"][0] == 1 / 300
     assert sum(scored) == 3 * 100 + 200  # every model on the subset, model 0 on the other 200
+    again = scores(model, torch.tensor([True] * 3), torch.tensor([False, True, False]))
+    assert sum(scored) == 3 * 100 + 200 + 100  # only the model that moved is scored again, on the subset
+    for name in ("error", "loss", "attention_mass"):
+        torch.testing.assert_close(again[name], first[name], rtol=0, atol=0)  # the same model, the same metrics
 
 
 def test_unsettled_models_run_to_max_steps():

@@ -93,8 +93,11 @@ class PackedModel(nn.Module):
 
     def readout(self, Z: Tensor, keep: Tensor | None) -> Tensor:
         """F (K, B) from mixed tokens Z: a^T ReLU(W_O W_V z) averaged over the tokens kept."""
-        K, (B, L) = self.K, Z.shape[-3:-1]
-        H = _per_token(Z.flatten(-3, -2), self.W_V)
+        return self.head(_per_token(Z.flatten(-3, -2), self.W_V), keep, Z.shape[-3:-1])
+
+    def head(self, H: Tensor, keep: Tensor | None, shape: tuple[int, int]) -> Tensor:
+        """F (K, B) from the tokens' value vectors H = W_V z (K, B·L, rows), ``shape`` = (B, L)."""
+        K, (B, L) = self.K, shape
         if self.cfg.output_matrix:
             H = _per_token(H, self.W_O)
         out = (
@@ -138,27 +141,37 @@ class ShallowViT(PackedModel):
     def test_outputs(self, X: Tensor, keep: Tensor | None, relevant: Tensor | None) -> tuple[Tensor, Tensor | None]:
         """Outputs F (K, n) on test samples X (n, L, d) shared by every model, and each sample's
         attention_mass (K, n) where ``relevant`` (n, L, float, 0 where not kept) marks the
-        label-relevant tokens (None: not asked). Torch's fused attention (the L x L map is never
-        stored; 2x faster here on a CPU core) and the mass from the relevant query rows alone.
+        label-relevant tokens (None: not asked), in one pass of torch's fused attention (the
+        L x L map is never stored; 2x faster here on a CPU core).
+
+        Attention is linear in its values, so they carry what is read from them: W_V x when that
+        is narrower than x (the value product moves before the attention), and the relevant flag
+        as one more column, whose attention-weighted sum is each query's mass on relevant keys.
         Test scoring only: training keeps mix's exact path, so every SGD step is as before;
         outputs agree with forward's to float32 rounding (test_models)."""
-        n, L, d = X.shape
-        query = self._query_side(X)
+        K, (n, L, d) = self.K, X.shape
+        rows = self.W_V.shape[1]
+        projected = rows < d
+        values = _per_token(X.reshape(n * L, d), self.W_V).view(K, n, L, rows) if projected else X.expand(K, n, L, d)
+        width = values.shape[-1]
+        if relevant is not None:
+            values = torch.cat([values, relevant.expand(K, n, L).unsqueeze(-1)], -1)
+        size = max(d, values.shape[-1])  # the fused kernel wants one width for queries, keys and values
+        query, keys = _widen(self._query_side(X), size), _widen(X, size).expand(K, n, L, size)
         mask = None if keep is None else keep.unsqueeze(-2)
-        values = X.expand(self.K, n, L, d)
-        Z = torch.nn.functional.scaled_dot_product_attention(query, values, values, attn_mask=mask, scale=1.0)
-        return self.readout(Z, keep), None if relevant is None else self._relevant_mass(query, X, keep, relevant)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, keys, _widen(values, size), attn_mask=mask, scale=1.0
+        )
+        mixed = out[..., :width]
+        F = self.head(mixed.flatten(-3, -2), keep, (n, L)) if projected else self.readout(mixed, keep)
+        if relevant is None:
+            return F, None
+        return F, (out[..., width] * relevant).sum(-1) / relevant.sum(-1)
 
-    def _relevant_mass(self, query: Tensor, X: Tensor, keep: Tensor | None, relevant: Tensor) -> Tensor:
-        """attention_mass over the rows of relevant queries only (R of L rows: alpha* of the cost)."""
-        rows = torch.argsort(relevant, dim=-1, descending=True, stable=True)[:, : int(relevant.sum(-1).max())]
-        weight = relevant.gather(-1, rows)  # (n, R): 1 for a relevant query, 0 for padding
-        picked = query.gather(-2, rows.unsqueeze(-1).expand(self.K, *rows.shape, X.shape[-1]))
-        scores = picked @ X.transpose(-1, -2)
-        if keep is not None:
-            scores = scores.masked_fill(~keep.unsqueeze(-2), float("-inf"))
-        on_relevant = (torch.softmax(scores, dim=-1) @ relevant.unsqueeze(-1)).squeeze(-1)
-        return (on_relevant * weight).sum(-1) / weight.sum(-1)
+
+def _widen(t: Tensor, size: int) -> Tensor:
+    """t with zero columns appended up to ``size`` (products with them add nothing)."""
+    return torch.nn.functional.pad(t, (0, size - t.shape[-1])) if t.shape[-1] < size else t
 
 
 class ShallowCNN(PackedModel):
