@@ -25,6 +25,7 @@ Choices the paper leaves open, made here (see docs/science-choices.md):
 
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -69,6 +70,13 @@ def make_patterns(cfg: TokenDataConfig) -> np.ndarray:
         q, r = np.linalg.qr(g)
         return (q * np.sign(np.diag(r))).T
     return (g / np.linalg.norm(g, axis=0)).T
+
+
+@lru_cache(maxsize=16)
+def _pattern_rows(cfg: TokenDataConfig) -> torch.Tensor:
+    """The patterns as a contiguous float32 tensor, made once per data config: row gathers from
+    the transposed array make_patterns returns ran 11x slower (0.43 of a 64-sample block's 2.2 ms)."""
+    return torch.from_numpy(np.ascontiguousarray(make_patterns(cfg), dtype=np.float32))
 
 
 def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +154,7 @@ def sample_tokens(
     cfg: TokenDataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0
 ) -> TokenBatch:
     """Samples [start, start + n) of (seed, stream): the same samples whatever n and start."""
-    patterns = torch.from_numpy(make_patterns(cfg).astype(np.float32))
+    patterns = _pattern_rows(cfg)
     numbers, within = blocks_of(n, start)
     blocks = [
         _sample_block(
