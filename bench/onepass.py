@@ -157,6 +157,8 @@ def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> flo
     def timed(*args, **kw):
         start = time.perf_counter()
         out = sample(*args, **kw)
+        if device.startswith("cuda"):  # the device's kernels are asynchronous: wait for them
+            torch.cuda.synchronize()
         if args[3:4] == (Stream.TRAIN_DATA,):
             spent[0] += time.perf_counter() - start
         return out

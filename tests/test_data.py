@@ -1,5 +1,6 @@
 import dataclasses
 import hashlib
+import math
 
 import numpy as np
 import pytest
@@ -180,3 +181,46 @@ def test_noisy_options_are_checked():
         TokenDataConfig(noisy_fraction=1.5)
     assert error.value.field == "noisy_fraction"
     assert TokenDataConfig(tau=4.0).tau_big < 4.0  # without noisy tokens, tau_big is not used or checked
+
+
+def _noise_directions(cfg: TokenDataConfig, batch) -> torch.Tensor:
+    """Each token's noise direction (tokens minus their pattern, made unit), on the CPU: (n·L, d)."""
+    batch = batch.to("cpu")
+    P = torch.as_tensor(make_patterns(cfg), dtype=torch.float32)
+    noise = (batch.tokens - P[_nearest_pattern(cfg, batch)]).flatten(0, 1)
+    return noise / noise.norm(dim=-1, keepdim=True)
+
+
+def _same_uniform_directions(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Both sets of unit vectors look uniform on the sphere, alike: per coordinate a mean of 0 and
+    a second moment of 1/d (within 5 standard errors), and no direction shared."""
+    n, d = a.shape
+    for u in (a, b):
+        assert u.mean(0).abs().max() < 5 / math.sqrt(n * d)
+        second = (u * u).mean(0)  # each coordinate's u_i^2: mean 1/d, variance ~2/d^2
+        assert (second - 1 / d).abs().max() < 5 * math.sqrt(2 / n) / d
+    assert not torch.isclose(a, b, atol=1e-4).all(-1).any()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_samples_made_on_a_gpu_are_the_hosts_but_for_their_noise_directions():
+    """Off the CPU the noise comes from the device's generator: the tokens are made there, their
+    labels, kinds, keep masks and noise norms are the host's, their noise directions other draws
+    of the same uniform distribution."""
+    cfg = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.1, counts="binomial")
+    host, gpu = sample_tokens(cfg, 2000, 3), sample_tokens(cfg, 2000, 3, device="cuda")
+    assert gpu.tokens.device.type == "cuda"
+    for name in ("labels", "kinds", "keep", "noise_norm"):
+        assert torch.equal(getattr(host, name), getattr(gpu, name).cpu()), name
+    _same_uniform_directions(_noise_directions(cfg, host), _noise_directions(cfg, gpu))
+
+
+def test_the_direction_check_tells_two_seeds_apart_from_a_skewed_sample():
+    """_same_uniform_directions, run on two host seeds (other draws, the same distribution), passes,
+    and fails where one set's noise leans towards a coordinate."""
+    cfg = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.1)
+    a, b = (_noise_directions(cfg, sample_tokens(cfg, 2000, seed)) for seed in (3, 4))
+    _same_uniform_directions(a, b)
+    skewed = torch.nn.functional.normalize(b + 0.05 * torch.eye(40)[0], dim=-1)
+    with pytest.raises(AssertionError):
+        _same_uniform_directions(a, skewed)

@@ -178,9 +178,9 @@ def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_siz
     asked = []
     real = train.sample
 
-    def spy(data, n, seed, stream=Stream.TRAIN_DATA, start=0):
+    def spy(data, n, seed, stream=Stream.TRAIN_DATA, start=0, device="cpu"):
         asked.append((start, n))
-        return real(data, n, seed, stream, start)
+        return real(data, n, seed, stream, start, device)
 
     monkeypatch.setattr(train, "sample", spy)
     batches = FreshBatches(SMALL, [0], batch_size, "cpu")

@@ -107,6 +107,12 @@ class Family:
         """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""
         raise NotImplementedError
 
+    def sample_on(self, data: Any, n: int, seed: int, stream: Stream, start: int, device: Any) -> Any:
+        """The same samples as ``sample``, or other draws of their distribution, on ``device``: what
+        one-pass training reads there. By default made on the host and moved; a family that draws
+        on the device overrides it (Paper A: its noise, from the device's generator)."""
+        return self.sample(data, n, seed, stream, start).to(device)
+
     def build(self, model: Any, data: Any, seeds: list[int], device: Any) -> Any:
         """A pack of len(seeds) models for ``data`` (``vit_core.train.Packed``), model k from seeds[k]."""
         raise NotImplementedError

@@ -45,6 +45,11 @@ class Li2023(Family):
 
         return sample_tokens(data, n, seed, stream, start)
 
+    def sample_on(self, data, n, seed, stream, start, device):
+        from vit_core.data import sample_tokens
+
+        return sample_tokens(data, n, seed, stream, start, device)
+
     def build(self, model, data, seeds, device):
         from vit_core.data import make_patterns
         from vit_core.models import build_model

@@ -205,9 +205,9 @@ class TrainSets:
 class FreshBatches:
     """one_pass: every model's mini-batches straight from its seed's training stream, never
     reused. The pack steps together, so at step t every model reads samples [t·B, (t+1)·B) of
-    its own stream (the stream multi_pass draws its training sets from), made CHUNK steps ahead,
-    so a model's data do not depend on the pack it trains in. ``fixed = False``: there is no
-    training set to score or settle on."""
+    its own stream (the stream multi_pass draws its training sets from), made CHUNK steps ahead
+    on the pack's device, so a model's data do not depend on the pack it trains in.
+    ``fixed = False``: there is no training set to score or settle on."""
 
     CHUNK = 32  # steps of samples made at once per model, at least (chunk)
     fixed = False
@@ -217,21 +217,26 @@ class FreshBatches:
         self.consumed = 0  # samples each model has read: the next batch starts here
         self.made = 0  # samples made so far per model (the buffer holds [made - len, made))
         self._buffer: TokenBatch | None = None
+        self._all_kept = True
 
     def batch(self) -> tuple[Tensor, Tensor, Tensor | None]:
         """The next mini-batch of every model: tokens (K, B, L, d), labels (K, B), keep."""
         if self.consumed + self.B > self.made:
             n = self.chunk()
-            parts = [sample(self.data, n, seed, Stream.TRAIN_DATA, start=self.made) for seed in self.seeds]
-            self._buffer = TokenBatch(
-                *(torch.stack(t).to(self.device) for t in zip(*(vars(p).values() for p in parts)))
-            )
+            start, device = self.made, self.device
+            parts = [sample(self.data, n, seed, Stream.TRAIN_DATA, start=start, device=device) for seed in self.seeds]
+            self._buffer = TokenBatch(*(torch.stack(t) for t in zip(*(vars(p).values() for p in parts))))
             self.made += n
+            self._all_kept = bool(self._buffer.keep.all())  # tested once a chunk: on a GPU a test is a sync
         at = self.consumed - (self.made - self._buffer.labels.shape[1])
         self.consumed += self.B
         window = slice(at, at + self.B)
-        keep = self._buffer.keep[:, window]
-        return self._buffer.tokens[:, window], self._buffer.labels[:, window], None if keep.all() else keep
+        keep = None if self._all_kept else self._buffer.keep[:, window]
+        return (
+            self._buffer.tokens[:, window],
+            self._buffer.labels[:, window],
+            None if keep is None or keep.all() else keep,
+        )
 
     def chunk(self) -> int:
         """Samples made at once per model: at least CHUNK steps' worth, and a whole number of batches
@@ -272,9 +277,17 @@ LOSSES = {"hinge": hinge_loss, "logistic": logistic_loss}
 DataConfig = Any  # an installed family's data config (vit_core.family)
 
 
-def sample(data: DataConfig, n: int, seed: int, stream: Stream = Stream.TRAIN_DATA, start: int = 0) -> TokenBatch:
-    """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its family."""
-    return family_of(data).sample(data, n, seed, stream, start)
+def sample(
+    data: DataConfig,
+    n: int,
+    seed: int,
+    stream: Stream = Stream.TRAIN_DATA,
+    start: int = 0,
+    device: str | torch.device = "cpu",
+) -> TokenBatch:
+    """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its family on ``device``
+    (off the CPU, other draws of the same distribution where the family draws there: Family.sample_on)."""
+    return family_of(data).sample_on(data, n, seed, stream, start, device)
 
 
 class Packed(Protocol):
@@ -615,9 +628,9 @@ def train_pack(
     grid = set(train.evaluation_steps(int(budget.max())))
     rec = _Recorder(K, getattr(model, "metric_names", ()))
     for step in range(int(budget.max()) + 1):
-        ending = (budget[pack.ids] == step).to(device)  # models whose budget ends here
-        if step in grid or ending.any():
-            last = bool(ending.all())
+        ends = budget[pack.ids] == step  # models whose budget ends here (on the host: no device sync a step)
+        if step in grid or ends.any():
+            last, ending = bool(ends.all()), ends.to(device)
             on_train, exact = pack.train_metrics(step == 0 or last, train.eval_batch)
             diverged = ~(torch.isfinite(on_train["loss"]) & _finite_params(pack.model))
             settled = exact & (on_train["loss"] == 0) & ~diverged
