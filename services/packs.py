@@ -4,6 +4,7 @@
 import math
 from dataclasses import asdict, dataclass
 
+from services.results import SELECTION
 from services.spec import GridMode, OptunaMode, SweepSpec
 
 
@@ -92,12 +93,17 @@ def pack_cost(spec: "SweepSpec"):
     """A pack's estimated cost, for ordering packs longest first: its models x the multiply-adds of
     one model's forward pass on one sample (spec.sample_cost: a ViT's attention grows as L^2) x the
     samples a model trains on, except in a tuned cell, whose runs stop at their window long
-    before their cap (there the cap says little, and the model's cost per sample decides)."""
+    before their cap (there the cap says little, and the model's cost per sample decides). A
+    tuning round's pack also counts the measurement it stands before (``seeds`` models), the
+    work of the chain it holds up: a small late round of one cell (a step past the end of its
+    range) went behind the other cells' measurements, and its own measurement then ran alone at
+    the end of the main job (9 s of its 203)."""
 
     def cost(pack: Pack) -> float:
         per_sample = spec.sample_cost(spec.cells[pack.cell])
         samples = 1 if pack.phase else sum(pack.n_train) / len(pack.n_train)
-        return len(pack.seeds) * per_sample * samples
+        models = len(pack.seeds) + (spec.seeds if pack.phase == SELECTION else 0)
+        return models * per_sample * samples
 
     return cost
 

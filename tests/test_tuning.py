@@ -309,3 +309,17 @@ def test_a_cells_next_round_is_planned_as_soon_as_its_round_reports_and_long_pac
     order = [search.suggest("t1").cell] + [p.cell for p in search.queue]
     cnn = [i for i, c in enumerate(order) if spec.cells[c].model == "cnn"]
     assert first.cell in order and order.index(first.cell) < min(cnn)  # its next round, ahead of the CNN's packs
+
+
+def test_a_small_selection_round_goes_before_a_larger_measurement_it_holds_up():
+    """A tuning round's pack counts the measurement its cell still has to run (``seeds`` models):
+    a late, small round of one cell goes ahead of another cell's measurement of as many or more
+    models, so that its own measurement does not start last and run alone at the end."""
+    from services.packs import Pack, pack_cost
+
+    spec = parse_spec(SPEC)
+    cost = pack_cost(spec)
+    small_round = Pack(0, (100,) * 2, (1000, 1001), lr=(4.0, 4.0), batch_size=1, phase=SELECTION)
+    measurement = Pack(1, (100,) * 6, tuple(range(6)), lr=(1.0,) * 6, batch_size=1, phase=MEASUREMENT)
+    assert spec.cells[0].model == spec.cells[1].model  # the same cost per sample
+    assert cost(small_round) > cost(measurement)
