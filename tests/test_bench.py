@@ -68,3 +68,12 @@ def test_the_one_pass_benchmark_runs_its_three_ways_and_says_what_the_issue_asks
         assert result[key] > 0, key
     assert set(result["data_share"]) == {"vit", "cnn"}
     assert all(0 < share < 1 for kind in result["data_share"].values() for share in kind.values())
+
+
+def test_the_evaluation_share_bench_times_a_main_job_pack_and_its_test_scoring(tmp_path):
+    result = _run_bench("eval_share.py", tmp_path / "eval.json", "--alpha-star", "0.25", "--seeds", "1")
+    cell = result["cells"]["0.25"]
+    assert 0 < cell["test_scoring_s"] < cell["wall_s"] and cell["share"] == round(
+        cell["test_scoring_s"] / cell["wall_s"], 3
+    )
+    assert result["vit_core"] == str(ROOT / "vit_core")
