@@ -715,7 +715,7 @@ def _space_problems(spec: SweepSpec, name: str, bounds: Range) -> list[Problem]:
     for end in ("low", "high"):
         value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
         try:
-            spec.plan(Cell(spec.models[0], {**spec.cells[0].values, name: value}))
+            spec._resolve(Cell(spec.models[0], {**spec.cells[0].values, name: value}))  # a probe, not kept in plans
         except (ConfigError, TypeError) as error:
             problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
     return problems
