@@ -231,11 +231,11 @@ class FreshBatches:
         at = self.consumed - (self.made - self._buffer.labels.shape[1])
         self.consumed += self.B
         window = slice(at, at + self.B)
-        keep = None if self._all_kept else self._buffer.keep[:, window]
+        keep = self._buffer.keep[:, window]
         return (
             self._buffer.tokens[:, window],
             self._buffer.labels[:, window],
-            None if keep is None or keep.all() else keep,
+            None if self._all_kept or keep.all() else keep,
         )
 
     def chunk(self) -> int:
