@@ -8,6 +8,7 @@ import torch
 
 from vit_core import ConfigError, TokenDataConfig, TokenKind, make_patterns, sample_tokens
 from vit_core.configs import SpatialDataConfig
+from vit_core.oracle import oracle_rules
 from vit_core.seeding import Stream
 from vit_core.spatial import sample_patches
 
@@ -224,3 +225,27 @@ def test_the_direction_check_tells_two_seeds_apart_from_a_skewed_sample():
     skewed = torch.nn.functional.normalize(b + 0.05 * torch.eye(40)[0], dim=-1)
     with pytest.raises(AssertionError):
         _same_uniform_directions(a, skewed)
+
+
+def test_binomial_counts_mean_fraction_is_the_effective_alpha_star():
+    """Binomial counts keep the draws where label-relevant tokens win the vote, which raises their
+    mean above alpha* (by 2% at alpha* = 0.05, L = 120); effective_alpha_star is that mean, exactly."""
+    data = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.05, counts="binomial")
+    kinds = sample_tokens(data, 20_000, seed=3).kinds
+    fraction = (kinds == TokenKind.RELEVANT).float().mean().item()
+    sem = (kinds == TokenKind.RELEVANT).float().mean(-1).std().item() / 20_000**0.5
+    assert abs(fraction - data.effective_alpha_star) < 4 * sem
+    assert data.effective_alpha_star == pytest.approx(0.05113, abs=1e-5)  # draws that lose the vote are redrawn
+    wide = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.3, counts="binomial")
+    assert wide.effective_alpha_star == pytest.approx(0.3, abs=1e-6)  # it never loses the vote there
+
+
+def test_the_oracle_mean_token_rule_separates_fixed_counts_widely_and_binomial_ones_barely():
+    fixed = oracle_rules(TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.05), n=2000)
+    binomial = oracle_rules(
+        TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.05, counts="binomial"), n=2000
+    )
+    assert fixed["mean_token_error"] == 0 and fixed["mean_token_margin_sigma"] > 5
+    assert binomial["mean_token_margin_sigma"] < 1  # a sample with one relevant token more than confusion ones
+    for rules in (fixed, binomial):  # one token is relevant with chance 0.05: reading it alone is near chance
+        assert 0.4 < rules["single_token_error"] < 0.55

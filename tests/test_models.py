@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -6,8 +8,8 @@ from vit_core import ModelConfig, TokenDataConfig, build_model, hinge_loss, make
 DATA = TokenDataConfig(dim=12, n_patterns=8, n_tokens=20, alpha_star=0.3)
 CONFIGS = [
     ModelConfig(kind="vit", width=16),
-    ModelConfig(kind="vit", width=16, init="random", attn_dim=6),
-    ModelConfig(kind="vit", width=16, output_matrix=True, value_dim=10),
+    ModelConfig(kind="vit", width=16, init="random", attn_dim=6, output_matrix=False),
+    ModelConfig(kind="vit", width=16, value_dim=10, readout="per_token"),
     ModelConfig(kind="cnn", width=16),
 ]
 
@@ -18,17 +20,17 @@ def _inputs(K, B=5, sparsify="all"):
     return b.tokens.view(K, B, *b.tokens.shape[1:]), b.labels.view(K, B), b.keep.view(K, B, -1)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.kind}-{c.init}-{c.output_matrix}-{c.attn_dim}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.kind}-{c.init}-{c.output_matrix}-{c.attn_dim}-{c.readout}")
 @pytest.mark.parametrize("sparsify", ["all", "noisiest"])
 def test_pack_equals_separate_models_in_outputs_and_gradients(cfg, sparsify):
     seeds = [3, 11, 5, 8]
     X, y, keep = _inputs(len(seeds), sparsify=sparsify)
     keep = None if sparsify == "all" else keep
-    pack = build_model(cfg, make_patterns(DATA), seeds)
+    pack = build_model(cfg, make_patterns(DATA), seeds, DATA.n_tokens)
     F, _ = pack(X, keep)
     hinge_loss(F, y).mean(-1).sum().backward()
     for k, seed in enumerate(seeds):
-        alone = build_model(cfg, make_patterns(DATA), [seed])
+        alone = build_model(cfg, make_patterns(DATA), [seed], DATA.n_tokens)
         f, _ = alone(X[k : k + 1], None if keep is None else keep[k : k + 1])
         hinge_loss(f, y[k : k + 1]).mean().backward()
         torch.testing.assert_close(F[k], f[0], atol=1e-5, rtol=1e-5)
@@ -38,7 +40,7 @@ def test_pack_equals_separate_models_in_outputs_and_gradients(cfg, sparsify):
 
 @pytest.mark.parametrize("cfg", CONFIGS[:1] + CONFIGS[3:], ids=["vit", "cnn"])
 def test_shared_inputs_equal_per_model_copies(cfg):
-    pack = build_model(cfg, make_patterns(DATA), [0, 1, 2])
+    pack = build_model(cfg, make_patterns(DATA), [0, 1, 2], DATA.n_tokens)
     X, _, keep = _inputs(1, B=7, sparsify="random")
     shared, _ = pack(X[0], keep[0])
     copied, _ = pack(X.expand(3, -1, -1, -1), keep.expand(3, -1, -1))
@@ -46,9 +48,9 @@ def test_shared_inputs_equal_per_model_copies(cfg):
 
 
 def test_vit_matches_equation_1_written_out():
-    """F(X) = 1/L sum_l a^T ReLU(W_V X softmax(X^T W_K^T W_Q x_l)) for one sample, in the paper's layout."""
-    cfg = ModelConfig(kind="vit", width=16, init="random", qk_gain=2.0)
-    model = build_model(cfg, make_patterns(DATA), [4])
+    """Without W_O: F(X) = 1/L sum_l a^T ReLU(W_V X softmax(X^T W_K^T W_Q x_l)), one sample, the paper's layout."""
+    cfg = ModelConfig(kind="vit", width=16, init="random", qk_gain=2.0, output_matrix=False)
+    model = build_model(cfg, make_patterns(DATA), [4], DATA.n_tokens)
     X, _, _ = _inputs(1, B=1)
     F, _ = model(X)
     Xp = X[0, 0].T.double()  # d x L, the paper's layout
@@ -57,9 +59,45 @@ def test_vit_matches_equation_1_written_out():
     torch.testing.assert_close(F[0, 0].double(), torch.stack(terms).mean(), atol=1e-5, rtol=1e-5)
 
 
+def _by_hand(kind: str):
+    """A model of two tokens in R^2 and width 2 with the parameters set by hand: W_Q = W_K = W_V = I,
+    W_O = [[2, -1], [0, 1]], readouts a_(1) = (1, -1)/sqrt(2), a_(2) = (1, 1)/sqrt(2)."""
+    cfg = ModelConfig(kind=kind, width=2, init="random", readout="per_token")
+    model = build_model(cfg, torch.eye(2), [0], n_tokens=2).double()
+    with torch.no_grad():
+        for name, value in model.named_parameters():
+            value.copy_(torch.tensor([[[2.0, -1.0], [0.0, 1.0]]]) if name == "W_O" else torch.eye(2).unsqueeze(0))
+        model.a.copy_(torch.tensor([[[1.0, -1.0], [1.0, 1.0]]], dtype=torch.float64) / 2**0.5)
+    return model
+
+
+def test_equation_1_with_output_matrix_and_per_token_readouts_by_hand():
+    """Tokens x_1 = e_1, x_2 = e_2: scores x_l . x_j = [l = j], so query l puts p = e/(e+1) on itself and
+    q = 1/(e+1) on the other token. ViT: z_1 = (p, q), W_O z_1 = (2p - q, q), a_(1) reads (2p - 2q)/sqrt(2);
+    z_2 = (q, p), W_O z_2 = (2q - p, p) whose first entry is negative (ReLU: 0), a_(2) reads p/sqrt(2);
+    F = (3p - 2q) / (2 sqrt(2)) = 0.5852. CNN (no attention): W_O e_1 = (2, 0), a_(1) reads 2/sqrt(2); W_O e_2 =
+    (-1, 1) -> (0, 1), a_(2) reads 1/sqrt(2); F = 3 / (2 sqrt(2)) = 1.0607."""
+    X = torch.eye(2, dtype=torch.float64).view(1, 1, 2, 2)
+    p, q = math.e / (math.e + 1), 1 / (math.e + 1)
+    vit, _ = _by_hand("vit")(X)
+    cnn, _ = _by_hand("cnn")(X)
+    assert vit.item() == pytest.approx((3 * p - 2 * q) / (2 * math.sqrt(2)), abs=1e-12)
+    assert vit.item() == pytest.approx(0.58523, abs=1e-5)
+    assert cnn.item() == pytest.approx(3 / (2 * math.sqrt(2)), abs=1e-12)
+
+
+def test_per_token_readouts_differ_by_position_and_shared_ones_do_not():
+    shared = build_model(ModelConfig(readout="shared"), make_patterns(DATA), [0, 1], DATA.n_tokens)
+    per_token = build_model(ModelConfig(readout="per_token"), make_patterns(DATA), [0, 1], DATA.n_tokens)
+    assert shared.a.shape == (2, ModelConfig().width)
+    assert per_token.a.shape == (2, DATA.n_tokens, ModelConfig().width)
+    assert not torch.equal(per_token.a[0, 0], per_token.a[0, 1])
+    torch.testing.assert_close(per_token.a.abs(), torch.full_like(per_token.a, ModelConfig().width ** -0.5))
+
+
 def test_removed_tokens_are_neither_queries_nor_keys():
     cfg = ModelConfig(kind="vit", width=16)
-    model = build_model(cfg, make_patterns(DATA), [0])
+    model = build_model(cfg, make_patterns(DATA), [0], DATA.n_tokens)
     X, _, keep = _inputs(1, B=3, sparsify="random")
     F, _ = model(X, keep)
     for b in range(3):
@@ -69,7 +107,7 @@ def test_removed_tokens_are_neither_queries_nor_keys():
 
 
 def test_output_vector_is_fixed_plus_minus_one_over_sqrt_m():
-    model = build_model(ModelConfig(width=64), make_patterns(DATA), [0, 1])
+    model = build_model(ModelConfig(width=64), make_patterns(DATA), [0, 1], DATA.n_tokens)
     assert torch.allclose(model.a.abs(), torch.full_like(model.a, 64**-0.5))
     assert "a" not in dict(model.named_parameters())
     assert 0 < (model.a > 0).float().mean() < 1
@@ -77,7 +115,7 @@ def test_output_vector_is_fixed_plus_minus_one_over_sqrt_m():
 
 def test_aligned_init_attends_to_the_querys_own_pattern():
     """With W_Q = W_K close to a projector on the patterns, a token's top key shares its pattern."""
-    model = build_model(ModelConfig(qk_gain=2.0, init_error=0.01), make_patterns(DATA), [0])
+    model = build_model(ModelConfig(qk_gain=2.0, init_error=0.01), make_patterns(DATA), [0], DATA.n_tokens)
     b = sample_tokens(TokenDataConfig(**{**vars(DATA), "tau": 0.05}), 4, seed=0)
     _, attn = model(b.tokens)
     P = torch.as_tensor(make_patterns(DATA), dtype=torch.float32)
@@ -96,7 +134,7 @@ def test_hinge_loss_gradient_is_the_subgradient():
 
 @pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[2], CONFIGS[3]], ids=["vit", "vit-WO", "cnn"])
 def test_autograd_gradients_against_finite_differences(cfg):
-    model = build_model(cfg, make_patterns(DATA), [0, 1]).double()
+    model = build_model(cfg, make_patterns(DATA), [0, 1], DATA.n_tokens).double()
     X, y, keep = _inputs(2, B=3, sparsify="label_irrelevant")
     X, y = X.double(), y.double()
     names = [name for name, _ in model.named_parameters()]
@@ -134,7 +172,7 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
         **({"sparsify": "random", "sparsify_k": 5} if sparse else {}),
     )
     test = sample(data, 64, 3)
-    model = build_model(model_cfg, make_patterns(data), [0, 1, 2])
+    model = build_model(model_cfg, make_patterns(data), [0, 1, 2], data.n_tokens)
     keep = test.keep if sparse else None
     relevant = (test.kinds == 1).float() * (1 if keep is None else keep)
     F, attn = model(test.tokens, keep)

@@ -12,8 +12,9 @@ QUICK = TrainConfig(max_steps=300, eval_every=10, n_test=300, eval_subset=100)
 def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
     data = TokenDataConfig(n_tokens=40, alpha_star=0.1)
     train = TrainConfig(max_steps=3000, n_test=500)
-    vit = train_pack(data, ModelConfig(kind="vit"), train, [10] * 6, list(range(6)))
-    cnn = train_pack(data, ModelConfig(kind="cnn"), train, [10] * 6, list(range(6)))
+    old = {"output_matrix": False}  # the parameterisation this regime was found with (no W_O)
+    vit = train_pack(data, ModelConfig(kind="vit", **old), train, [10] * 6, list(range(6)))
+    cnn = train_pack(data, ModelConfig(kind="cnn", **old), train, [10] * 6, list(range(6)))
     assert vit.success.all()
     genuine_failures = cnn.settled & ~cnn.success  # training loss 0, test error > 0
     assert genuine_failures.sum() >= 2
@@ -90,7 +91,7 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
         )
         r = train_pack(
             TokenDataConfig(n_tokens=40, alpha_star=0.2),
-            ModelConfig(kind="cnn"),
+            ModelConfig(kind="cnn", output_matrix=False),  # no W_O: most samples clear early, as the check needs
             TrainConfig(max_steps=4000, n_test=200),
             [40, 80, 160],
             [0, 1, 2],
@@ -158,11 +159,11 @@ def test_unsettled_models_run_to_max_steps():
 
 
 def test_attention_concentrates_on_label_relevant_tokens_during_training():
-    """Prop. 2: the attention mass on label-relevant tokens grows with SGD."""
+    """Prop. 2: the attention mass on label-relevant tokens grows with SGD (without W_O, where 400 steps
+    suffice here; with it the mass grew 0.32 -> 0.79 over the main job's alpha* = 0.15 runs)."""
     data = TokenDataConfig(n_tokens=40, alpha_star=0.2)
-    r = train_pack(
-        data, ModelConfig(init="random", qk_gain=0.5), TrainConfig(max_steps=400, n_test=200), [40] * 3, [0, 1, 2]
-    )
+    model = ModelConfig(init="random", qk_gain=0.5, output_matrix=False)
+    r = train_pack(data, model, TrainConfig(max_steps=400, n_test=200), [40] * 3, [0, 1, 2])
     mass = r.curves["attention_mass"]
     assert (mass[0] < 0.3).all()  # near uniform at a random start: about alpha_star
     assert (mass[-1] > mass[0] + 0.2).all()

@@ -9,6 +9,7 @@ the sweep specs' fields. A value that is not allowed raises ConfigError naming t
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -66,10 +67,32 @@ class TokenDataConfig:
 
     @property
     def effective_alpha_star(self) -> float:
-        """The label-relevant fraction samples really have (rounding moves it for small L)."""
+        """The label-relevant fraction samples really have: fixed counts round it (small L moves
+        it); binomial counts keep only draws where label-relevant tokens win the vote, which
+        raises their mean a little (exactly: binomial_mean_relevant)."""
         if self.counts == "fixed":
             return self.fixed_counts[0] / self.n_tokens
-        return self.alpha_star
+        return binomial_mean_relevant(self.n_tokens, self.alpha_star, self.confusion) / self.n_tokens
+
+
+@lru_cache(maxsize=256)
+def binomial_mean_relevant(L: int, alpha_star: float, confusion: float) -> float:
+    """E[n_rel | n_rel > n_conf] for n_rel ~ Bin(L, alpha*) and n_conf | n_rel ~ Bin(L - n_rel,
+    alpha# / (1 - alpha*)): the mean count of label-relevant tokens that ``counts="binomial"``
+    samples have (data._counts redraws the rest)."""
+
+    def log_pmf(k: int, n: int, p: float) -> float:
+        if p <= 0:
+            return 0.0 if k == 0 else -math.inf
+        log_choose = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+        return log_choose + k * math.log(p) + (n - k) * math.log1p(-p)
+
+    p_conf = confusion / (1 - alpha_star)
+    weight = [
+        math.exp(log_pmf(r, L, alpha_star)) * sum(math.exp(log_pmf(c, L - r, p_conf)) for c in range(min(r, L - r + 1)))
+        for r in range(L + 1)
+    ]  # P(n_rel = r and n_conf < r)
+    return sum(r * w for r, w in enumerate(weight)) / sum(weight)
 
 
 def _check(cfg: TokenDataConfig) -> None:
@@ -124,8 +147,15 @@ class ModelConfig:
     kind: Literal["vit", "cnn"] = param("vit", "vit: eq. (1) with attention; cnn: the same network without it")
     width: int = param(32, "m, the width of the ReLU layer")
     attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
-    output_matrix: bool = param(False, "put a trained W_O (width x value_dim) between W_V and the ReLU")
+    output_matrix: bool = param(
+        True, "eq. (1)'s trained W_O (width x value_dim) between W_V and the ReLU; false: W_V feeds the ReLU directly"
+    )
     value_dim: int | None = param(None, "m_b, rows of W_V with output_matrix (default: width)")
+    readout: Literal["shared", "per_token"] = param(
+        "shared",
+        "the fixed readouts a_(l) in {+-1/sqrt(m)}^m of eq. (1): shared, one a for every token; per_token, one drawn "
+        "for each token position l (at m = 32 no seed reached zero test error: docs/science-choices.md)",
+    )
     init: Literal["random", "aligned"] = param(
         "aligned", "random, or aligned with the patterns (the theory's initial model)"
     )
@@ -155,7 +185,7 @@ def check_fits_data(cfg: ModelConfig, dim: int, n_patterns: int) -> None:
     if cfg.init != "aligned":
         return
     rows = {"attn_dim": cfg.attn_dim or dim} if cfg.kind == "vit" else {}
-    rows["value_dim" if cfg.output_matrix else "width"] = cfg.v_rows()
+    rows["value_dim" if cfg.output_matrix and cfg.value_dim is not None else "width"] = cfg.v_rows()
     for field, value in rows.items():
         if value < n_patterns:
             raise ConfigError(field, value, f"the aligned init needs at least n_patterns={n_patterns} (or init=random)")

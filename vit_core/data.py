@@ -6,15 +6,10 @@ The label is the majority vote of the discriminative tokens, so a sample's *labe
 tokens (fraction alpha_star on average) carry its own class's pattern and its *confusion*
 tokens (fraction alpha_confusion, the paper's alpha#) carry the other one.
 
-Choices the paper leaves open, made here (see docs/science-choices.md):
-- token noise: a uniformly random direction in R^d with a norm uniform on [0, tau]; with
-  ``noisy_fraction`` > 0, round(noisy_fraction·L) tokens of each sample (of ``noisy_kind``,
-  chosen uniformly) have norm ``tau_big`` instead: the *noisy tokens* that Section 4.3's
-  sparsification removes;
-- counts: ``fixed`` puts round(alpha*·L) and round(alpha#·L) tokens in every sample;
-  ``binomial`` draws them per sample (mean alpha*·L and alpha#·L) and keeps draws with more
-  label-relevant than confusion tokens, so the label rule always holds;
-- positions are shuffled uniformly; irrelevant tokens pick a pattern from 2..M-1 uniformly;
+Where each token goes (labels, kinds, patterns, noise norms, counts ``fixed`` or ``binomial``) is
+drawn by vit_core.layout with numpy; this module adds the noise directions, with torch. Choices
+made here (see docs/science-choices.md):
+- token noise: a uniformly random direction in R^d scaled to the layout's norm;
 - samples are made in blocks of ``BLOCK`` from per-block streams, so a seed's first N samples
   are the same for every N: a model's training set with N=40 is contained in its set with N=80,
   and the one-pass protocol reads samples [t·B, (t+1)·B) of the same stream at step t without
@@ -24,25 +19,17 @@ Choices the paper leaves open, made here (see docs/science-choices.md):
 """
 
 from dataclasses import dataclass
-from enum import IntEnum
 from functools import lru_cache
 
 import numpy as np
 import torch
 
 from vit_core.configs import TokenDataConfig
+from vit_core.layout import draw_layout, make_patterns
 from vit_core.seeding import Stream, numpy_rng, stream_seed
-from vit_core.sparsify import keep_mask, top_k
+from vit_core.sparsify import keep_mask
 
 BLOCK = 64
-
-
-class TokenKind(IntEnum):
-    """Role of a token with respect to its sample's label."""
-
-    IRRELEVANT = 0
-    RELEVANT = 1  # carries the pattern of the sample's own label
-    CONFUSION = 2  # carries the other discriminative pattern
 
 
 @dataclass
@@ -62,16 +49,6 @@ class TokenBatch:
         return TokenBatch(*(t.to(device) for t in (self.tokens, self.labels, self.kinds, self.noise_norm, self.keep)))
 
 
-def make_patterns(cfg: TokenDataConfig) -> np.ndarray:
-    """The M patterns as rows of an (M, d) array: orthonormal, or random unit vectors."""
-    rng = numpy_rng(cfg.pattern_seed, Stream.PATTERNS)
-    g = rng.standard_normal((cfg.dim, cfg.n_patterns))
-    if cfg.patterns == "orthonormal":
-        q, r = np.linalg.qr(g)
-        return (q * np.sign(np.diag(r))).T
-    return (g / np.linalg.norm(g, axis=0)).T
-
-
 @lru_cache(maxsize=16)
 def _pattern_rows(cfg: TokenDataConfig, device: torch.device) -> torch.Tensor:
     """The patterns as a contiguous float32 tensor on ``device``, made once per data config: row
@@ -80,59 +57,20 @@ def _pattern_rows(cfg: TokenDataConfig, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(make_patterns(cfg), dtype=np.float32)).to(device)
 
 
-def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per-sample (label-relevant, confusion) token counts."""
-    if cfg.counts == "fixed":
-        n_rel, n_conf = cfg.fixed_counts
-        return np.full(n, n_rel), np.full(n, n_conf)
-    n_rel = np.empty(n, dtype=np.int64)
-    n_conf = np.empty(n, dtype=np.int64)
-    todo = np.arange(n)
-    p_conf = cfg.confusion / (1 - cfg.alpha_star)
-    while todo.size:  # keep draws where the label-relevant tokens win the vote
-        rel = rng.binomial(cfg.n_tokens, cfg.alpha_star, todo.size)
-        conf = rng.binomial(cfg.n_tokens - rel, p_conf)
-        ok = rel > conf
-        n_rel[todo[ok]], n_conf[todo[ok]] = rel[ok], conf[ok]
-        todo = todo[~ok]
-    return n_rel, n_conf
-
-
-def _noisy(cfg: TokenDataConfig, kinds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A bool (n, L) mask of each sample's noisy tokens: round(noisy_fraction·L) chosen uniformly
-    among its tokens of ``noisy_kind`` (all of them when it has fewer)."""
-    score = rng.random(kinds.shape)
-    if cfg.noisy_kind != "any":
-        score[kinds != TokenKind[cfg.noisy_kind.upper()]] = -1.0
-    return top_k(score, round(cfg.noisy_fraction * cfg.n_tokens))
-
-
 def _sample_block(
     cfg: TokenDataConfig, patterns: torch.Tensor, n: int, rng: np.random.Generator, gen: torch.Generator
 ) -> TokenBatch:
     """n samples from one block's random streams: numpy for the discrete choices (n·L numbers), the
     torch generator ``gen`` for the noise (n·L·d), made on ``gen``'s device with the tokens."""
-    L, device = cfg.n_tokens, gen.device
-    labels = rng.choice(np.array([-1, 1]), n)
-    n_rel, n_conf = _counts(cfg, n, rng)
-    rank = rng.permuted(np.broadcast_to(np.arange(L), (n, L)), axis=1)  # a random order of positions
-    kinds = np.where(
-        rank < n_rel[:, None],
-        TokenKind.RELEVANT,
-        np.where(rank < (n_rel + n_conf)[:, None], TokenKind.CONFUSION, TokenKind.IRRELEVANT),
-    ).astype(np.int8)
-    own = np.where(labels > 0, 0, 1)[:, None]  # pattern 0 is class +1's, pattern 1 class -1's
-    irrelevant_pattern = rng.integers(2, max(cfg.n_patterns, 3), (n, L))
-    pattern_index = np.where(
-        kinds == TokenKind.RELEVANT, own, np.where(kinds == TokenKind.CONFUSION, 1 - own, irrelevant_pattern)
-    )
-    noise_norm = cfg.tau * rng.random((n, L))
-    if cfg.noisy_fraction > 0:  # no extra draws otherwise: the default data stay as they were
-        noise_norm[_noisy(cfg, kinds, rng)] = cfg.tau_big
+    device = gen.device
+    layout = draw_layout(cfg, n, rng)
+    labels, kinds, noise_norm = layout.labels, layout.kinds, layout.noise_norm
     norm = torch.from_numpy(noise_norm.astype(np.float32)).to(device)
-    tokens = torch.randn((n, L, cfg.dim), generator=gen, device=device)  # a uniform direction, scaled, plus the pattern
+    tokens = torch.randn(
+        (n, cfg.n_tokens, cfg.dim), generator=gen, device=device
+    )  # a uniform direction, scaled, plus the pattern
     tokens *= (norm / torch.linalg.vector_norm(tokens, dim=-1)).unsqueeze(-1)
-    tokens += patterns.index_select(0, torch.from_numpy(pattern_index).view(-1).to(device)).view(
+    tokens += patterns.index_select(0, torch.from_numpy(layout.pattern_index).view(-1).to(device)).view(
         tokens.shape
     )  # 3.5x faster than patterns[index]
     keep = keep_mask(kinds, noise_norm, cfg.sparsify, cfg.sparsify_k, rng)

@@ -87,6 +87,18 @@ class Theory:
     claim: str
 
 
+@dataclass(frozen=True)
+class Premise:
+    """One premise of a family's theorem, checked on a cell: ``value`` against ``bound`` (``met``
+    where the cell satisfies it), and the premise in words with where it comes from."""
+
+    name: str
+    met: bool
+    value: float
+    bound: float
+    statement: str
+
+
 class Family:
     """One experiment family. Subclasses set the class attributes and implement ``sample`` and
     ``build``; the rest has defaults that say nothing (no checks, unit cost, no theory)."""
@@ -127,6 +139,17 @@ class Family:
     def scaling_value(self, data: Any) -> float:
         """The scaling field's value the samples really have (Paper A: alpha* after rounding)."""
         return getattr(data, self.scaling.field)
+
+    def premises(self, data: Any, model: Any, batch_size: int, lr: float, n: int) -> list[Premise]:
+        """The premises of the theory's claim about ``model``, checked on a cell trained at
+        ``batch_size`` and step ``lr`` with ``n`` samples: a fitted exponent is compared with the
+        claim only where every one is met. None known: []."""
+        return []
+
+    def difficulty(self, data: Any) -> dict[str, float]:
+        """How hard ``data`` are for simple rules that know the truth (name -> value): a regime
+        such a rule already solves says little about the models. None known: {}."""
+        return {}
 
     def bayes_error(self, data: Any) -> float | None:
         """The lowest test error any classifier can reach on ``data``, where the family knows it."""

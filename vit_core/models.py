@@ -1,11 +1,13 @@
 """Paper A's shallow ViT (eq. 1) and the CNN of about the same size, packed over K models.
 
-    F(X) = 1/|S| sum_{l in S} a^T ReLU( W_O W_V X softmax(X^T W_K^T W_Q x_l) )
+    F(X) = 1/|S| sum_{l in S} a_(l)^T ReLU( W_O W_V X softmax(X^T W_K^T W_Q x_l) )
 
 Every parameter carries a leading dimension K: model k is an independent network with its own
 initialisation. Inputs are (K, B, L, d), or (B, L, d) shared by all K models. The CNN is the same
 network with attention removed: each token alone through ReLU(W_O W_V x_l), averaged over S.
-The output vector a in {+1/sqrt(m), -1/sqrt(m)}^m is drawn once and fixed (a buffer).
+Trained: W_Q, W_K (ViT), W_V and W_O (``output_matrix``). The readouts a_(l) in
+{+1/sqrt(m), -1/sqrt(m)}^m, one per token position l (``readout: per_token``) or one for every
+token (``shared``), are drawn once and fixed (a buffer).
 """
 
 import math
@@ -24,8 +26,9 @@ def _orthonormal_columns(rows: int, cols: int, gen: torch.Generator) -> Tensor:
     return q * torch.sign(torch.diagonal(r))
 
 
-def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int) -> dict[str, Tensor]:
-    """Parameters and output vector of one model, from its seed alone.
+def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int, n_tokens: int) -> dict[str, Tensor]:
+    """Parameters and readouts of one model, from its seed alone (``n_tokens``: L, the positions
+    that per-token readouts a_(l) cover).
 
     ``random``: Gaussian matrices scaled so that W x has norm about gain for a unit token x.
     ``aligned`` (the theory's initial model close to the patterns): W_Q = W_K = qk_gain U P^T and
@@ -56,7 +59,8 @@ def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int) -> dict[str, Tensor
         params["W_V"] = gauss(cfg.v_rows(), d, cfg.v_gain)
     if cfg.output_matrix:
         params["W_O"] = gauss(cfg.width, cfg.v_rows(), 1.0)
-    signs = torch.randint(0, 2, (cfg.width,), generator=gen, dtype=torch.float64) * 2 - 1
+    shape = (n_tokens, cfg.width) if cfg.readout == "per_token" else (cfg.width,)
+    signs = torch.randint(0, 2, shape, generator=gen, dtype=torch.float64) * 2 - 1
     params["a"] = signs / math.sqrt(cfg.width)
     return params
 
@@ -92,7 +96,7 @@ class PackedModel(nn.Module):
         return self.readout(Z, keep), attn
 
     def readout(self, Z: Tensor, keep: Tensor | None) -> Tensor:
-        """F (K, B) from mixed tokens Z: a^T ReLU(W_O W_V z) averaged over the tokens kept."""
+        """F (K, B) from mixed tokens Z: a_(l)^T ReLU(W_O W_V z_l) averaged over the tokens kept."""
         return self.head(_per_token(Z.flatten(-3, -2), self.W_V), keep, Z.shape[-3:-1])
 
     def head(self, H: Tensor, keep: Tensor | None, shape: tuple[int, int]) -> Tensor:
@@ -100,9 +104,10 @@ class PackedModel(nn.Module):
         K, (B, L) = self.K, shape
         if self.cfg.output_matrix:
             H = _per_token(H, self.W_O)
-        out = (
-            (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)
-        )  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
+        if self.a.dim() == 3:  # per-token readouts a_(l): (K, L, m)
+            out = (torch.relu(H).view(K, B, L, -1) * self.a.unsqueeze(1)).sum(-1)
+        else:  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
+            out = (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)
         if keep is None:
             return out.mean(-1)
         keep = keep.to(out.dtype).expand(K, B, L)
@@ -182,11 +187,16 @@ class ShallowCNN(PackedModel):
 
 
 def build_model(
-    cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], device: str | torch.device = "cpu"
+    cfg: ModelConfig,
+    patterns: Tensor | np.ndarray,
+    seeds: list[int],
+    n_tokens: int,
+    device: str | torch.device = "cpu",
 ) -> PackedModel:
-    """A pack of len(seeds) models, model k initialised from seeds[k] alone (float32)."""
+    """A pack of len(seeds) models for samples of ``n_tokens`` tokens, model k initialised from
+    seeds[k] alone (float32)."""
     patterns = torch.as_tensor(patterns)
     check_fits_data(cfg, patterns.shape[1], patterns.shape[0])
-    per_model = [_init_one(cfg, patterns, s) for s in seeds]
+    per_model = [_init_one(cfg, patterns, s, n_tokens) for s in seeds]
     stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
     return (ShallowViT if cfg.kind == "vit" else ShallowCNN)(cfg, stacked)

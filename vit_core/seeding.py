@@ -18,6 +18,7 @@ class Stream(IntEnum):
     TEST_DATA = 2
     INIT = 3
     BATCHES = 4
+    DIFFICULTY = 5  # the samples a family's difficulty diagnostic reads
 
 
 def numpy_rng(seed: int, stream: Stream, *extra: int) -> np.random.Generator:

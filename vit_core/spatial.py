@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from vit_core.configs import SpatialDataConfig, patch_sets
-from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
+from vit_core.data import BLOCK, TokenBatch, blocks_of
+from vit_core.layout import TokenKind
 from vit_core.seeding import Stream, numpy_rng
 
 

@@ -34,8 +34,9 @@ import torch
 from torch import Tensor
 
 from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
-from vit_core.data import BLOCK, TokenBatch, TokenKind
+from vit_core.data import BLOCK, TokenBatch
 from vit_core.family import family_of
+from vit_core.layout import TokenKind
 from vit_core.models import attention_mass
 from vit_core.outcomes import Outcome, outcome, summarize_by_n
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS
