@@ -238,6 +238,18 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
         )
     else:
         print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
+    for model, config in _models_resolved(spec).items():
+        print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))
+
+
+def _models_resolved(spec) -> dict[str, dict]:
+    """Each model's resolved config (its first cell's: per-model values included), as the trials build it."""
+    from dataclasses import asdict
+
+    first = {}
+    for cell in spec.cells:
+        first.setdefault(cell.model, asdict(spec.plan(cell).model))
+    return first
 
 
 @app.command()
@@ -535,6 +547,8 @@ def _run_json(spec, out, failed: list[str]) -> dict:
         "train_error": found["train_error"],
         "patch_association_gram": found["patch_association_gram"],
         "bayes_error": found["bayes_error"],
+        "premises": {r["label"]: r["premises"] for r in found["cells"]},
+        "difficulty": {r["label"]: r["difficulty"] for r in found["cells"] if r["difficulty"]},
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),

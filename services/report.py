@@ -100,7 +100,8 @@ def _fit_lines(summary: "Summary") -> list[str]:
                 continue  # T* = N*/B at one B restates N*'s exponent
             if fit.value is not None:
                 lines.append(
-                    f"{title}, {group}: k = {fit.value:.2f}, 95% CI {fmt(fit.ci95, '.2f')}" + _theory(theory, group)
+                    f"{title}, {group}: k = {fit.value:.2f}, 95% CI {fmt(fit.ci95, '.2f')}"
+                    + _against_theory(summary, _theory(theory, group), fit.cells)
                 )
         if key == "exponent":
             lines += _difference_lines(summary) + _local_lines(summary)
@@ -129,13 +130,59 @@ def _theory(theory, group: str) -> str:
     return "" if theory is None else f" (theory: {theory:g})"
 
 
+def _against_theory(summary: "Summary", words: str, cells: list[str]) -> str:
+    """The claim (``words``) a fit is compared with, only where every cell it uses meets the theory's
+    premises; elsewhere which premises fail, in how many of those cells."""
+    failing: dict[str, int] = {}
+    for row in summary.cells:
+        if row.label in cells:
+            for premise in row.violated:
+                failing[premise.name] = failing.get(premise.name, 0) + 1
+    if not words or not failing:
+        return words
+    broken = ", ".join(f"{name} in {count} of {len(cells)} cells" for name, count in failing.items())
+    return f" (not compared with the theory: its premises fail here: {broken})"
+
+
 def _difference_lines(summary: "Summary") -> list[str]:
     claims = summary.experiment.difference_claims
-    return [
-        f"N* exponent difference, {name}: {fmt(d.value, '+.2f')}, 95% CI {fmt(d.ci95, '+.2f')} (paired "
-        f"bootstrap: the cells' shared seeds resampled together){_theory(claims, name)}"
-        for name, d in summary.exponent_difference.items()
-    ]
+    lines = []
+    for name, d in summary.exponent_difference.items():
+        later, _, rest = name.partition(" - ")
+        earlier, _, rest = rest.partition(" ")
+        groups = [" ".join(filter(None, (model, rest))) for model in (earlier, later)]
+        cells = [c for g in groups if g in summary.exponent for c in summary.exponent[g].cells]
+        claim = claims.get(f"{later} - {earlier}")
+        lines.append(
+            f"N* exponent difference, {name}: {fmt(d.value, '+.2f')}, 95% CI {fmt(d.ci95, '+.2f')} (paired "
+            "bootstrap: the cells' shared seeds resampled together)"
+            + _against_theory(summary, f" ({claim})" if claim else "", cells)
+        )
+    return lines
+
+
+def _premise_lines(summary: "Summary") -> list[str]:
+    """Per cell whose family states premises: those the cell violates, with their numbers."""
+    lines = []
+    for row in summary.cells:
+        if row.violated:
+            broken = "; ".join(
+                f"{p.name}: {p.statement}, here {p.value:.4g} against {p.bound:.4g}" for p in row.violated
+            )
+            lines.append(f"premises violated, {row.label}: {broken}")
+        elif row.premises:
+            lines.append(f"premises, {row.label}: all {len(row.premises)} met")
+    return lines
+
+
+def _difficulty_lines(summary: "Summary") -> list[str]:
+    """Per distinct data difficulty: the oracle rules' numbers, so an easy regime shows as one."""
+    seen: dict[str, list[str]] = {}
+    for row in summary.cells:
+        if row.difficulty:
+            key = ", ".join(f"{name} {value:.4g}" for name, value in row.difficulty.items())
+            seen.setdefault(key, []).append(row.label)
+    return [f"difficulty ({', '.join(labels)}): {key}" for key, labels in seen.items()]
 
 
 def _local_lines(summary: "Summary") -> list[str]:
@@ -197,7 +244,14 @@ def _window_lines(summary: "Summary") -> list[str]:
 def notes(summary: "Summary") -> list[str]:
     """One line per finding below the table: fits against theory and the paper, the adaptive
     search's savings, attention concentration, sparsification effects."""
-    lines = [*_fit_lines(summary), *_window_lines(summary), *_tuning_lines(summary), OUTCOMES_LEGEND]
+    lines = [
+        *_fit_lines(summary),
+        *_premise_lines(summary),
+        *_difficulty_lines(summary),
+        *_window_lines(summary),
+        *_tuning_lines(summary),
+        OUTCOMES_LEGEND,
+    ]
     flagged = [r.label for r in summary.cells if r.flagged]
     if flagged:
         lines.append(

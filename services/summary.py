@@ -7,7 +7,7 @@ comes from a sweep that just ran and from one read back from MLflow.
 """
 
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from services.analysis import (
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.spec import GridMode, SampleComplexityMode, Setting, SweepSpec
 from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
-from vit_core.family import Family, Scaling, families
+from vit_core.family import Family, Premise, Scaling, families
 from vit_core.outcomes import OUTCOMES
 
 CONFIDENCE = 0.95
@@ -102,6 +102,25 @@ class CellRow:
     n_test: int = 1000  # test samples: zero errors on them bound the error by error_bound(n_test) at 95%
     tuning: TuningRow | None = None
     window: WindowRow | None = None
+    premises: list[Premise] = field(default_factory=list)  # the theory's premises checked on the cell
+    difficulty: dict[str, float] = field(default_factory=dict)  # oracle rules on the cell's data (family's names)
+
+    @property
+    def violated(self) -> list[Premise]:
+        return [p for p in self.premises if not p.met]
+
+
+@cache
+def _difficulty(family: Family, data) -> dict[str, float]:
+    """The family's difficulty diagnostic of one data config (the same for every cell sharing it)."""
+    return family.difficulty(data)
+
+
+def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
+    """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N)."""
+    data, model, _ = spec.plan(cell.cell).configs
+    n = row.n_star or max((r.n_train for r in cell.records), default=1)
+    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2))
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
@@ -137,6 +156,8 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.n_star_first_zero = o.n_star_first_zero(p)
     row.tuning = _tuning_row(spec, cell)
     row.window = _window_row(training, cell)
+    row.premises = _premises(spec, cell, row)
+    row.difficulty = _difficulty(spec.FAMILY, data)
     return row
 
 

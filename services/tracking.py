@@ -42,6 +42,7 @@ SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "curves.json",
 )
 SUMMARY_MD, SUMMARY_JSON, TUNING_FILE = "summary.md", "summary.json", "tuning.json"
+PREMISES_FILE = "premises.json"  # a cell's theory premises, each met or not, with their numbers
 COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.png", "compare.json"
 # What kind of experiment MLflow's UI shows (3.17: genai_development or custom_model_development)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
@@ -254,10 +255,14 @@ def _record_cell(
     if row.n_star_first_zero is not None:
         metrics.append(Metric("n_star_first_zero", row.n_star_first_zero, 0, 0))
     tuned = {f"tuned.{k}": v for k, v in row.tuning.chosen.items()} if row.tuning else {}
+    premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in row.premises}
+    metrics += [Metric(f"difficulty.{name}", value, 0, 0) for name, value in row.difficulty.items()]
+    if row.premises:
+        metrics.append(Metric("premises_violated", len(row.violated), 0, 0))
     _log(
         client,
         run.info.run_id,
-        params={"model": cell.cell.model, **cell.cell.values, **tuned},
+        params={"model": cell.cell.model, **cell.cell.values, **tuned, **premises},
         metrics=metrics,
         tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None,
     )
@@ -271,6 +276,8 @@ def _record_cell(
     if row.tuning:
         window = asdict(row.window) if row.window else None
         client.log_dict(run.info.run_id, asdict(row.tuning) | {"window": window}, TUNING_FILE)
+    if row.premises:
+        client.log_dict(run.info.run_id, [asdict(p) for p in row.premises], PREMISES_FILE)
     client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
 
 

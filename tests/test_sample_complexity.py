@@ -101,6 +101,11 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     summary, _ = run_spec(TINY, tmp_path)
     home = tmp_path / "home"
     assert set(summary["exponent"]) == {"vit", "cnn"} and summary["adaptive"]["trainings"] == summary["trainings"]
+    labels = {f"{m} alpha_star={a}" for m in ("vit", "cnn") for a in (0.1, 0.3)}
+    assert set(summary["premises"]) == set(summary["difficulty"]) == labels
+    width = {p["name"]: p for p in summary["premises"]["vit alpha_star=0.1"]}["width"]
+    assert not width["met"] and width["value"] == 16 and width["bound"] > 144  # m = 16 < M^2 log N, M = 12
+    assert summary["difficulty"]["cnn alpha_star=0.3"]["mean_token_error"] == 0  # fixed counts: the mean separates
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
     assert {
@@ -123,6 +128,7 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     }  # one CNN/ViT ratio of steps per alpha*
     assert all(gap["value"] > 0 for gap in rebuilt["iteration_gap"].values())
     assert {k: {"value": v["value"], "ci95": v["ci95"]} for k, v in rebuilt["exponent"].items()} == summary["exponent"]
+    assert {r["label"]: r["premises"] for r in rebuilt["cells"]} == summary["premises"]  # the same from MLflow
     assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
         f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]
     }

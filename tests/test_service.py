@@ -71,7 +71,13 @@ def _check(summary: dict, expected) -> None:
         assert steps == {
             r["n"]: r["median_iterations_to_zero"] for r in mine if r["median_iterations_to_zero"] is not None
         }
-        assert {a.path for a in client.list_artifacts(child.info.run_id)} == {"models.json", "curves.json"}
+        assert {a.path for a in client.list_artifacts(child.info.run_id)} == {
+            "models.json",
+            "curves.json",
+            "premises.json",
+        }
+        assert child.data.params["premise.width"] == "violated"  # m = 16 against M^2 log N with M = 12
+        assert "difficulty.mean_token_error" in child.data.metrics
         for n in spec.n_train:
             logged = {m.step: m.value for m in client.get_metric_history(child.info.run_id, f"attention_mass_n{n}")}
             if child.data.params["model"] == "cnn":
