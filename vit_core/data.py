@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from vit_core.configs import TokenDataConfig
+from vit_core.layout import TokenKind as TokenKind  # re-exported: families outside import it from here
 from vit_core.layout import draw_layout, make_patterns
 from vit_core.seeding import Stream, numpy_rng, stream_seed
 from vit_core.sparsify import keep_mask
