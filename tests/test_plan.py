@@ -74,9 +74,12 @@ def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
     shown = runner.invoke(app, ["plan", "sweeps/smoke.yaml", "--home", str(tmp_path), "--json", "--cpus", "64"])
     assert shown.exit_code == 0, shown.output
     made = json.loads(shown.stdout)
-    assert made["trainings"] == 32 and made["upper_bound"] and made["cluster_slots"] == 64
+    assert made["trainings"] == 32 and made["cluster_slots"] == 64
+    # an upper bound where some pilot did not stop within its second: that depends on this machine's speed
+    assert made["upper_bound"] == any(c["bounded"] for c in made["cells"])
     assert made["cluster_wall_s"] <= made["wall_s"]
     refused = runner.invoke(app, ["run", "sweeps/smoke.yaml", "--home", str(tmp_path), "--max-minutes", "0.01"])
     assert refused.exit_code == 2
-    assert "estimated at most" in refused.output and "beyond --max-minutes 0.01" in refused.output
+    bound = "estimated at most" if made["upper_bound"] else "estimated"
+    assert bound in refused.output and "beyond --max-minutes 0.01" in refused.output
     assert not (tmp_path / "ray").exists()  # nothing started
