@@ -134,6 +134,14 @@ class Fit(Estimate):
 
 
 @dataclass
+class Difference(Estimate):
+    """One model's N* exponent minus another's over the cells both fits used (paired_slope_difference)."""
+
+    pair: str = ""  # "cnn - vit": the later model minus the earlier one, as a family's difference_claims names it
+    cells: list[str] = field(default_factory=list)  # the cells of both fits
+
+
+@dataclass
 class LocalSlope(Estimate):
     """The slope between two neighbouring values of x (local_slopes)."""
 

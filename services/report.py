@@ -148,15 +148,11 @@ def _difference_lines(summary: "Summary") -> list[str]:
     claims = summary.experiment.difference_claims
     lines = []
     for name, d in summary.exponent_difference.items():
-        later, _, rest = name.partition(" - ")
-        earlier, _, rest = rest.partition(" ")
-        groups = [" ".join(filter(None, (model, rest))) for model in (earlier, later)]
-        cells = [c for g in groups if g in summary.exponent for c in summary.exponent[g].cells]
-        claim = claims.get(f"{later} - {earlier}")
+        claim = claims.get(d.pair)
         lines.append(
             f"N* exponent difference, {name}: {fmt(d.value, '+.2f')}, 95% CI {fmt(d.ci95, '+.2f')} (paired "
             "bootstrap: the cells' shared seeds resampled together)"
-            + _against_theory(summary, f" ({claim})" if claim else "", cells)
+            + _against_theory(summary, f" ({claim})" if claim else "", d.cells)
         )
     return lines
 

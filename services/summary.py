@@ -14,6 +14,7 @@ import numpy as np
 
 from services import paper
 from services.analysis import (
+    Difference,
     Estimate,
     Fit,
     LocalSlope,
@@ -242,20 +243,23 @@ def first_zero_statistic(p: float):
     return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
 
 
-def _differences(spec: SweepSpec, inputs: dict[str, tuple]) -> dict[str, dict]:
+def _differences(spec: SweepSpec, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
     """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
     of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
-    by_rest: dict[str, dict[str, tuple]] = {}
-    for group, fit_input in inputs.items():
+    by_rest: dict[str, dict[str, str]] = {}  # other axis values -> model -> its group
+    for group in inputs:
         model, _, rest = group.partition(" ")
-        by_rest.setdefault(rest, {})[model] = fit_input
+        by_rest.setdefault(rest, {})[model] = group
     out = {}
     for rest, groups in by_rest.items():
         models = [m for m in spec.models if m in groups]
         for i, a in enumerate(models):
             for b in models[i + 1 :]:
+                ga, gb = groups[a], groups[b]
+                estimate = paired_slope_difference(inputs[ga], inputs[gb], n_star_statistic(spec.success_rate))
                 name = f"{b} - {a}" + (f" {rest}" if rest else "")
-                out[name] = paired_slope_difference(groups[a], groups[b], n_star_statistic(spec.success_rate))
+                cells = exponent[ga].cells + exponent[gb].cells
+                out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
     return out
 
 
@@ -435,7 +439,7 @@ class Summary:
     t_star_exponent: dict[str, Fit]  # one pass: T* = N*/B ~ x^k
     exponent_first_zero: dict[str, Fit]  # one pass: the first-zero N* ~ x^k
     local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
-    exponent_difference: dict[str, Estimate]  # "cnn - vit" (per other axis values), paired bootstrap CI
+    exponent_difference: dict[str, Difference]  # "cnn - vit" (per other axis values), paired bootstrap CI
     lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
@@ -464,8 +468,12 @@ class Summary:
         return self.experiment.scaling
 
     def to_dict(self) -> dict:
-        """JSON-ready; a local slope names its two values by the scaling field ({"alpha_star": [a, b], ...})."""
+        """JSON-ready; a local slope names its two values by the scaling field ({"alpha_star": [a, b], ...}), a
+        difference of exponents gives its value and CI (its pair and cells are the report's)."""
         out = asdict(self)
+        out["exponent_difference"] = {
+            name: {"value": d.value, "ci95": d.ci95} for name, d in self.exponent_difference.items()
+        }
         out["local_exponent"] = {
             group: [{self.scaling.field: s.between, "value": s.value, "ci95": s.ci95} for s in slopes]
             for group, slopes in self.local_exponent.items()
@@ -495,7 +503,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
             ]
             for name, (values, outcomes) in inputs.items()
         }
-        fits["exponent_difference"] = _differences(spec, inputs)
+        fits["exponent_difference"] = _differences(spec, inputs, fits["exponent"])
     if "lr" in spec.swept:
         fits["lr_exponent"] = _fits(
             cells, flagged, "lr", lambda c: 1 / spec.plan(c.cell).training.lr, lambda o, cols: o.steps(cols)
