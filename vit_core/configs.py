@@ -79,7 +79,7 @@ class TokenDataConfig:
 def binomial_mean_relevant(L: int, alpha_star: float, confusion: float) -> float:
     """E[n_rel | n_rel > n_conf] for n_rel ~ Bin(L, alpha*) and n_conf | n_rel ~ Bin(L - n_rel,
     alpha# / (1 - alpha*)): the mean count of label-relevant tokens that ``counts="binomial"``
-    samples have (data._counts redraws the rest)."""
+    samples have (layout._counts redraws the rest)."""
 
     def log_pmf(k: int, n: int, p: float) -> float:
         if p <= 0:

@@ -67,9 +67,8 @@ def _sample_block(
     layout = draw_layout(cfg, n, rng)
     labels, kinds, noise_norm = layout.labels, layout.kinds, layout.noise_norm
     norm = torch.from_numpy(noise_norm.astype(np.float32)).to(device)
-    tokens = torch.randn(
-        (n, cfg.n_tokens, cfg.dim), generator=gen, device=device
-    )  # a uniform direction, scaled, plus the pattern
+    # a uniform direction, scaled to the layout's norm, plus the pattern
+    tokens = torch.randn((n, cfg.n_tokens, cfg.dim), generator=gen, device=device)
     tokens *= (norm / torch.linalg.vector_norm(tokens, dim=-1)).unsqueeze(-1)
     tokens += patterns.index_select(0, torch.from_numpy(layout.pattern_index).view(-1).to(device)).view(
         tokens.shape

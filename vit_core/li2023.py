@@ -11,6 +11,7 @@ from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_rows
 
 REFERENCE = Path(__file__).parent / "reference"
+CONFUSION_BOUND = 1 / (2 * math.e)  # Theorem 1: alpha* >= alpha# / c with c < 1/(2e)
 SPARSIFY_NAMES = {"noisy": "noisiest"}  # Fig 2(b)'s strategy -> our sparsify value, where they differ
 
 
@@ -71,15 +72,15 @@ class Li2023(Family):
         """Theorem 1's premises (Proposition 1's CNN shares them: the same data and network less the
         attention), as our sources state them (science.md), every O(.) constant taken as 1."""
         M = data.n_patterns
-        ratio = data.confusion / data.alpha_star
+        width, ratio, batch = M * M * math.log(n), data.confusion / data.alpha_star, M * math.log(M)
         init_error = model.init_error if model.init == "aligned" else math.inf
         return [
-            Premise("width", model.width >= M * M * math.log(n), model.width, M * M * math.log(n), "m >= M^2 log N"),
+            Premise("width", model.width >= width, model.width, width, "m >= M^2 log N"),
             Premise(
                 "confusion",
-                ratio < 1 / (2 * math.e),
+                ratio < CONFUSION_BOUND,
                 ratio,
-                1 / (2 * math.e),
+                CONFUSION_BOUND,
                 "alpha# / alpha* = c < 1 / (2e): confusion tokens well below the label-relevant ones",
             ),
             Premise(
@@ -98,9 +99,9 @@ class Li2023(Family):
             ),
             Premise(
                 "batch",
-                batch_size >= M * math.log(M),
+                batch_size >= batch,
                 batch_size,
-                M * math.log(M),
+                batch,
                 "a large batch, B >= M log M (our reading; constant ours)",
             ),
             Premise("step", lr < 1, lr, 1.0, "a small step, eta < 1 (attention mass -> 1 - eta^C needs eta < 1)"),
