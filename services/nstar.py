@@ -83,6 +83,41 @@ class Bracket:
     def record(self, n: int, seed: int, value: float | None, n_seeds: int) -> None:
         self.outcomes.setdefault(n, [None] * n_seeds)[seed] = value
 
+    def state(self) -> dict:
+        """Its state as plain JSON values (from_state reads it)."""
+        return vars(self) | {"outcomes": {str(n): v for n, v in self.outcomes.items()}}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Bracket":
+        return cls(**(state | {"outcomes": {int(n): v for n, v in state["outcomes"].items()}}))
+
+
+def bracket_round(index: int, bracket: Bracket, seeds: list[int], size: int) -> list[Pack]:
+    """The packs of cell ``index``'s next round of one bracket, over ``seeds``: its models that
+    did not converge, again with a larger step budget, before its next N values; [] when done."""
+    if bracket.retries:
+        packs = [
+            pack
+            for budget in sorted({b for _, _, b in bracket.retries})
+            for pack in cut(index, [(n, s) for n, s, b in bracket.retries if b == budget], size, max_steps=budget)
+        ]
+        bracket.retries = []
+        return packs
+    pairs = [(n, s) for n in bracket.next_round() for s in seeds]
+    bracket.rounds += bool(pairs)
+    return cut(index, pairs, size)
+
+
+def bracket_learn(bracket: Bracket, records: list[ModelRecord], seeds: list[int], budget: int, cap: int | None) -> None:
+    """Record a pack's models, trained with step ``budget``, in their bracket (``seeds``: the
+    bracket's seeds, in its column order); a model that did not converge trains again with twice
+    the budget, up to ``cap`` (search.max_steps_cap; None: never)."""
+    more = min(2 * budget, cap or 0)
+    for r in records:
+        if r.outcome == Outcome.NOT_CONVERGED and more > budget:
+            bracket.retries.append([r.n_train, r.seed, more])
+        bracket.record(r.n_train, seeds.index(r.seed), counted_success(r.outcome), len(seeds))
+
 
 class NStarSearch(RoundPlanner):
     """Plans the adaptive search's packs round by round for every cell (packs.RoundPlanner)."""
@@ -106,38 +141,17 @@ class NStarSearch(RoundPlanner):
         ]
 
     def next_round(self, index: int) -> list[Pack]:
-        """Models that did not converge, again with a larger budget, before the next N; else the next N."""
-        cell = self.cells[index]
-        if cell.retries:
-            packs = [
-                pack
-                for budget in sorted({b for _, _, b in cell.retries})
-                for pack in cut(
-                    index, [(n, s) for n, s, b in cell.retries if b == budget], self.pack_size, max_steps=budget
-                )
-            ]
-            cell.retries = []
-            return packs
-        pairs = [(n, s) for n in cell.next_round() for s in range(self.seeds)]
-        cell.rounds += bool(pairs)
-        return cut(index, pairs, self.pack_size)
+        return bracket_round(index, self.cells[index], list(range(self.seeds)), self.pack_size)
 
     def learn(self, pack: Pack, records: list[ModelRecord]) -> None:
-        cell = self.cells[pack.cell]
         budget = pack.max_steps or self.budgets[pack.cell]
-        more = min(2 * budget, self.max_steps_cap or 0)
-        for r in records:
-            if r.outcome == Outcome.NOT_CONVERGED and more > budget:
-                cell.retries.append([r.n_train, r.seed, more])
-            cell.record(r.n_train, r.seed, counted_success(r.outcome), self.seeds)
+        bracket_learn(self.cells[pack.cell], records, list(range(self.seeds)), budget, self.max_steps_cap)
 
     def get_state(self) -> dict:
-        return super().get_state() | {
-            "cells": [vars(c) | {"outcomes": {str(n): v for n, v in c.outcomes.items()}} for c in self.cells]
-        }
+        return super().get_state() | {"cells": [c.state() for c in self.cells]}
 
     def set_state(self, state: dict) -> None:
         super().set_state(state)
         cells = [dict(c) for c in state["cells"]]
         self.failed |= {i for i, c in enumerate(cells) if c.pop("failed", False)}  # states saved before 2026-11-24
-        self.cells = [Bracket(**(c | {"outcomes": {int(n): v for n, v in c["outcomes"].items()}})) for c in cells]
+        self.cells = [Bracket.from_state(c) for c in cells]

@@ -69,7 +69,7 @@ class ModelRecord:
     iterations_to_zero: int  # first evaluated step with zero test error; -1: never
     metrics: dict[str, float]  # test_error, test_loss, train_error, attention_mass, ... (NaN: not measured)
     max_steps: int | None = None  # the step budget it trained with (a retry's is larger)
-    batch_size: int | None = None  # one pass: B
+    batch_size: int | None = None  # one pass, or a tuned cell's: B
     n_first_zero: int | None = None  # one pass: its first N with zero test error (-1: never)
     n_stable: int | None = None  # one pass: the N from which its test error stays zero (-1: never)
     censored: bool | None = None  # one pass with a stability window: stopped at its cap before its window closed
@@ -149,7 +149,8 @@ def outcomes_of(records: list[ModelRecord]) -> Outcomes:
         if one_pass and not r.diverged:
             first_zero[i, j] = float(0 <= r.n_first_zero <= r.n_train)
     batch = {r.batch_size for r in records}
-    return Outcomes(ns, seeds, **tables, batch_size=batch.pop() if len(batch) == 1 else None, first_zero=first_zero)
+    batch_size = batch.pop() if one_pass and len(batch) == 1 else None  # N = B·t in one pass only
+    return Outcomes(ns, seeds, **tables, batch_size=batch_size, first_zero=first_zero)
 
 
 @dataclass

@@ -287,11 +287,12 @@ Search = Annotated[
 
 
 class Tuning(TuningSpace):
-    """Training settings searched inside every cell (one pass): each cell's N* is the smallest over
-    these settings, chosen on the selection seeds and measured on the sweep's own seeds
+    """Training settings searched inside every cell: each cell's N* is the smallest over these
+    settings, chosen on the selection seeds and measured on the sweep's own seeds
     (services.tuning). A value list per searched field: a grid (every combination), or, with
-    sampler optuna, the log range the list spans. ``per_model.<model>.tuning`` gives a model
-    lists of its own."""
+    sampler optuna (one pass only), the log range the list spans. Multi-pass cells search each
+    setting's N* adaptively (search mode sample_complexity); the caps are one pass's.
+    ``per_model.<model>.tuning`` gives a model lists of its own."""
 
     model_config = FORBID
     selection_seeds: int = Field(8, ge=1, description="seeds that choose each cell's setting")
@@ -438,14 +439,17 @@ class SweepSpec(BaseModel):
         """Models one cell trains in its first round (tuning: its grid on the selection seeds and the
         measurement; optuna: every sample's (N, seed) pairs)."""
         if self.tuning is not None:
-            return self.selection_settings(cell.model) * self.tuning.selection_seeds + self.seeds
+            runs = self.selection_settings(cell.model) * self.tuning.selection_seeds + self.seeds
+            return runs * (1 if self.plan(cell).one_pass else len(self.plan(cell).n_values))
         return self.search.samples * len(self.plan(cell).n_values) * self.seeds
 
-    def max_trainings_of(self, cell: Cell) -> int:
-        """The most models one untuned cell can train: a multi-pass sample_complexity cell at every N of
-        a geometric grid of ratio 1 + precision up to n_max; any other, its first round."""
+    def max_trainings_of(self, cell: Cell, seeds: int | None = None) -> int:
+        """The most models one untuned cell can train (with ``seeds`` seeds; default the sweep's):
+        a multi-pass sample_complexity cell at every N of a geometric grid of ratio 1 + precision
+        up to n_max; any other, its first round."""
         if isinstance(self.search, SampleComplexityMode) and not self.plan(cell).one_pass:
-            return (full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)) * self.seeds
+            grid = full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)
+            return grid * (seeds or self.seeds)
         return self.trainings_of(cell)
 
     @property
@@ -722,8 +726,9 @@ def _space_problems(spec: SweepSpec, name: str, bounds: Range) -> list[Problem]:
 
 
 def _tuning_problems(spec: SweepSpec) -> list[Problem]:
-    """Tuning searches one-pass cells' eta and B: nothing else may set them per cell, and its
-    selection seeds are never measurement seeds."""
+    """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's N*
+    searched adaptively): nothing else may set them per cell, and its selection seeds are never
+    measurement seeds."""
     tuning = spec.tuning
     own = {m: grid.tuning for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)}
     if tuning is None:
@@ -731,8 +736,16 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
     problems = []
     if not (tuning.lr or tuning.batch_size):
         problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
-    if any(not spec.plan(c).one_pass for c in spec.cells):
-        problems.append(Problem("tuning", None, "needs training.protocol one_pass in every cell"))
+    one_pass = [spec.plan(c).one_pass for c in spec.cells]
+    if any(one_pass) and not all(one_pass):
+        problems.append(Problem("tuning", None, "needs one training.protocol in every cell: one_pass or multi_pass"))
+    if not any(one_pass):
+        if not isinstance(spec.search, SampleComplexityMode):
+            problems.append(
+                Problem("search.mode", spec.search.mode, "multi_pass tuning searches N* per setting: sample_complexity")
+            )
+        if tuning.sampler != "grid":
+            problems.append(Problem("tuning.sampler", tuning.sampler, "multi_pass tuning searches a grid: grid"))
     if isinstance(spec.search, OptunaMode):
         problems.append(
             Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
@@ -752,7 +765,7 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
         for m, rule in spec.scaling_rules.items()
         if rule.batch_size and spec.tuning_of(m).batch_size
     ]
-    if not all(spec.plan(c).training.stability_window for c in spec.cells):
+    if any(one_pass) and not all(spec.plan(c).training.stability_window for c in spec.cells):
         problems.append(
             Problem("training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule")
         )

@@ -19,6 +19,7 @@ from services.analysis import (
     Fit,
     LocalSlope,
     Mean,
+    Outcomes,
     fit_exponent,
     full_grid_size,
     local_slopes,
@@ -30,7 +31,7 @@ from services.analysis import (
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.spec import GridMode, SampleComplexityMode, Setting, SweepSpec
-from services.tuning import at_edge, best, n_star_of_runs, runs_by_setting
+from services.tuning import Run, at_edge, best, selection_table, setting_n_star
 from vit_core.family import Family, Premise, Scaling, families
 from vit_core.outcomes import OUTCOMES
 
@@ -164,22 +165,16 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
 
 def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
     """What tuning chose for a cell, from its records (the planner chose from the same ones)."""
-    table = runs_by_setting(cell.records)
+    table = selection_table(cell.records)
     measured = [r for r in cell.records if r.phase == MEASUREMENT]
     if spec.tuning is None or not table:
         return None
     chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
     window = spec.plan(cell.cell).training.stability_window
     selection = [
-        {
-            "batch_size": s.batch_size,
-            "lr": s.lr,
-            "n_star": (star := n_star_of_runs(runs, spec.success_rate)),
-            "n_star_above": None if star is not None else max(r.budget for r in runs.values()) * s.batch_size / window,
-            "seeds": len(runs),
-            "without_stable": sum(r.n_stable < 0 or r.diverged for r in runs.values()),
-        }
-        for s, runs in sorted(table.items())
+        {"batch_size": s.batch_size, "lr": s.lr, "n_star": (star := setting_n_star(result, spec.success_rate))}
+        | _selection_seeds(result, s, window, star)
+        for s, result in sorted(table.items())
     ]
     return TuningRow(
         {"batch_size": chosen.batch_size, "lr": chosen.lr},
@@ -188,6 +183,17 @@ def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
         sorted({r.seed for r in cell.records if r.phase == SELECTION}),
         sorted({r.seed for r in measured}),
     )
+
+
+def _selection_seeds(result: "dict[int, Run] | Outcomes", setting: Setting, window: float, star) -> dict:
+    """A setting's selection seeds; those without a stable N (one pass) or failing at the largest
+    N trained (multi-pass); and, without an N*, the N it lies above."""
+    if isinstance(result, Outcomes):
+        seeds, without, above = len(result.seeds), int(np.sum(result.success[-1] != 1)), float(result.ns[-1])
+    else:
+        seeds, without = len(result), sum(r.n_stable < 0 or r.diverged for r in result.values())
+        above = max(r.budget for r in result.values()) * setting.batch_size / window
+    return {"n_star_above": None if star is not None else above, "seeds": seeds, "without_stable": without}
 
 
 def _window_row(training, cell: CellResult) -> WindowRow | None:
@@ -406,11 +412,12 @@ def _sparsification(spec: SweepSpec, cells: list[CellResult]) -> dict:
 
 
 def _adaptive(spec: SweepSpec, cells: list[CellResult]) -> dict | None:
-    """Trainings of the adaptive search against a grid of ratio 1 + precision over the same range."""
+    """Trainings of the adaptive search against a grid of ratio 1 + precision over the same range
+    (a tuned cell's: its measurement's, on the seeds the grid would use)."""
     if not isinstance(spec.search, SampleComplexityMode):
         return None
     done = [c for c in cells if c.records]
-    trained = sum(len(c.records) for c in done)
+    trained = sum(r.phase != SELECTION for c in done for r in c.records)
     grid = sum(
         full_grid_size(int(o.ns[0]), int(o.ns[-1]), spec.search.precision) * len(o.seeds)
         for o in (c.outcomes() for c in done)

@@ -15,13 +15,15 @@ Pure: no Ray here (services.execution.ray_tune adapts TuningSearch to Ray Tune's
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from services.analysis import Outcomes
+from services.nstar import Bracket, bracket_learn, bracket_round
 from services.packs import Pack, RoundPlanner, chunks, pack_cost
-from services.results import MEASUREMENT, SELECTION
+from services.results import MEASUREMENT, SELECTION, outcomes_of
 from services.spec import Setting
 
 if TYPE_CHECKING:
@@ -79,9 +81,54 @@ def _rank(runs: dict[int, Run], p: float) -> tuple:
     return (math.inf if star is None else star, len(runs) - len(stable), float(np.mean(stable)) if stable else 0.0)
 
 
-def best(table: dict[Setting, dict[int, Run]], p: float) -> Setting:
+def setting_n_star(result: "dict[int, Run] | Outcomes", p: float) -> int | None:
+    """A setting's N* on the selection seeds: from its one-pass runs, or its multi-pass outcomes."""
+    return result.n_star(p) if isinstance(result, Outcomes) else n_star_of_runs(result, p)
+
+
+def _rank_outcomes(outcomes: Outcomes, p: float) -> tuple:
+    """How good a multi-pass setting is, smallest first: its N*, then the higher mean success
+    rate over the N it trained (every setting trains the cell's grid; N lies on it or between)."""
+    star = outcomes.n_star(p)
+    rates = outcomes.rates()
+    return (math.inf if star is None else star, -float(np.nanmean(rates)) if np.isfinite(rates).any() else 0.0)
+
+
+def best(table: "dict[Setting, dict[int, Run]] | dict[Setting, Outcomes]", p: float) -> Setting:
     """The setting with the smallest selection N* (ties: _rank, then the smaller setting)."""
-    return min(table, key=lambda s: (_rank(table[s], p), s))
+
+    def rank(s: Setting) -> tuple:
+        return _rank_outcomes(table[s], p) if isinstance(table[s], Outcomes) else _rank(table[s], p)
+
+    return min(table, key=lambda s: (rank(s), s))
+
+
+def neighbours(extensions: dict[str, int], chosen: Setting, tried: set[Setting], tuning) -> list[Setting]:
+    """The chosen setting's neighbours not tried yet, so that it ends a local minimum: along each
+    searched field, the next value on either side among all values tried, or one geometric step
+    past an end (at most ``max_extensions`` per end, counted in ``extensions``; none with
+    ``at_edge: flag``)."""
+    new: list[Setting] = []
+    for dimension in tuning.searched:
+        values = sorted({s.value(dimension) for s in tried})
+        i = values.index(chosen.value(dimension))
+        for side, j in (("low", i - 1), ("high", i + 1)):
+            name = f"{dimension} {side}"
+            if 0 <= j < len(values):
+                candidate = chosen.replace(dimension, values[j])
+            elif (
+                len(values) < 2
+                or tuning.at_edge != "extend"
+                or extensions.get(name, 0) >= tuning.max_extensions
+                or (value := beyond(values, side, dimension)) is None
+            ):
+                continue
+            else:
+                candidate = chosen.replace(dimension, value)
+                extensions[name] = extensions.get(name, 0) + 1
+            if candidate not in tried and candidate not in new:
+                new.append(candidate)
+    return new
 
 
 def edges(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -190,33 +237,7 @@ class TuningSearch(RoundPlanner):
         further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, table, caps)) is not None]
         if further:
             return further
-        return self._neighbours(cell, best(table, self.p), set(table), self.tunings[index], caps[0])
-
-    def _neighbours(self, cell: CellTuning, chosen: Setting, tried: set[Setting], tuning, cap: int):
-        """The chosen setting's neighbours not tried yet, so that it ends a local minimum: along each
-        searched field, the next value on either side among all values tried, or one geometric step
-        past an end (at most ``max_extensions`` per end; none with ``at_edge: flag``)."""
-        new: list[tuple[Setting, int]] = []
-        for dimension in tuning.searched:
-            values = sorted({s.value(dimension) for s in tried})
-            i = values.index(chosen.value(dimension))
-            for side, j in (("low", i - 1), ("high", i + 1)):
-                name = f"{dimension} {side}"
-                if 0 <= j < len(values):
-                    candidate = chosen.replace(dimension, values[j])
-                elif (
-                    len(values) < 2
-                    or tuning.at_edge != "extend"
-                    or cell.extensions.get(name, 0) >= tuning.max_extensions
-                    or (value := beyond(values, side, dimension)) is None
-                ):
-                    continue
-                else:
-                    candidate = chosen.replace(dimension, value)
-                    cell.extensions[name] = cell.extensions.get(name, 0) + 1
-                if candidate not in tried and candidate not in [s for s, _ in new]:
-                    new.append((candidate, cap))
-        return new
+        return [(s, caps[0]) for s in neighbours(cell.extensions, best(table, self.p), set(table), self.tunings[index])]
 
     def _further(
         self, setting: Setting, runs: dict[int, Run], table: dict[Setting, dict[int, Run]], caps: list[int]
@@ -267,6 +288,152 @@ class TuningSearch(RoundPlanner):
         self.cells = [CellTuning(**c) for c in state["cells"]]
         self.samplers = [self._sampler(i) for i in range(len(self.cells))]
         self.planned = {int(i): [Setting(*s) for s in v] for i, v in state["planned"].items()}
+
+
+@dataclass
+class MultiPassCell:
+    """The tuning state of one multi-pass cell: an adaptive N* search (nstar.Bracket) per setting
+    on the selection seeds, then one at the chosen setting on the measurement seeds."""
+
+    settings: dict[str, list] = field(default_factory=dict)  # setting label -> [B, lr]
+    brackets: dict[str, Bracket] = field(default_factory=dict)  # setting label -> its selection search
+    extensions: dict[str, int] = field(default_factory=dict)  # "lr high" -> steps past that edge
+    phase: str = SELECTION
+    chosen: list | None = None  # [B, lr] once selection ended
+    measurement: Bracket | None = None
+
+    def state(self) -> dict:
+        return vars(self) | {
+            "brackets": {k: b.state() for k, b in self.brackets.items()},
+            "measurement": self.measurement.state() if self.measurement else None,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "MultiPassCell":
+        measurement = state["measurement"]
+        return cls(
+            **state
+            | {
+                "brackets": {k: Bracket.from_state(b) for k, b in state["brackets"].items()},
+                "measurement": Bracket.from_state(measurement) if measurement else None,
+            }
+        )
+
+
+class MultiPassTuning(RoundPlanner):
+    """Tuning of multi-pass cells (services.tuning's TuningSearch is one pass's): every setting of
+    the grid gets the adaptive N* search of search mode sample_complexity (a fixed N trained to
+    zero training loss, N bracketed to ``search.precision``) on the selection seeds, all settings'
+    rounds in step; once every search ended, the best setting's untried neighbours join (or the
+    edges are extended), and the chosen setting's N* is then searched again on the measurement
+    seeds. Every setting trains the cell's sample budget (training.batch_size x max_steps)."""
+
+    def __init__(self, spec: "SweepSpec"):
+        super().__init__(len(spec.cells), pack_cost(spec))
+        self.spec, self.p = spec, spec.success_rate
+        self.tunings = [spec.tuning_of(c.model) for c in spec.cells]
+        trainings = [spec.plan(c).training for c in spec.cells]
+        self.samples = [t.batch_size * t.max_steps for t in trainings]  # each cell's sample budget
+        self.bases = [Setting(t.batch_size, t.lr) for t in trainings]
+        self.selection_seeds = spec.tuning.selection_seed_list()
+        self.cells = [MultiPassCell() for _ in spec.cells]
+
+    def _bracket(self, index: int) -> Bracket:
+        search, cell = self.spec.search, self.spec.cells[index]
+        n_values = list(self.spec.plan(cell).n_values)
+        return Bracket(n_values, self.p, search.precision, search.factor, self.spec.n_max)
+
+    def _add(self, index: int, settings: list[Setting]) -> None:
+        cell = self.cells[index]
+        for s in settings:
+            cell.settings[s.label], cell.brackets[s.label] = [s.batch_size, s.lr], self._bracket(index)
+
+    def table(self, index: int) -> dict[Setting, Outcomes]:
+        """Each setting's selection outcomes so far, as N x seed tables."""
+        cell = self.cells[index]
+        return {Setting(*cell.settings[label]): _bracket_outcomes(b) for label, b in cell.brackets.items()}
+
+    def next_round(self, index: int) -> list[Pack]:
+        """Every selection search's next round; the chosen setting's measurement rounds once all
+        of them (and the neighbours') ended; [] when the measurement ended too."""
+        cell = self.cells[index]
+        if cell.phase == SELECTION:
+            if not cell.brackets:
+                self._add(index, self.tunings[index].settings(self.bases[index]))
+            packs = self._selection_packs(index)
+            if packs:
+                return packs
+            table = self.table(index)
+            chosen = best(table, self.p)
+            self._add(index, neighbours(cell.extensions, chosen, set(table), self.tunings[index]))
+            packs = self._selection_packs(index)
+            if packs:
+                return packs
+            cell.phase, cell.chosen, cell.measurement = MEASUREMENT, [chosen.batch_size, chosen.lr], self._bracket(index)
+        if cell.phase == MEASUREMENT:
+            chosen = Setting(*cell.chosen)
+            packs = self._setting_packs(index, chosen, cell.measurement, list(range(self.spec.seeds)), MEASUREMENT)
+            if packs:
+                return packs
+            cell.phase = DONE
+        return []
+
+    def _selection_packs(self, index: int) -> list[Pack]:
+        cell = self.cells[index]
+        return [
+            pack
+            for label, bracket in cell.brackets.items()
+            for pack in self._setting_packs(index, Setting(*cell.settings[label]), bracket, self.selection_seeds, SELECTION)
+        ]
+
+    def _setting_packs(self, index: int, setting: Setting, bracket: Bracket, seeds: list[int], phase: str):
+        """One bracket's next packs, each model at ``setting``."""
+        size = self.spec.resources.models_per_pack
+        return [
+            replace(pack, lr=(setting.lr,) * len(pack.seeds), batch_size=setting.batch_size, phase=phase)
+            for pack in bracket_round(index, bracket, seeds, size)
+        ]
+
+    def learn(self, pack: Pack, records: list["ModelRecord"]) -> None:
+        cell = self.cells[pack.cell]
+        setting = Setting(pack.batch_size, pack.lr[0])
+        if pack.phase == SELECTION:
+            bracket, seeds = cell.brackets[setting.label], self.selection_seeds
+        else:
+            bracket, seeds = cell.measurement, list(range(self.spec.seeds))
+        budget = pack.max_steps or self.samples[pack.cell] // setting.batch_size
+        bracket_learn(bracket, records, seeds, budget, self.spec.search.max_steps_cap)
+
+    def get_state(self) -> dict:
+        return super().get_state() | {"cells": [c.state() for c in self.cells]}
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        self.cells = [MultiPassCell.from_state(c) for c in state["cells"]]
+
+
+def _bracket_outcomes(bracket: Bracket) -> Outcomes:
+    """A bracket's success table as Outcomes (only success is known to the planner)."""
+    ns = np.array(sorted(bracket.outcomes))
+    success = np.array([[np.nan if v is None else v for v in bracket.outcomes[n]] for n in ns]).reshape(len(ns), -1)
+    blank = np.full(success.shape, np.nan)
+    return Outcomes(ns, np.arange(success.shape[1]), success, blank, blank)
+
+
+def tuning_search(spec: "SweepSpec") -> "TuningSearch | MultiPassTuning":
+    """The planner of a tuned spec: one pass's (successive caps) or multi-pass's (an N* search per setting)."""
+    return TuningSearch(spec) if spec.plan(spec.cells[0]).one_pass else MultiPassTuning(spec)
+
+
+def selection_table(records: list["ModelRecord"]) -> "dict[Setting, dict[int, Run]] | dict[Setting, Outcomes]":
+    """A tuned cell's selection records by setting: one-pass runs per seed, or multi-pass outcomes."""
+    if any(r.n_stable is not None for r in records):
+        return runs_by_setting(records)
+    mine: dict[Setting, list] = {}
+    for r in records:
+        if r.phase == SELECTION:
+            mine.setdefault(Setting(r.batch_size, r.lr), []).append(r)
+    return {s: outcomes_of(rs) for s, rs in mine.items()}
 
 
 def at_edge(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> list[str]:

@@ -4,6 +4,7 @@ measured on other seeds at the chosen setting; successive caps; edges extended o
 import json
 import math
 
+import numpy as np
 import pytest
 from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
@@ -15,7 +16,7 @@ from services.execution.ray_tune import TuningSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
 from services.spec import Setting, SpecError, parse_spec
 from services.summary import summarize
-from services.tuning import Run, TuningSearch, n_star_of_runs
+from services.tuning import MultiPassTuning, Run, TuningSearch, n_star_of_runs, tuning_search
 from vit_core import TrainConfig
 
 SPEC = """name: tuned
@@ -169,6 +170,102 @@ def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     assert again.suggest("late") == Searcher.FINISHED
 
 
+MULTI_PASS = SPEC.replace(
+    "training: {protocol: one_pass, batch_size: 4, max_steps: 400, eval_every: 1, eval_ratio: 1.1, stability_window: 4}",
+    "training: {protocol: multi_pass, batch_size: 4, max_steps: 400}\nn_train: [10, 20, 40, 80, 160]\n"
+    "search: {mode: sample_complexity}",
+)
+
+
+def drive_multi_pass(search: MultiPassTuning, truth=stable_n, until: int | None = None) -> list:
+    """Run the multi-pass planner against the made-up world: a model of N succeeds where N reaches
+    its setting's and seed's threshold (``truth``). Returns every pack suggested."""
+    suggested, trial = [], 0
+    while until is None or trial < until:
+        pack = search.suggest(f"t{trial}")
+        if pack in (None, MultiPassTuning.FINISHED):
+            assert pack == MultiPassTuning.FINISHED or not search.in_flight
+            break
+        suggested.append(pack)
+        search.complete(f"t{trial}", [_multi_pass_record(pack, *m, _reached(pack, *m, truth)) for m in _models(pack)])
+        trial += 1
+        assert trial < 2000, "the planner does not finish"
+    return suggested
+
+
+def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_on_other_seeds():
+    """Every setting gets an adaptive N* search on the selection seeds; the best one's N* is
+    then searched on the measurement seeds, bracketed to the precision; the summary reads the
+    same choice back from the records; a stopped search resumes as if never stopped."""
+    spec = parse_spec(MULTI_PASS)
+    search = tuning_search(spec)
+    assert isinstance(search, MultiPassTuning)
+    packs = drive_multi_pass(search)
+    selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
+    assert selection == set(range(1000, 1004)) and {s for p in packs if p.phase == MEASUREMENT for s in p.seeds} == set(
+        range(6)
+    )
+    for index in range(len(spec.cells)):
+        assert search.cells[index].chosen == [1, 1.0]
+        measured = [p for p in packs if p.cell == index and p.phase == MEASUREMENT]
+        assert {(p.batch_size, lr) for p in measured for lr in p.lr} == {(1, 1.0)}
+        tried = {(p.batch_size, lr) for p in packs if p.cell == index and p.phase == SELECTION for lr in p.lr}
+        assert tried == {(b, lr) for b in (1, 4) for lr in (0.25, 1.0, 4.0)}  # the best is inside: no extension
+        bracket = search.cells[index].measurement
+        ns, rates = bracket.rates()
+        truth = sorted(stable_n(Setting(1, 1.0), s) for s in range(6))[2]  # the 3rd of 6 seeds: p = 0.5
+        star = int(ns[np.argmax(rates >= 0.5)])
+        assert star >= truth and star <= ns[np.argmax(rates >= 0.5) - 1] * 1.1 + 1
+    records = [_multi_pass_record(p, *m, _reached(p, *m, stable_n)) for p in packs if p.cell == 0 for m in _models(p)]
+    row = summarize(spec, "s", [CellResult(spec.cells[0], records)]).cells[0]
+    assert row.tuning.chosen == {"batch_size": 1, "lr": 1.0} and row.n_star == star
+    assert row.t_star is None  # steps are not N / B in multi-pass
+    chosen = next(s for s in row.tuning.selection if (s["batch_size"], s["lr"]) == (1, 1.0))
+    assert chosen["n_star"] == min(s["n_star"] for s in row.tuning.selection) and chosen["seeds"] == 4
+    first = MultiPassTuning(spec)
+    head = [p.config() for p in drive_multi_pass(first, until=9)]
+    again = MultiPassTuning(spec)
+    again.set_state(json.loads(json.dumps(first.get_state())))
+    assert head + [p.config() for p in drive_multi_pass(again)] == [p.config() for p in packs]
+
+
+def test_multi_pass_tuning_retrains_a_model_that_did_not_converge_with_a_larger_budget():
+    """A model that did not reach zero training loss trains again with twice its steps (at its own
+    batch size's budget), up to search.max_steps_cap, as in the untuned N* search."""
+    spec = parse_spec(MULTI_PASS.replace("mode: sample_complexity}", "mode: sample_complexity, max_steps_cap: 3000}"))
+    search = MultiPassTuning(spec)
+    first = search.suggest("t0")
+    assert first.phase == SELECTION and first.max_steps is None
+    retries, trial = [], 1
+    search.complete("t0", [_multi_pass_record(first, n, s, lr, "not_converged") for n, s, lr in _models(first)])
+    while (pack := search.suggest(f"t{trial}")) not in (None, MultiPassTuning.FINISHED) and not retries:
+        if pack.max_steps:
+            retries.append(pack)
+        search.complete(f"t{trial}", [_multi_pass_record(pack, n, s, lr, "succeeded") for n, s, lr in _models(pack)])
+        trial += 1
+    assert retries and (retries[0].batch_size, retries[0].lr, retries[0].seeds) == (
+        first.batch_size,
+        first.lr,
+        first.seeds,
+    )
+    assert retries[0].max_steps == min(2 * 1600 // first.batch_size, 3000)
+
+
+def _reached(pack, n: int, seed: int, lr: float, truth) -> str:
+    """A multi-pass model's outcome in the made-up world: N reaches its setting's threshold or not."""
+    return "succeeded" if n >= truth(Setting(pack.batch_size, lr), seed) else "failed_converged"
+
+
+def _models(pack) -> list[tuple]:
+    return list(zip(pack.n_train, pack.seeds, pack.lr))
+
+
+def _multi_pass_record(pack, n: int, seed: int, lr: float, outcome: str) -> ModelRecord:
+    return ModelRecord.from_dict(
+        model_record(n, seed, outcome) | {"lr": lr, "batch_size": pack.batch_size, "phase": pack.phase}
+    )
+
+
 def test_n_star_of_runs_is_the_stable_n_star_of_their_success_table():
     runs = {s: Run(n, False, 100) for s, n in enumerate([30, 10, -1, 20])}
     assert n_star_of_runs(runs, 0.5) == 20 and n_star_of_runs(runs, 0.75) == 30 and n_star_of_runs(runs, 1.0) is None
@@ -189,7 +286,9 @@ def test_n_star_of_runs_is_the_stable_n_star_of_their_success_table():
         ("axes: {alpha_star: [0.25, 0.5], lr: [0.5, 1]}", "tuning.lr"),
         ("stability_window: 4}", "training.stability_window"),
         ("seeds: 6", "tuning.selection_seed_start"),
-        ("protocol: one_pass", "tuning"),
+        ("protocol: one_pass", "search.mode"),
+        ("sampler", "tuning.sampler"),
+        ("per_model", "tuning"),
     ],
 )
 def test_a_tuned_spec_that_cannot_run_says_where(change, path):
@@ -197,7 +296,9 @@ def test_a_tuned_spec_that_cannot_run_says_where(change, path):
         "tuning.lr": SPEC.replace("axes: {alpha_star: [0.25, 0.5]}", change),
         "training.stability_window": SPEC.replace("stability_window: 4}", "stability_window: 0}"),
         "tuning.selection_seed_start": SPEC.replace("seeds: 6", "seeds: 2000"),
-        "tuning": SPEC.replace("protocol: one_pass", "protocol: multi_pass").replace("axes:", "n_train: [4]\naxes:"),
+        "search.mode": MULTI_PASS.replace("search: {mode: sample_complexity}\n", ""),
+        "tuning.sampler": MULTI_PASS.replace("selection_seeds: 4}", "selection_seeds: 4, sampler: optuna}"),
+        "tuning": MULTI_PASS + "per_model: {cnn: {training: {protocol: one_pass, stability_window: 4}}}\n",
     }[path]
     with pytest.raises(SpecError) as error:
         parse_spec(text)

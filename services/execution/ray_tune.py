@@ -27,7 +27,7 @@ from services.nstar import NStarSearch
 from services.packs import Pack, packs
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
 from services.spec import GridMode, OptunaMode
-from services.tuning import TuningSearch
+from services.tuning import MultiPassTuning, TuningSearch, tuning_search
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -259,7 +259,7 @@ class PlanSearcher(Searcher):
     """A pure planner of packs (services.nstar.NStarSearch, services.tuning.TuningSearch) as a Ray
     Tune searcher: each suggestion is {"pack": ...}; its state is saved with Tune's experiment."""
 
-    def __init__(self, planner: "NStarSearch | TuningSearch"):
+    def __init__(self, planner: "NStarSearch | TuningSearch | MultiPassTuning"):
         super().__init__(metric="success_rate", mode="max")
         self.search = planner
 
@@ -293,7 +293,7 @@ class TuningSearcher(PlanSearcher):
     """Tuning (services.tuning): every cell's training settings searched, then its N* measured."""
 
     def __init__(self, spec: "SweepSpec"):
-        super().__init__(TuningSearch(spec))
+        super().__init__(tuning_search(spec))
 
 
 class _TrialDone(tune.Callback):

@@ -53,7 +53,7 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
             entries[k] = entry
         wall_s = result.wall_s
     records = [
-        record | {"max_steps": _budget(training, n)} | ({"phase": pack.phase} if pack.phase else {})
+        record | {"max_steps": _budget(training, n)} | _tuned(pack)
         for entry, n in zip(entries, pack.n_train)
         for record in entry["records"]
     ]
@@ -68,6 +68,11 @@ def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
             "curves": json.dumps(curve_sums(entries)),
         }
     )
+
+
+def _tuned(pack: Pack) -> dict:
+    """What a tuned pack's records add: its phase, and its batch size (one pass records theirs)."""
+    return {"phase": pack.phase, "batch_size": pack.batch_size} if pack.phase else {}
 
 
 def _budget(training, n: int) -> int:
