@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass clean
+.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -26,6 +26,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # 127.0.0.1 and a SQLite MLflow store under runs/). Browse it with: .venv/bin/vitsweep ui
 run: $(VENV)/.installed
 	$(BIN)/vitsweep run sweeps/sample_complexity.yaml
+
+# Li et al.'s Fig. 1 grid in four arms (one pass | multi-pass, each at a fixed (B, eta) and tuned), then the
+# paper's N* beside each arm's per column, and the paper's boundary drawn over ours (runs/reports/paper-grid-*).
+# A finished arm is not trained again (its sweep is recorded; `vitsweep run --new` starts one afresh).
+GRID_ARMS := fig1_grid_one_pass fig1_grid_one_pass_tuned fig1_grid_multi_pass fig1_grid_multi_pass_tuned
+paper-grid: $(VENV)/.installed
+	for arm in $(GRID_ARMS); do $(BIN)/vitsweep run sweeps/$$arm.yaml || exit 1; done
+	$(BIN)/vitsweep paper $(GRID_ARMS)
 
 test: $(VENV)/.installed system-tools lint
 	$(BIN)/python -m pytest -q

@@ -30,7 +30,7 @@ from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fi
 from vit_core.fields import ConfigError
 
 if TYPE_CHECKING:
-    from services.compare import Comparison
+    from services.compare import Comparison, PaperGrid
     from services.summary import Summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -740,6 +740,50 @@ def _print_comparison(comparison: "Comparison") -> None:
             f"- exponent of N*, {group}: A {fmt(a.value, '.2f')} {fmt(a.ci95, '.2f')}, "
             f"B {fmt(b.value, '.2f')} {fmt(b.ci95, '.2f')}; "
             f"B - A {fmt(diff.value, '+.2f')}, 95% CI {fmt(diff.ci95, '+.2f')}"
+        )
+
+
+@app.command()
+def paper(
+    sweeps: list[str] = typer.Argument(..., help="sweep ids, or spec names (their latest sweeps), in column order"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/paper-grid-A)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the grid"),
+) -> None:
+    """The paper's own figure (Paper A: Fig 1) beside recorded sweeps: per model and column of the
+    figure, the paper's N* | each sweep's N* with its 95% CI and the (B, eta) it was measured at
+    (tuned or fixed); one figure with the paper's boundary drawn over ours, also logged to MLflow."""
+    from services import runs
+
+    with _store(tracking_uri, home) as uri:
+        grid, folder, run_id = runs.paper_grid(uri, sweeps, out, home)
+    _print_paper_grid(grid)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
+    if as_json:
+        print(json.dumps(grid.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+def _print_paper_grid(grid: "PaperGrid") -> None:
+    """One table per model: the paper's N* per column of its figure, then every sweep's."""
+    from services.report import fmt
+
+    for k, sweep in enumerate(grid.sweeps):
+        first = next((g.ours[sweep] for g in grid.points if sweep in g.ours), None)
+        show(f"[{k + 1}] {sweep}: {first.setting if first else 'no cell of these models'}")
+    scaling = grid.scaling
+    for model, power in grid.x_power.items():
+        rows = [
+            [fmt(g.value, ".4g"), fmt(scaling.x(g.value) ** power, ".4g"), g.paper_text()]
+            + [g.ours[s].text() if s in g.ours else "-" for s in grid.sweeps]
+            for g in grid.points
+            if g.model == model
+        ]
+        columns = [f"[{k + 1}] N* (95% CI)" for k in range(len(grid.sweeps))]
+        show_table(
+            f"{model}: N* at p = {grid.p:g}, the paper's figure beside ours",
+            [scaling.name, f"({scaling.symbol})^{power:g}", "paper", *columns],
+            rows,
         )
 
 

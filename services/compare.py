@@ -6,6 +6,7 @@ No I/O: the caller reads the sweeps and logs or prints what this returns.
 
 from dataclasses import asdict, dataclass
 
+from services import paper
 from services.analysis import Estimate, Fit, slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
@@ -79,3 +80,99 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
         if group in inputs[1]
     }
     return Comparison(a[1], b[1], pairs, summaries[0].exponent, summaries[1].exponent, difference, a[0].family)
+
+
+@dataclass
+class Measured:
+    """One sweep's N* at one grid point: with its 95% CI, the (B, eta) it was measured at, whether
+    tuning chose them, its protocol, and the largest N it trained (N* above it where None)."""
+
+    n_star: int | None
+    ci95: list[int | None] | None
+    batch_size: int
+    lr: float
+    tuned: bool
+    protocol: str
+    largest_n: int
+
+    @property
+    def setting(self) -> str:
+        """How it was trained, for a legend: its protocol, and "tuned" or its fixed (B, eta)."""
+        return f"{self.protocol}, " + ("tuned" if self.tuned else f"B = {self.batch_size}, eta = {self.lr:g}")
+
+    def text(self) -> str:
+        """N* and its CI for a table ("> N": above its largest N); a tuned cell's (B, eta) after it."""
+        star = str(self.n_star) if self.n_star is not None else f"> {self.largest_n}"
+        ci = f" [{', '.join('-' if v is None else str(v) for v in self.ci95)}]" if self.ci95 else ""
+        return star + ci + (f" ({self.batch_size}, {self.lr:g})" if self.tuned else "")
+
+
+@dataclass
+class GridPoint:
+    """One column of the paper's figure (or a cell of ours off it): the model, alpha*, the paper's
+    N* there (None: above its largest N, or no column), the smallest and largest N the paper
+    trained (None: no column) and each sweep's N*."""
+
+    model: str
+    value: float
+    paper_n_star: int | None
+    paper_ns: tuple[int, int] | None
+    ours: dict[str, Measured]  # sweep id -> its N* here (absent: no such cell)
+
+    def paper_text(self) -> str:
+        """The paper's N* for people: "<= N" at its smallest N, "> N" above its largest, "-" off its figure."""
+        if self.paper_ns is None:
+            return "-"
+        if self.paper_n_star is None:
+            return f"> {self.paper_ns[1]}"
+        return f"<= {self.paper_n_star}" if self.paper_n_star == self.paper_ns[0] else str(self.paper_n_star)
+
+
+@dataclass
+class PaperGrid:
+    """`vitsweep paper A [B ...]`: the paper's figure of N* per (model, scaling value) beside every
+    given sweep's, at p (the first sweep's success rate). ``x_power``: per model, the power of x the
+    paper's figure plots against (Paper A's Fig 1: alpha*^-2 for the ViT, alpha*^-4 for the CNN)."""
+
+    family: str
+    p: float
+    sweeps: list[str]
+    points: list[GridPoint]
+    x_power: dict[str, float]
+
+    @property
+    def scaling(self) -> Scaling:
+        return families()[self.family].scaling
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def paper_grid(sweeps: list[tuple[SweepSpec, str, list[CellResult]]]) -> PaperGrid:
+    """Every sweep's N* per (model, scaling value) beside the paper's on its own figure's grid, a
+    cell matched to a column within 0.1% of its value (specs give alpha* to 4 digits); sweeps as
+    tracking.load_sweep returns them."""
+    family, p = sweeps[0][0].FAMILY, sweeps[0][0].success_rate
+    field = family.scaling.field
+    points = {
+        (model, value): GridPoint(model, value, star, ns, {})
+        for model in family.reference
+        for value, star, ns in paper.columns(family, model, p)
+    }
+    for spec, sweep_id, cells in sweeps:
+        for row in summarize(spec, sweep_id, cells).cells:
+            value = float(row.values.get(field, getattr(spec.plan(spec.cells[0]).configs[0], field)))
+            key = next((k for k in points if k[0] == row.model and abs(k[1] - value) <= 1e-3 * value), None)
+            point = points.setdefault(key or (row.model, value), GridPoint(row.model, value, None, None, {}))
+            point.ours[sweep_id] = Measured(
+                row.n_star,
+                row.n_star_ci95,
+                row.batch_size,
+                row.lr,
+                row.tuning is not None,
+                row.protocol,
+                max((int(n) for n in row.rates), default=0),
+            )
+    ordered = sorted(points.values(), key=lambda g: (g.model, -g.value))
+    power = {m: family.theory[m].exponent for m in family.reference}
+    return PaperGrid(family.name, p, [s[1] for s in sweeps], ordered, power)

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from services import paper
-from services.compare import Comparison
+from services.compare import Comparison, PaperGrid
 from services.report import fmt
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
@@ -399,6 +399,61 @@ def comparison_figure(comparison: Comparison) -> Figure:
     title = f"N* against {scaling.symbol if scaling else 'x'}\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}"
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def paper_grid_figure(grid: PaperGrid) -> Figure:
+    """Per model, N* against the power of x its paper's figure plots (Paper A's Fig 1: alpha*^-2,
+    alpha*^-4) on linear axes as the paper draws them: the paper's boundary (its N* per column,
+    black, dashed; ^ where it lies above its largest N) over each sweep's N* with its 95% CI (^:
+    above the sweep's largest N)."""
+    models = list(grid.x_power)
+    fig, axes = _subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
+    scaling = grid.scaling
+    for ax, model in zip(axes[0], models):
+        power, mine = grid.x_power[model], [g for g in grid.points if g.model == model]
+
+        def at(value: float, power=power) -> float:
+            return scaling.x(value) ** power
+
+        paper_points = sorted(
+            (at(g.value), g.paper_n_star or g.paper_ns[1], g.paper_n_star is None) for g in mine if g.paper_ns
+        )
+        if paper_points:
+            xs, ys, above = zip(*paper_points)
+            ax.plot(xs, ys, "k--", lw=1.2, label="paper's boundary (its N*)", zorder=3)
+            ax.plot([x for x, a in zip(xs, above) if a], [y for y, a in zip(ys, above) if a], "k^", ms=6)
+        for k, (colour, sweep) in enumerate(zip(_colours(), grid.sweeps)):
+            points = sorted((at(g.value), g.ours[sweep]) for g in mine if sweep in g.ours)
+            if not points:
+                continue
+            label = f"{sweep}: {points[0][1].setting}"
+            shift = 1 + 0.01 * (k - len(grid.sweeps) / 2)  # side by side where they share an x
+            known = [(x * shift, m) for x, m in points if m.n_star is not None]
+            if known:
+                xs = np.array([x for x, _ in known])
+                ys = np.array([m.n_star for _, m in known], dtype=float)
+                lo = np.array([(m.ci95 or [None, None])[0] or m.n_star for _, m in known], dtype=float)
+                hi = np.array([(m.ci95 or [None, None])[1] or m.largest_n for _, m in known], dtype=float)
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=[ys - lo, np.maximum(hi - ys, 0)],
+                    fmt="o-",
+                    ms=4,
+                    lw=1,
+                    capsize=2,
+                    color=colour,
+                    label=label,
+                )
+                label = None
+            beyond = [(x * shift, m.largest_n) for x, m in points if m.n_star is None]
+            if beyond:
+                ax.plot(*zip(*beyond), "^", color=colour, label=label)
+        symbol = f"({scaling.symbol})^{power:g}" if power != 1 else scaling.symbol
+        ax.set(xlabel=symbol, ylabel="N*", title=f"{model}: N* at p = {grid.p:g}")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -21,11 +21,16 @@ def success_table(family: Family, model: str) -> tuple[np.ndarray, np.ndarray, n
     return columns ** (1 / power), ns, np.array([[float(v) for v in r[1:]] for r in body])
 
 
+def columns(family: Family, model: str, p: float) -> list[tuple[float, int | None, tuple[int, int]]]:
+    """(the scaling field's value, stable N* or None where the column's largest N misses p, the
+    table's smallest and largest N) for every column of the paper's table."""
+    values, ns, table = success_table(family, model)
+    return [(float(a), stable_n_star(ns, table[:, j], p), (int(ns[0]), int(ns[-1]))) for j, a in enumerate(values)]
+
+
 def n_star(family: Family, model: str, p: float) -> list[tuple[float, int]]:
     """(the scaling field's value, stable N*) for every column of the paper's table whose largest N reaches p."""
-    values, ns, table = success_table(family, model)
-    stars = [(float(a), stable_n_star(ns, table[:, j], p)) for j, a in enumerate(values)]
-    return [(a, s) for a, s in stars if s is not None]
+    return [(a, s) for a, s, _ in columns(family, model, p) if s is not None]
 
 
 def exponent(family: Family, model: str, p: float) -> float | None:

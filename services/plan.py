@@ -217,15 +217,9 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
     first = spec.trainings_of(cell)
     tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
     if tuning is not None:
-        samples = training.batch_size * training.max_steps
-        settings = spec.selection_settings(cell.model) + tuning.most_extensions
-        if spec.plan(cell).one_pass:
-            most = settings * spec.tuning.selection_seeds * len(tuning.caps(samples)) + spec.seeds
-        else:  # an N* search per setting on the selection seeds, then one on the measurement seeds
-            most = settings * spec.max_trainings_of(cell, spec.tuning.selection_seeds) + spec.max_trainings_of(cell)
-        steps = samples // min(tuning.batch_size or [training.batch_size])
+        steps = training.batch_size * training.max_steps // min(tuning.batch_size or [training.batch_size])
         retried = 0 if spec.plan(cell).one_pass else spec.search.max_steps_cap or 0
-        return first, most, max(steps, retried)
+        return first, spec.max_trainings_of(cell), max(steps, retried)
     searched = isinstance(spec.search, SampleComplexityMode) and not spec.plan(cell).one_pass
     return first, spec.max_trainings_of(cell), (searched and spec.search.max_steps_cap) or training.max_steps
 

@@ -26,7 +26,7 @@ from services.spec import SweepSpec
 from services.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.compare import Comparison
+    from services.compare import Comparison, PaperGrid
     from services.frames import SweepFrames
     from services.summary import Summary
     from services.tracking import Record
@@ -269,6 +269,23 @@ def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) 
     figure.savefig(folder / COMPARE_FIGURE, dpi=120)
     (folder / COMPARE_JSON).write_text(json.dumps(comparison.to_dict(), indent=2))
     return comparison, folder, record_comparison(uri, comparison, figure)
+
+
+def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tuple["PaperGrid", Path, str]:
+    """The paper's figure beside the given sweeps (ids, or spec names for their latest sweeps),
+    read from ``uri``: the grid, the folder its figure and JSON went to (default
+    HOME/reports/paper-grid-<first sweep>), and the MLflow run that records it."""
+    from services import figures
+    from services.compare import paper_grid as build
+    from services.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
+
+    grid = build([load_sweep(uri, sweep) for sweep in sweeps])
+    figure = figures.paper_grid_figure(grid)
+    folder = out or home / "reports" / f"paper-grid-{grid.sweeps[0]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.savefig(folder / GRID_FIGURE, dpi=120)
+    (folder / GRID_JSON).write_text(json.dumps(grid.to_dict(), indent=2))
+    return grid, folder, record_paper_grid(uri, grid, figure)
 
 
 def status(home: Path) -> list[dict]:

@@ -443,14 +443,24 @@ class SweepSpec(BaseModel):
             return runs * (1 if self.plan(cell).one_pass else len(self.plan(cell).n_values))
         return self.search.samples * len(self.plan(cell).n_values) * self.seeds
 
-    def max_trainings_of(self, cell: Cell, seeds: int | None = None) -> int:
-        """The most models one untuned cell can train (with ``seeds`` seeds; default the sweep's):
-        a multi-pass sample_complexity cell at every N of a geometric grid of ratio 1 + precision
-        up to n_max; any other, its first round."""
-        if isinstance(self.search, SampleComplexityMode) and not self.plan(cell).one_pass:
-            grid = full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)
-            return grid * (seeds or self.seeds)
-        return self.trainings_of(cell)
+    def max_trainings_of(self, cell: Cell) -> int:
+        """The most models one cell can train: a multi-pass sample_complexity search's every N of a
+        geometric grid of ratio 1 + precision up to n_max; a tuned cell's every setting (extensions
+        included) on the selection seeds once per sample cap (one pass) or through a whole N*
+        search (multi-pass), and its measurement; any other cell's first round."""
+        one_pass = self.plan(cell).one_pass
+        searched = isinstance(self.search, SampleComplexityMode) and not one_pass
+        if self.tuning is not None:
+            tuning, training = self.tuning_of(cell.model), self.plan(cell).training
+            settings = (self.selection_settings(cell.model) + tuning.most_extensions) * self.tuning.selection_seeds
+            if one_pass:
+                return settings * len(tuning.caps(training.batch_size * training.max_steps)) + self.seeds
+            return (settings + self.seeds) * self._search_grid(cell)
+        return self._search_grid(cell) * self.seeds if searched else self.trainings_of(cell)
+
+    def _search_grid(self, cell: Cell) -> int:
+        """The most N one seed of a multi-pass N* search trains at: its grid and every N of ratio 1 + precision."""
+        return full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)
 
     @property
     def largest_n(self) -> int:
@@ -474,11 +484,8 @@ class SweepSpec(BaseModel):
     def max_trainings_bound(self) -> int:
         """The most models the sweep can train: for sample_complexity, every cell at every N of a
         geometric grid of ratio 1 + precision up to n_max (it trains far fewer); tuning: with
-        every extension past every edge."""
-        if self.tuning is not None:
-            extensions = sum(self.tuning_of(c.model).most_extensions for c in self.cells)
-            return self.trainings + extensions * self.tuning.selection_seeds
-        if not isinstance(self.search, SampleComplexityMode):
+        every extension past every edge (max_trainings_of)."""
+        if self.tuning is None and not isinstance(self.search, SampleComplexityMode):
             return self.trainings
         return sum(self.max_trainings_of(c) for c in self.cells)
 

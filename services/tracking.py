@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from services.compare import Comparison
+from services.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import OptunaMode, SweepSpec, spec_from_dict
 from services.summary import CellRow, Summary
@@ -44,6 +44,7 @@ SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
 SUMMARY_MD, SUMMARY_JSON, TUNING_FILE = "summary.md", "summary.json", "tuning.json"
 PREMISES_FILE = "premises.json"  # a cell's theory premises, each met or not, with their numbers
 COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.png", "compare.json"
+GRID_TAG, GRID_FIGURE, GRID_JSON = "vitsweep.paper_grid", "paper_grid.png", "paper_grid.json"
 # What kind of experiment MLflow's UI shows (3.17: genai_development or custom_model_development)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
 # MLflow 3.17's UI opens an experiment in the GenAI view unless the URL (or the browser's last
@@ -302,6 +303,20 @@ def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure)
     return run.info.run_id
 
 
+def record_paper_grid(tracking_uri: str, grid: PaperGrid, figure: Figure) -> str:
+    """A run of its own for `vitsweep paper A [B ...]`, in the last sweep's experiment: the figure
+    (the paper's boundary over every sweep's N*) and the grid's JSON. Returns the run's id."""
+    client = MlflowClient(tracking_uri)
+    last = _parent(client, tracking_uri, grid.sweeps[-1])
+    sweeps = ", ".join(grid.sweeps)
+    run = client.create_run(last.info.experiment_id, run_name=f"paper grid {sweeps}", tags={GRID_TAG: sweeps})
+    _log(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(grid.sweeps)}, metrics=[])
+    client.log_figure(run.info.run_id, figure, GRID_FIGURE)
+    client.log_dict(run.info.run_id, grid.to_dict(), GRID_JSON)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
 def _children(client: MlflowClient, experiment: str, parent_id: str) -> list:
     return client.search_runs([experiment], f"tags.{PARENT_TAG} = '{parent_id}'")
 
@@ -321,14 +336,19 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
 
 
 def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None):
-    """A sweep's parent run (the latest sweep's when ``sweep_id`` is None); LookupError: none."""
+    """A sweep's parent run: ``sweep_id``'s, else the latest sweep of the spec so named, or the
+    latest sweep of all when None; LookupError: none."""
     experiments = [e.experiment_id for e in client.search_experiments()]
-    where = f"tags.`{SWEEP_TAG}` = '{sweep_id}'" if sweep_id else f"tags.`{SWEEP_TAG}` LIKE '%'"
-    parents = (
-        client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1)
-        if experiments
-        else []
+    wheres = (
+        [f"tags.`{SWEEP_TAG}` = '{sweep_id}'", f"tags.`{SWEEP_TAG}` LIKE '{sweep_id}-%'"]
+        if sweep_id
+        else [f"tags.`{SWEEP_TAG}` LIKE '%'"]
     )
+    parents = []
+    for where in wheres if experiments else []:
+        parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1)
+        if parents:
+            break
     if not parents:
         raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
     return parents[0]

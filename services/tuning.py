@@ -369,7 +369,8 @@ class MultiPassTuning(RoundPlanner):
             packs = self._selection_packs(index)
             if packs:
                 return packs
-            cell.phase, cell.chosen, cell.measurement = MEASUREMENT, [chosen.batch_size, chosen.lr], self._bracket(index)
+            cell.phase, cell.chosen = MEASUREMENT, [chosen.batch_size, chosen.lr]
+            cell.measurement = self._bracket(index)
         if cell.phase == MEASUREMENT:
             chosen = Setting(*cell.chosen)
             packs = self._setting_packs(index, chosen, cell.measurement, list(range(self.spec.seeds)), MEASUREMENT)
@@ -379,11 +380,11 @@ class MultiPassTuning(RoundPlanner):
         return []
 
     def _selection_packs(self, index: int) -> list[Pack]:
-        cell = self.cells[index]
+        cell, seeds = self.cells[index], self.selection_seeds
         return [
             pack
             for label, bracket in cell.brackets.items()
-            for pack in self._setting_packs(index, Setting(*cell.settings[label]), bracket, self.selection_seeds, SELECTION)
+            for pack in self._setting_packs(index, Setting(*cell.settings[label]), bracket, seeds, SELECTION)
         ]
 
     def _setting_packs(self, index: int, setting: Setting, bracket: Bracket, seeds: list[int], phase: str):

@@ -98,3 +98,27 @@ def test_compare_fits_both_sweeps_and_the_difference_of_their_exponents(two_swee
     assert run.data.metrics["exponent_difference.vit"] == pytest.approx(difference["value"])
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {tracking.COMPARE_FIGURE, tracking.COMPARE_JSON}
     assert vitsweep.load_sweep(home=two_sweeps).sweep_id == "sweep-b"  # the comparison's run is not a sweep
+
+
+def test_paper_grid_puts_the_papers_figure_beside_each_sweep_and_finds_a_spec_by_name(two_sweeps, tmp_path):
+    """`vitsweep paper`: per model, every column of the paper's Fig 1 (its N*, "<= 40" at its
+    smallest N) then our cells off its grid, each sweep's N* with its CI; a spec's name stands for
+    its latest sweep ("sweep" here: sweep-b); the figure and JSON go to the folder and to MLflow."""
+    out = runner.invoke(
+        app, ["paper", "sweep-a", "sweep", "--home", str(two_sweeps), "--out", str(tmp_path / "g"), "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    grid = json.loads(out.stdout.strip().splitlines()[-1])
+    assert grid["sweeps"] == ["sweep-a", "sweep-b"] and grid["x_power"] == {"vit": 2.0, "cnn": 4.0}
+    points = {(p["model"], round(p["value"], 4)): p for p in grid["points"]}
+    assert points["vit", 0.5]["paper_n_star"] == 40 and points["vit", 0.5]["ours"] == {}
+    assert points["vit", 0.2673]["paper_n_star"] == 320
+    ours = points["vit", 0.1]["ours"]
+    assert points["vit", 0.1]["paper_ns"] is None  # off the paper's grid: no column
+    assert (ours["sweep-a"]["n_star"], ours["sweep-b"]["n_star"]) == (20, 40)
+    assert not ours["sweep-a"]["tuned"] and ours["sweep-a"]["protocol"] == "multi_pass"
+    assert "| 0.5 | 4 | <= 40 | - | - |" in out.stdout and "| 0.1 | 100 | - | 20 [" in out.stdout
+    assert (tmp_path / "g" / tracking.GRID_FIGURE).stat().st_size > 0
+    run = MlflowClient(embedded_uri(two_sweeps)).get_run(grid["mlflow_run_id"])
+    assert run.data.tags[tracking.GRID_TAG] == "sweep-a, sweep-b"
+    assert vitsweep.load_sweep(home=two_sweeps).sweep_id == "sweep-b"  # the grid's run is not a sweep

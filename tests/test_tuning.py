@@ -171,7 +171,7 @@ def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
 
 
 MULTI_PASS = SPEC.replace(
-    "training: {protocol: one_pass, batch_size: 4, max_steps: 400, eval_every: 1, eval_ratio: 1.1, stability_window: 4}",
+    SPEC.split("\n")[4],
     "training: {protocol: multi_pass, batch_size: 4, max_steps: 400}\nn_train: [10, 20, 40, 80, 160]\n"
     "search: {mode: sample_complexity}",
 )
