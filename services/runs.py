@@ -264,10 +264,9 @@ def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) 
 
     comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
     figure = figures.comparison_figure(comparison)
-    folder = out or home / "reports" / f"compare-{sweep_a}-{sweep_b}"
-    folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(folder / COMPARE_FIGURE, dpi=120)
-    (folder / COMPARE_JSON).write_text(json.dumps(comparison.to_dict(), indent=2))
+    folder = _written(
+        out or home / "reports" / f"compare-{sweep_a}-{sweep_b}", figure, (COMPARE_FIGURE, COMPARE_JSON), comparison
+    )
     return comparison, folder, record_comparison(uri, comparison, figure)
 
 
@@ -281,11 +280,16 @@ def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tup
 
     grid = build([load_sweep(uri, sweep) for sweep in sweeps])
     figure = figures.paper_grid_figure(grid)
-    folder = out or home / "reports" / f"paper-grid-{grid.sweeps[0]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(folder / GRID_FIGURE, dpi=120)
-    (folder / GRID_JSON).write_text(json.dumps(grid.to_dict(), indent=2))
+    folder = _written(out or home / "reports" / f"paper-grid-{grid.sweeps[0]}", figure, (GRID_FIGURE, GRID_JSON), grid)
     return grid, folder, record_paper_grid(uri, grid, figure)
+
+
+def _written(folder: Path, figure, names: tuple[str, str], made) -> Path:
+    """``folder``, with ``figure`` and ``made.to_dict()`` written into it under ``names`` (figure, JSON)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.savefig(folder / names[0], dpi=120)
+    (folder / names[1]).write_text(json.dumps(made.to_dict(), indent=2))
+    return folder
 
 
 def status(home: Path) -> list[dict]:

@@ -455,12 +455,16 @@ class SweepSpec(BaseModel):
             settings = (self.selection_settings(cell.model) + tuning.most_extensions) * self.tuning.selection_seeds
             if one_pass:
                 return settings * len(tuning.caps(training.batch_size * training.max_steps)) + self.seeds
-            return (settings + self.seeds) * self._search_grid(cell)
-        return self._search_grid(cell) * self.seeds if searched else self.trainings_of(cell)
+            return (settings + self.seeds) * self._most_n(cell)
+        return self._most_n(cell) * self.seeds if searched else self.trainings_of(cell)
 
-    def _search_grid(self, cell: Cell) -> int:
-        """The most N one seed of a multi-pass N* search trains at: its grid and every N of ratio 1 + precision."""
-        return full_grid_size(1, self.n_max, self.search.precision) + len(self.plan(cell).n_values)
+    def _most_n(self, cell: Cell) -> int:
+        """The most N one seed of a multi-pass cell trains at: an N* search's grid and every N of
+        ratio 1 + precision up to n_max; else its grid."""
+        grid = len(self.plan(cell).n_values)
+        if isinstance(self.search, SampleComplexityMode):
+            return grid + full_grid_size(1, self.n_max, self.search.precision)
+        return grid
 
     @property
     def largest_n(self) -> int:

@@ -65,24 +65,24 @@ def run_records(setting: Setting, seed: int, cap: int, phase: str, truth=stable_
     ]
 
 
-def drive(search: TuningSearch, truth=stable_n, until: int | None = None) -> list[dict]:
-    """Run the planner against the made-up world: every suggested pack answered with its runs'
-    records; ``until``: stop after that many trials. Returns every pack suggested."""
+def drive(search, truth=stable_n, until: int | None = None) -> list:
+    """Run a tuning planner against the made-up world: every suggested pack answered with its
+    models' records (one pass: its runs' records; multi-pass: N reaches the threshold ``truth``
+    or not); ``until``: stop after that many trials. Returns every pack suggested."""
     suggested, trial = [], 0
     while until is None or trial < until:
         pack = search.suggest(f"t{trial}")
-        if pack in (None, TuningSearch.FINISHED):
-            assert pack == TuningSearch.FINISHED or not search.in_flight
+        if pack in (None, search.FINISHED):
+            assert pack == search.FINISHED or not search.in_flight
             break
         suggested.append(pack)
-        records = [
-            r
-            for n, seed, lr in zip(pack.n_train, pack.seeds, pack.lr)
-            for r in run_records(Setting(pack.batch_size, lr), seed, n, pack.phase, truth)
-        ]
-        search.complete(f"t{trial}", [ModelRecord.from_dict(r) for r in records])
+        if isinstance(search, MultiPassTuning):
+            records = [_multi_pass_record(pack, *m, _reached(pack, *m, truth)) for m in _models(pack)]
+        else:
+            records = [ModelRecord.from_dict(r) for r in _records(pack, truth)]
+        search.complete(f"t{trial}", records)
         trial += 1
-        assert trial < 500, "the planner does not finish"
+        assert trial < 2000, "the planner does not finish"
     return suggested
 
 
@@ -177,22 +177,6 @@ MULTI_PASS = SPEC.replace(
 )
 
 
-def drive_multi_pass(search: MultiPassTuning, truth=stable_n, until: int | None = None) -> list:
-    """Run the multi-pass planner against the made-up world: a model of N succeeds where N reaches
-    its setting's and seed's threshold (``truth``). Returns every pack suggested."""
-    suggested, trial = [], 0
-    while until is None or trial < until:
-        pack = search.suggest(f"t{trial}")
-        if pack in (None, MultiPassTuning.FINISHED):
-            assert pack == MultiPassTuning.FINISHED or not search.in_flight
-            break
-        suggested.append(pack)
-        search.complete(f"t{trial}", [_multi_pass_record(pack, *m, _reached(pack, *m, truth)) for m in _models(pack)])
-        trial += 1
-        assert trial < 2000, "the planner does not finish"
-    return suggested
-
-
 def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_on_other_seeds():
     """Every setting gets an adaptive N* search on the selection seeds; the best one's N* is
     then searched on the measurement seeds, bracketed to the precision; the summary reads the
@@ -200,7 +184,7 @@ def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_
     spec = parse_spec(MULTI_PASS)
     search = tuning_search(spec)
     assert isinstance(search, MultiPassTuning)
-    packs = drive_multi_pass(search)
+    packs = drive(search)
     selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
     assert selection == set(range(1000, 1004)) and {s for p in packs if p.phase == MEASUREMENT for s in p.seeds} == set(
         range(6)
@@ -223,10 +207,10 @@ def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_
     chosen = next(s for s in row.tuning.selection if (s["batch_size"], s["lr"]) == (1, 1.0))
     assert chosen["n_star"] == min(s["n_star"] for s in row.tuning.selection) and chosen["seeds"] == 4
     first = MultiPassTuning(spec)
-    head = [p.config() for p in drive_multi_pass(first, until=9)]
+    head = [p.config() for p in drive(first, until=9)]
     again = MultiPassTuning(spec)
     again.set_state(json.loads(json.dumps(first.get_state())))
-    assert head + [p.config() for p in drive_multi_pass(again)] == [p.config() for p in packs]
+    assert head + [p.config() for p in drive(again)] == [p.config() for p in packs]
 
 
 def test_multi_pass_tuning_retrains_a_model_that_did_not_converge_with_a_larger_budget():
