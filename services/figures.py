@@ -405,9 +405,9 @@ def comparison_figure(comparison: Comparison) -> Figure:
 
 def paper_grid_figure(grid: PaperGrid) -> Figure:
     """Per model, N* against the power of x its paper's figure plots (Paper A's Fig 1: alpha*^-2,
-    alpha*^-4) on linear axes as the paper draws them: the paper's boundary (its N* per column,
-    black, dashed; ^ where it lies above its largest N) over each sweep's N* with its 95% CI (^:
-    above the sweep's largest N)."""
+    alpha*^-4, a linear axis as the paper's): the paper's boundary (its N* per column, black,
+    dashed; ^ where it lies above its largest N) over each sweep's N* with its 95% CI (an open CI
+    drawn to the sweep's largest N; ^: N* above it). N on a log axis: arms differ by 100x."""
     models = list(grid.x_power)
     fig, axes = _subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
     scaling = grid.scaling
@@ -452,7 +452,7 @@ def paper_grid_figure(grid: PaperGrid) -> Figure:
             if beyond:
                 ax.plot(*zip(*beyond), "^", color=colour, label=label)
         symbol = f"({scaling.symbol})^{power:g}" if power != 1 else scaling.symbol
-        ax.set(xlabel=symbol, ylabel="N*", title=f"{model}: N* at p = {grid.p:g}")
+        ax.set(xlabel=symbol, ylabel="N*", yscale="log", title=f"{model}: N* at p = {grid.p:g}")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
