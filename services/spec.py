@@ -702,7 +702,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     ][:1]
     if problems:
         return problems
-    problems += spec.search.problems(spec) + _tuning_problems(spec)
+    problems += spec.search.problems(spec) + _tuning_problems(spec) + _pack_problems(spec)
     if spec.max_trainings_bound > spec.max_trainings:
         problems.append(
             Problem(
@@ -788,6 +788,24 @@ def _tuning_problems(spec: SweepSpec) -> list[Problem]:
                 f"must be at least seeds={spec.seeds}: selection seeds are never measurement seeds (0 .. seeds - 1)",
             )
         )
+    return problems
+
+
+def _pack_problems(spec: SweepSpec) -> list[Problem]:
+    """An outside family's packs against the contract (vit_core.packed), one model of each kind
+    built on the CPU: refused here in a line, not deep in a run. vitsweep's own families are
+    tested, and building theirs would load torch for every ``validate``."""
+    if type(spec.FAMILY).__module__.partition(".")[0] == "vit_core":
+        return []
+    from vit_core.train import build
+
+    problems = []
+    for model in spec.models:
+        data, cfg, _ = spec.plan(next(c for c in spec.cells if c.model == model)).configs
+        try:
+            build(cfg, data, [0], "cpu")
+        except Exception as error:  # a family's own code: whatever it raises, said in one line
+            problems.append(Problem("family", spec.family, f"building one {model} model: {error}"))
     return problems
 
 

@@ -4,6 +4,7 @@ network, Barak et al. 2022) installed into the environment runs its one-pass N* 
 into MLflow and back through `vitsweep report`, with no change to services/."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,56 @@ def test_a_family_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkey
     finally:
         monkeypatch.undo()
         registry.families.cache_clear()
+
+
+@pytest.fixture
+def readme_family(tmp_path, monkeypatch):
+    """The smallest family of README "Add your own experiment", built from its code blocks alone
+    (each opens with the file it is), registered as an installed entry point would be."""
+    from importlib.metadata import EntryPoint
+
+    import services.spec
+    from vit_core import family as registry
+
+    blocks = re.findall(r"```python\n# (my_family/\S+)\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert {path for path, _ in blocks} == {"my_family/__init__.py", "my_family/model.py"}
+    for path, code in blocks:
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = EntryPoint("sign_of_mean", "my_family:SignOfMean", registry.GROUP)
+    papers = list(registry.entry_points(group=registry.GROUP))
+    monkeypatch.setattr(registry, "entry_points", lambda group: [*papers, point])
+    registry.families.cache_clear()
+    family = registry.families()["sign_of_mean"]
+    monkeypatch.setitem(services.spec.FAMILIES, family.name, services.spec.spec_class(family))
+    yield family
+    monkeypatch.undo()
+    registry.families.cache_clear()
+    for name in [m for m in sys.modules if m.partition(".")[0] == "my_family"]:
+        del sys.modules[name]
+
+
+SIGN_SPEC = "name: readme\nfamily: sign_of_mean\nmodels: [linear]\nn_train: [64]\nseeds: 4"
+
+
+def test_a_family_built_from_the_readme_text_alone_validates_and_learns(readme_family):
+    from vit_core import train_pack
+    from vit_core.configs import TrainConfig
+
+    spec = parse_spec(SIGN_SPEC)
+    data, model, _ = spec.plan(spec.cells[0]).configs
+    result = train_pack(data, model, TrainConfig(max_steps=300, batch_size=8, n_test=500), [64] * 4, [0, 1, 2, 3])
+    errors = [r["test_error"] for r in result.records()]
+    assert len(errors) == 4 and max(errors) < 0.2  # the mean token's sign is linear in it: learned
+
+
+def test_a_pack_that_breaks_the_contract_is_refused_in_one_line_at_validate(readme_family):
+    from my_family.model import LinearPack
+
+    del LinearPack.select  # the README's pack without its select
+    with pytest.raises(SpecError) as error:
+        parse_spec(SIGN_SPEC)
+    (problem,) = error.value.problems
+    assert (problem.path, problem.value) == ("family", "sign_of_mean")
+    assert "lacks select" in problem.message and "\n" not in str(problem)

@@ -160,7 +160,7 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
     """ShallowViT.test_outputs (one fused attention, the values projected first where they are
     narrower than the tokens, the mass from a value column) agrees with forward and the full
     attention map to float32 rounding, with and without a token set S^n."""
-    from vit_core.models import attention_mass
+    from vit_core.packed import attention_mass
     from vit_core.train import sample
 
     data = TokenDataConfig(
@@ -179,3 +179,11 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
     fast, mass = model.test_outputs(test.tokens, keep, relevant)
     torch.testing.assert_close(fast, F, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(mass, attention_mass(attn, relevant), rtol=1e-5, atol=1e-6)
+
+
+def test_an_unknown_model_kind_is_an_error_naming_the_field_not_another_model():
+    from vit_core.fields import ConfigError
+
+    with pytest.raises(ConfigError) as error:
+        ModelConfig(kind="mlp")
+    assert (error.value.field, error.value.value) == ("kind", "mlp") and "vit, cnn" in error.value.allowed

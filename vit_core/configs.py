@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from vit_core.fields import ConfigError, param
+from vit_core.fields import ConfigError, check_choices, param
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy
 
@@ -51,6 +51,7 @@ class TokenDataConfig:
     )
 
     def __post_init__(self) -> None:
+        check_choices(self)
         _check(self)
 
     @property
@@ -164,6 +165,7 @@ class ModelConfig:
     init_error: float = param(0.1, "aligned init: scale of the Gaussian error added to each matrix")
 
     def __post_init__(self) -> None:
+        check_choices(self)
         for field in ("width", "attn_dim", "value_dim"):
             value = getattr(self, field)
             if value is not None and value < 1:
@@ -222,6 +224,7 @@ class SpatialDataConfig:
     feature_seed: int = param(0, "seed of the feature w* (transfer: a new feature, the same sets)")
 
     def __post_init__(self) -> None:
+        check_choices(self)
         for field in ("n_patches", "set_size", "dim", "teacher_width"):
             if getattr(self, field) < 1:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")
@@ -307,6 +310,7 @@ class ImageDataConfig:
     structure_seed: int = param(0, "seed of the train/test split and of the pixel permutation")
 
     def __post_init__(self) -> None:
+        check_choices(self)
         side = 8 if self.source == "digits" else 32
         if self.patch < 1 or side % self.patch:
             raise ConfigError("patch", self.patch, f"must divide the image side {side}")
@@ -368,6 +372,7 @@ class PositionalConfig:
     pretrain_lr: float = param(0.01, "transfer: pre-training step size of v (A's is a_lr_scale times it)")
 
     def __post_init__(self) -> None:
+        check_choices(self)
         for field in ("a_init", "v_init"):
             if getattr(self, field) < 0:
                 raise ConfigError(field, getattr(self, field), "must be >= 0")
@@ -426,6 +431,7 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
+        check_choices(self)
         for name in ("batch_size", "max_steps", "eval_every", "n_test", "eval_subset", "eval_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, getattr(self, name), "must be a positive integer")

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from vit_core.configs import ModelConfig, check_fits_data
+from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
 
 
@@ -70,7 +71,7 @@ def _per_token(X: Tensor, W: Tensor) -> Tensor:
     return X @ W.transpose(-1, -2)
 
 
-class PackedModel(nn.Module):
+class PackedModel(PackedModels):
     """K independent copies of Paper A's network; subclasses decide how tokens are mixed."""
 
     def __init__(self, cfg: ModelConfig, params: dict[str, Tensor]):
@@ -117,13 +118,6 @@ class PackedModel(nn.Module):
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""
         params = {name: t.detach()[index].clone() for name, t in [*self.named_parameters(), ("a", self.a)]}
         return type(self)(self.cfg, params)
-
-
-def attention_mass(attn: Tensor, relevant: Tensor) -> Tensor:
-    """Per model and sample (K, n): the attention each relevant query (rows of ``attn`` that
-    ``relevant`` marks) puts on relevant keys, summed over keys, averaged over those queries."""
-    on_relevant = (attn @ relevant.unsqueeze(-1)).squeeze(-1)
-    return (on_relevant * relevant).sum(-1) / relevant.sum(-1)
 
 
 class ShallowViT(PackedModel):
@@ -186,6 +180,9 @@ class ShallowCNN(PackedModel):
         return X, None
 
 
+KINDS: dict[str, type[PackedModel]] = {"vit": ShallowViT, "cnn": ShallowCNN}  # ModelConfig.kind -> class
+
+
 def build_model(
     cfg: ModelConfig,
     patterns: Tensor | np.ndarray,
@@ -199,4 +196,4 @@ def build_model(
     check_fits_data(cfg, patterns.shape[1], patterns.shape[0])
     per_model = [_init_one(cfg, patterns, s, n_tokens) for s in seeds]
     stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
-    return (ShallowViT if cfg.kind == "vit" else ShallowCNN)(cfg, stacked)
+    return KINDS[cfg.kind](cfg, stacked)

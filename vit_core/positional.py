@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from vit_core.configs import ImageDataConfig, PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
+from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
 from vit_core.spatial import feature
 
@@ -63,7 +64,7 @@ def build_positional(
     return PositionalAttention(cfg, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
 
 
-class PositionalAttention(nn.Module):
+class PositionalAttention(PackedModels):
     """K independent models of one kind: positional (A, v) or vanilla (P, W_Q, W_K, v).
 
     ``same_set`` (D, D) and ``w_star`` (d,) are the data's truth where it has one (synthetic

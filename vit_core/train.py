@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,8 +37,8 @@ from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
 from vit_core.data import BLOCK, TokenBatch
 from vit_core.family import family_of
 from vit_core.layout import TokenKind
-from vit_core.models import attention_mass
 from vit_core.outcomes import Outcome, outcome, summarize_by_n
+from vit_core.packed import PackedModels, attention_mass, missing_members
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS
 from vit_core.seeding import Stream, numpy_rng
 
@@ -291,22 +291,14 @@ def sample(
     return family_of(data).sample_on(data, n, seed, stream, start, device)
 
 
-class Packed(Protocol):
-    """K independent models trained as one: Paper A's PackedModel or Paper B's PositionalAttention.
-    Optional: ``lr_scales`` (parameter name -> step-size factor), and ``metric_names`` with
-    ``metrics()`` (per-model values of the parameters, recorded like the test metrics)."""
-
-    cfg: object
-    K: int
-
-    def __call__(self, X: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor | None]: ...
-    def select(self, index: Tensor) -> "Packed": ...
-    def named_parameters(self): ...
-
-
-def build(model_cfg: Any, data: DataConfig, seeds: list[int], device: str | torch.device = "cpu") -> Packed:
-    """A pack of len(seeds) models for ``data``, model k initialised from seeds[k], built by its family."""
-    return family_of(data).build(model_cfg, data, seeds, device)
+def build(model_cfg: Any, data: DataConfig, seeds: list[int], device: str | torch.device = "cpu") -> PackedModels:
+    """A pack of len(seeds) models for ``data``, model k initialised from seeds[k], built by its
+    family; a TypeError in one line where the pack breaks the contract (vit_core.packed)."""
+    family = family_of(data)
+    pack = family.build(model_cfg, data, seeds, device)
+    if missing := missing_members(pack):
+        raise TypeError(f"{family.name}'s build returned a {type(pack).__name__}, which lacks {', '.join(missing)}")
+    return pack
 
 
 def pretrained_attention(cfg: PositionalConfig, data: SpatialDataConfig, seeds: list[int], device) -> dict[str, Tensor]:
@@ -340,7 +332,7 @@ def errors(F: Tensor, y: Tensor) -> Tensor:
 
 
 def evaluate(
-    model: "Packed",
+    model: PackedModels,
     tokens: Tensor,
     labels: Tensor,
     keep: Tensor | None,
@@ -361,7 +353,7 @@ def evaluate(
 
 @torch.no_grad()
 def _sums(
-    model: "Packed",
+    model: PackedModels,
     tokens: Tensor,
     labels: Tensor,
     keep: Tensor | None,
@@ -389,10 +381,12 @@ def _sums(
     return totals
 
 
-def _scored(model: "Packed", X: Tensor, keep: Tensor | None, relevant: Tensor | None) -> tuple[Tensor, Tensor | None]:
+def _scored(
+    model: PackedModels, X: Tensor, keep: Tensor | None, relevant: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
     """Outputs F and per-sample attention mass (or None) of samples X: shared test samples through
-    a model's own test path where it has one (test_outputs), else through its forward."""
-    if X.dim() == 3 and hasattr(model, "test_outputs"):
+    the pack's test path (test_outputs), each model's own samples through its forward."""
+    if X.dim() == 3:
         return model.test_outputs(X, keep, relevant)
     F, attn = model(X, keep)
     return F, None if attn is None or relevant is None else attention_mass(attn, relevant)
@@ -421,7 +415,7 @@ class _TestScores:
         self.sums = {part: {name: torch.zeros(K, device=device) for name in METRICS} for part in ("subset", "rest")}
         self.valid = {part: torch.zeros(K, dtype=torch.bool, device=device) for part in ("subset", "rest")}
 
-    def __call__(self, model: "Packed", decisive: Tensor, moved: Tensor) -> dict[str, Tensor]:
+    def __call__(self, model: PackedModels, decisive: Tensor, moved: Tensor) -> dict[str, Tensor]:
         """Test metrics of every model; only those that ``moved`` since they were scored are scored."""
         for valid in self.valid.values():
             valid &= ~moved
@@ -435,7 +429,7 @@ class _TestScores:
             result[name][clean] = (subset[name][clean] + rest[clean]) / self.total
         return result
 
-    def _score(self, model: "Packed", part: str, which: Tensor, samples: slice) -> None:
+    def _score(self, model: PackedModels, part: str, which: Tensor, samples: slice) -> None:
         """Score the models marked ``which`` on test ``samples`` into the sums of ``part``."""
         index = torch.nonzero(which).squeeze(1)
         if not len(index):
@@ -462,7 +456,7 @@ class _TestScores:
             self.valid[part] = self.valid[part][index]
 
 
-def _finite_params(model: "Packed") -> Tensor:
+def _finite_params(model: PackedModels) -> Tensor:
     """(K,) bool: every parameter of model k is finite."""
     return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in model.parameters()]).all(0)
 
@@ -477,7 +471,7 @@ class _Pack:
 
     def __init__(
         self,
-        model: "Packed",
+        model: PackedModels,
         sets: "TrainSets | FreshBatches",
         step_size: Tensor,
         loss: Callable[[Tensor, Tensor], Tensor],
@@ -505,7 +499,7 @@ class _Pack:
         loss = per_sample.mean(-1)  # (K,): each model's own mean over its own batch
         self.model.zero_grad(set_to_none=True)
         loss.sum().backward()  # models share nothing, so each gets the gradient of its own loss
-        scales = getattr(self.model, "lr_scales", {})
+        scales = self.model.lr_scales
         with torch.no_grad():
             for name, p in self.model.named_parameters():
                 if p.grad is None:  # frozen
@@ -573,7 +567,7 @@ class _Pack:
 
 
 @torch.no_grad()
-def outputs(model: "Packed", tokens: Tensor, keep: Tensor | None, chunk: int) -> Tensor:
+def outputs(model: PackedModels, tokens: Tensor, keep: Tensor | None, chunk: int) -> Tensor:
     """Each model's outputs F (K, n) on its own samples ``tokens`` (K, n, L, d), ``chunk`` at a time."""
     n = tokens.shape[1]
     return torch.cat(
@@ -627,7 +621,7 @@ def train_pack(
         [min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train]
     )
     grid = set(train.evaluation_steps(int(budget.max())))
-    rec = _Recorder(K, getattr(model, "metric_names", ()))
+    rec = _Recorder(K, model.metric_names)
     for step in range(int(budget.max()) + 1):
         ends = budget[pack.ids] == step  # models whose budget ends here (on the host: no device sync a step)
         if step in grid or ends.any():
@@ -642,8 +636,7 @@ def train_pack(
             on_test = pack.test_metrics(decisive)
             extra = pack.model.metrics() if rec.extra else {}
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
-            if hasattr(pack.model, "snapshot"):
-                rec.snap(pack.ids, pack.model.snapshot())
+            rec.snap(pack.ids, pack.model.snapshot())
             confirmed = rec.confirmed(step, pack.ids, train.stability_window if one_pass else 0.0).to(device)
             stay = torch.nonzero(~(diverged | settled | ending | confirmed)).squeeze(1)
             if progress is not None:

@@ -1,6 +1,7 @@
 """The sparse-parity family's sampler and network, packed over K models as vitsweep's trainer
 expects: samples are ``TokenBatch``es of n one-dimensional tokens (the bits, the hidden set's
-marked relevant), and a pack's forward maps them to outputs F (K, B)."""
+marked relevant), and a pack (vit_core.packed.PackedModels: its own forward and select; K comes
+from the parameters) maps them to outputs F (K, B)."""
 
 import numpy as np
 import torch
@@ -8,6 +9,7 @@ from torch import Tensor, nn
 
 from sparse_parity import MLPConfig, ParityData
 from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
+from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, numpy_rng, stream_seed
 
 
@@ -32,7 +34,7 @@ def sample_parity(data: ParityData, n: int, seed: int, stream: Stream, start: in
     )
 
 
-class PackedMLP(nn.Module):
+class PackedMLP(PackedModels):
     """K independent two-layer ReLU networks: W (K, m, n), b (K, m), a (K, m)."""
 
     def __init__(self, cfg: MLPConfig, params: dict[str, Tensor]):
@@ -53,10 +55,6 @@ class PackedMLP(nn.Module):
             ):
                 params[name].append((2 * torch.rand(shape, generator=gen) - 1) / fan_in**0.5)
         return cls(cfg, {name: torch.stack(values).to(device) for name, values in params.items()})
-
-    @property
-    def K(self) -> int:
-        return self.a.shape[0]
 
     def forward(self, X: Tensor, keep: Tensor | None = None) -> tuple[Tensor, None]:
         """F (K, B) of inputs X: (K, B, n, 1), each model's own, or (B, n, 1) shared; no attention."""
