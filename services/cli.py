@@ -227,17 +227,9 @@ app.command()(train)
 @app.command()
 def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
     """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
-    from services.spec import SampleComplexityMode
-
     spec = _load_or_exit(path)
-    if isinstance(spec.search, SampleComplexityMode):  # the first round: later rounds depend on the results
-        print(
-            f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings in the first round of the adaptive N* "
-            "search "
-            f"(at most {spec.max_trainings_bound})"
-        )
-    else:
-        print(f"{path}: ok: {len(spec.cells)} cells, {spec.trainings} trainings")
+    size = spec.mode.trainings_text(spec, spec.trainings, spec.max_trainings_bound)
+    print(f"{path}: ok: {len(spec.cells)} cells, {size}")
     for model, config in _models_resolved(spec).items():
         print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))
 

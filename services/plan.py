@@ -30,9 +30,9 @@ import numpy as np
 
 from services import state
 from services.files import write_atomic
-from services.packs import packs
 from services.results import SweepResult, model_of
-from services.spec import GridMode, OptunaMode, SampleComplexityMode, SweepSpec
+from services.search.planners import first_packs
+from services.spec import SweepSpec
 
 if TYPE_CHECKING:
     from services.results import Cell
@@ -135,13 +135,13 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` and a pilot of each cell here."""
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
-    first = packs(spec, slots) if spec.tuning is None and not isinstance(spec.search, OptunaMode) else []
+    first = first_packs(spec, slots)
     timing: dict[str, float] = {}
     cells = []
     for index, cell in enumerate(spec.cells):
         trainings, most, per_model = _budget(spec, cell)
         bounded = False
-        if spec.tuning is None and isinstance(spec.search, GridMode) and not _stops_early(spec, cell):
+        if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
@@ -210,18 +210,9 @@ def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
 
 
 def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
-    """(first-round trainings, most trainings, most steps of one training) of a cell. A tuned cell
-    may train every setting (extensions included) on the selection seeds once per sample cap (one
-    pass), or through a whole N* search (multi-pass)."""
-    training = spec.plan(cell).training
-    first = spec.trainings_of(cell)
-    tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
-    if tuning is not None:
-        steps = training.batch_size * training.max_steps // min(tuning.batch_size or [training.batch_size])
-        retried = 0 if spec.plan(cell).one_pass else spec.search.max_steps_cap or 0
-        return first, spec.max_trainings_of(cell), max(steps, retried)
-    searched = isinstance(spec.search, SampleComplexityMode) and not spec.plan(cell).one_pass
-    return first, spec.max_trainings_of(cell), (searched and spec.search.max_steps_cap) or training.max_steps
+    """(first-round trainings, most trainings, most steps of one training) of a cell, as its search mode counts them."""
+    mode = spec.mode
+    return mode.first_trainings(spec, cell), mode.most_trainings(spec, cell), mode.most_steps(spec, cell)
 
 
 @dataclass(frozen=True)

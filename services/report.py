@@ -5,8 +5,8 @@ import json
 from html import escape
 from pathlib import Path
 
+from services.search.selection import SMALLEST_BATCH
 from services.summary import UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, at_n, error_bound, underfits
-from services.tuning import SMALLEST_BATCH
 from vit_core.outcomes import OUTCOMES
 
 

@@ -145,7 +145,7 @@ def train(
     None); Interrupted when it stopped before every trial finished."""
     from services.execution.ray_tune import run_sweep, start_ray, trial_slots
     from services.execution.trial import train_pack_trial
-    from services.packs import trial_count
+    from services.search.planners import trial_count
 
     stop_ray = start_ray(ray_address)
     slots = trial_slots(spec)

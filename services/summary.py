@@ -30,8 +30,8 @@ from services.analysis import (
     steps_ratio,
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
+from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import GridMode, SampleComplexityMode, Setting, SweepSpec
-from services.tuning import Run, at_edge, best, selection_table, setting_n_star
 from vit_core.family import Family, Premise, Scaling, families
 from vit_core.outcomes import OUTCOMES
 

@@ -12,8 +12,8 @@ from ray.cluster_utils import Cluster
 
 from services.execution.ray_tune import run_sweep
 from services.execution.trial import train_pack_trial
-from services.packs import packs
 from services.results import ModelRecord
+from services.search.packs import packs
 from services.spec import parse_spec
 from vit_core import train_pack
 

@@ -8,8 +8,9 @@ from conftest import model_record
 from ray.tune.search import Searcher
 
 from services.analysis import full_grid_size
-from services.execution.ray_tune import NStarSearcher
-from services.nstar import Bracket
+from services.execution.ray_tune import PlanSearcher
+from services.search.nstar import Bracket
+from services.search.planners import planner
 from services.spec import parse_spec
 
 SEEDS = 20
@@ -76,16 +77,16 @@ def test_non_monotone_success_refines_the_whole_dip_and_keeps_the_stable_n_star(
     assert sum((ns > 10) & (ns < 80)) > 3  # more than plain bisection of (80, 160) would train
 
 
-def _searcher(cells: int) -> NStarSearcher:
+def _searcher(cells: int) -> PlanSearcher:
     axes = ", ".join(str(a) for a in np.linspace(0.1, 0.5, cells).round(3))
     spec = parse_spec(
         f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
         "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n"
     )
-    return NStarSearcher(spec)
+    return PlanSearcher(planner(spec))
 
 
-def _report(searcher: NStarSearcher, trial: str, config: dict, t: np.ndarray) -> None:
+def _report(searcher: PlanSearcher, trial: str, config: dict, t: np.ndarray) -> None:
     pack = config["pack"]
     records = [
         model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged")
@@ -160,7 +161,7 @@ def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the
         "search: {mode: sample_complexity, max_steps_cap: 300}\n",
         "spec",
     )
-    searcher = NStarSearcher(spec)
+    searcher = PlanSearcher(planner(spec))
     config = searcher.suggest("t0")
     assert searcher.suggest("t1") is None and "max_steps" not in config["pack"]
     stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731

@@ -117,7 +117,7 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
 
 
 def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
-    from services.packs import packs
+    from services.search.packs import packs
 
     spec = parse_spec(
         "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
@@ -135,7 +135,7 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
     trained = {(p.cell, n, s) for p in packs(spec, slots=2) for n, s in zip(p.n_train, p.seeds)}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
     assert spec.plan(spec.cells[-1]).data.alpha_star == 0.25
-    from services.nstar import NStarSearch
+    from services.search.nstar import NStarSearch
 
     adaptive = parse_spec(
         "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
@@ -181,7 +181,8 @@ def test_schema_is_json_schema_with_every_section():
 
 
 def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
-    from services.packs import packs, trial_count
+    from services.search.packs import packs
+    from services.search.planners import trial_count
 
     grid = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10, 20]\nseeds: 5\nresources: {models_per_pack: 4}")
     assert trial_count(grid) == len(packs(grid)) == 2 * 4  # 15 pairs per cell in packs of 4

@@ -1,4 +1,4 @@
-"""Tuning (services.tuning): training settings searched inside every cell on selection seeds, N*
+"""Tuning (services.search.tuning): training settings searched inside every cell on selection seeds, N*
 measured on other seeds at the chosen setting; successive caps; edges extended or flagged."""
 
 import json
@@ -12,11 +12,14 @@ from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.execution.ray_tune import TuningSearcher
+from services.execution.ray_tune import PlanSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
+from services.search.planners import planner
+from services.search.selection import Run, n_star_of_runs
+from services.search.tuning import TuningSearch
+from services.search.tuning_multi_pass import MultiPassTuning
 from services.spec import Setting, SpecError, parse_spec
 from services.summary import summarize
-from services.tuning import MultiPassTuning, Run, TuningSearch, n_star_of_runs, tuning_search
 from vit_core import TrainConfig
 
 SPEC = """name: tuned
@@ -160,10 +163,10 @@ def _records(pack, truth) -> list[dict]:
 def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     spec = parse_spec(SPEC)
     whole = [p.config() for p in drive(TuningSearch(spec))]
-    first = TuningSearcher(spec)
+    first = PlanSearcher(planner(spec))
     head = [p.config() for p in drive(first.search, until=7)]
     state = json.loads(json.dumps(first.search.get_state()))
-    again = TuningSearcher(spec)
+    again = PlanSearcher(planner(spec))
     again.search.set_state(state)
     rest = [p.config() for p in drive(again.search)]
     assert head + rest == whole
@@ -182,7 +185,7 @@ def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_
     then searched on the measurement seeds, bracketed to the precision; the summary reads the
     same choice back from the records; a stopped search resumes as if never stopped."""
     spec = parse_spec(MULTI_PASS)
-    search = tuning_search(spec)
+    search = planner(spec)
     assert isinstance(search, MultiPassTuning)
     packs = drive(search)
     selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
@@ -400,7 +403,7 @@ def test_a_small_selection_round_goes_before_a_larger_measurement_it_holds_up():
     """A tuning round's pack counts the measurement its cell still has to run (``seeds`` models):
     a late, small round of one cell goes ahead of another cell's measurement of as many or more
     models, so that its own measurement does not start last and run alone at the end."""
-    from services.packs import Pack, pack_cost
+    from services.search.packs import Pack, pack_cost
 
     spec = parse_spec(SPEC)
     cost = pack_cost(spec)

@@ -1,16 +1,17 @@
 """Run a sweep spec as Ray Tune trials, one pack of models per trial, and collect per-cell results.
 
-Each cell's (N, seed) models are cut into packs (services.packs), and each pack is one trial of a
-Ray Tune grid search, of Optuna's search, of the adaptive N* search (services.nstar) or of tuning
-(services.tuning). Ray does
-the scheduling, resource accounting, retries (FailureConfig) and trial state; this module starts
-the trials (what one runs: services.execution.trial) and reads their results back. The spec
-reaches the trials once, through the object store (tune.with_parameters); a trial's config holds
-its pack (and an Optuna sample).
+Each cell's (N, seed) models are cut into packs (services.search.packs), and each pack is one
+trial, suggested by the round planner of the sweep's search mode (services.search.planners: the
+grid, Optuna's ask and tell, the adaptive N* search, tuning) through one Ray Tune Searcher,
+PlanSearcher. Ray does the scheduling, resource accounting, retries (FailureConfig) and trial
+state; this module starts the trials (what one runs: services.execution.trial) and reads their
+results back. The spec reaches the trials once, through the object store (tune.with_parameters);
+a trial's config holds its pack (and an Optuna sample).
 """
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -23,11 +24,10 @@ from ray import tune
 from ray.tune.search import Searcher
 
 from services import state
-from services.nstar import NStarSearch
-from services.packs import Pack, packs
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
-from services.spec import GridMode, OptunaMode
-from services.tuning import MultiPassTuning, TuningSearch, tuning_search
+from services.search.packs import Pack
+from services.search.planners import planner
+from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -119,30 +119,17 @@ def run_sweep(
 
 
 def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
-    """A Tuner for the spec's search: every pack (grid), Optuna's samples of one cell, or the
-    adaptive N* search's rounds."""
-    search: dict = {}
-    match spec.search:
-        case GridMode() if spec.tuning is None:
-            param_space = {"pack": tune.grid_search([p.config() for p in packs(spec, trial_slots(spec))])}
-        case OptunaMode() as optuna:
-            from ray.tune.search.optuna import OptunaSearch
-
-            param_space = {"pack": packs(spec)[0].config(), "sampled": _search_space(optuna)}
-            search = {
-                "search_alg": OptunaSearch(seed=optuna.seed),
-                "num_samples": optuna.num_samples,
-                "metric": optuna.metric,
-                "mode": optuna.direction,
-            }
-        case _:  # sample_complexity, or tuning: the searcher suggests every pack
-            searcher = TuningSearcher(spec) if spec.tuning is not None else NStarSearcher(spec)
-            param_space, search = {}, {"search_alg": searcher, "num_samples": -1}
+    """A Tuner whose trials the round planner of the spec's search mode suggests."""
+    searcher = PlanSearcher(planner(spec, trial_slots(spec)))
     return tune.Tuner(
         trainable,
-        param_space=param_space,
+        param_space={},
         tune_config=tune.TuneConfig(
-            reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name, **search
+            search_alg=searcher,
+            num_samples=-1,
+            reuse_actors=True,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
         ),
         run_config=tune.RunConfig(
             name=sweep_id,
@@ -179,15 +166,22 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         result.train_s += trial.metrics.get("pack_wall_s", 0.0)
     for cell in cells.values():
         cell.records = latest_budget(cell.records)
-    if isinstance(spec.search, OptunaMode) and any(t.error is None for t in grid):
-        top = grid.get_best_result()
-        result.best = {
-            "values": trial_cell(spec, top.config).values,
-            spec.search.metric: top.metrics[spec.search.metric],
-        }
+    if (objective := spec.mode.objective()) is not None:
+        result.best = _best_sample(spec, grid, *objective)
     order = {cell.key: i for i, cell in enumerate(spec.cells)}
     result.cells = sorted(cells.values(), key=lambda c: order.get(c.cell.key, len(order)))
     return result
+
+
+def _best_sample(spec: "SweepSpec", grid: tune.ResultGrid, metric: str, direction: str) -> dict | None:
+    """The best trial of a search with an objective: its sampled values and the objective (the
+    first of equals in trial order, trials without a finite value left out, as Tune's get_best_result)."""
+    sign = 1 if direction == "max" else -1
+    done = [t for t in grid if t.error is None and math.isfinite((t.metrics or {}).get(metric, math.nan))]
+    if not done:
+        return None
+    top = max(done, key=lambda trial: sign * trial.metrics[metric])  # max keeps the first of equals
+    return {"values": trial_cell(spec, top.config).values, metric: top.metrics[metric]}
 
 
 def _note_times(cell: CellResult, metrics: dict) -> None:
@@ -199,17 +193,6 @@ def _note_times(cell: CellResult, metrics: dict) -> None:
     start = end - float(metrics["time_total_s"])
     cell.started_at = start if cell.started_at is None else min(cell.started_at, start)
     cell.ended_at = end if cell.ended_at is None else max(cell.ended_at, end)
-
-
-def _search_space(optuna: OptunaMode) -> dict:
-    """Tune's search space for the optuna mode's ranges."""
-    space = {}
-    for name, r in optuna.space.items():
-        if r.integer:
-            space[name] = (tune.lograndint if r.log else tune.randint)(int(r.low), int(r.high) + 1)
-        else:
-            space[name] = (tune.loguniform if r.log else tune.uniform)(r.low, r.high)
-    return space
 
 
 @contextmanager
@@ -256,10 +239,10 @@ def trial_status(path: Path) -> tuple[dict[str, int], int]:
 
 
 class PlanSearcher(Searcher):
-    """A pure planner of packs (services.nstar.NStarSearch, services.tuning.TuningSearch) as a Ray
-    Tune searcher: each suggestion is {"pack": ...}; its state is saved with Tune's experiment."""
+    """Any search mode's round planner (services.search.rounds.RoundPlanner) as a Ray Tune
+    searcher: each suggestion is the trial config of a pack; its state is saved with Tune's experiment."""
 
-    def __init__(self, planner: "NStarSearch | TuningSearch | MultiPassTuning"):
+    def __init__(self, planner: RoundPlanner):
         super().__init__(metric="success_rate", mode="max")
         self.search = planner
 
@@ -267,33 +250,18 @@ class PlanSearcher(Searcher):
         pack = self.search.suggest(trial_id)
         if pack == self.search.FINISHED:
             return Searcher.FINISHED
-        return None if pack is None else {"pack": pack.config()}
+        return None if pack is None else self.search.trial_config(trial_id, pack)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         ok = not error and result and "records" in result
-        self.search.complete(
-            trial_id, [ModelRecord.from_dict(r) for r in json.loads(result["records"])] if ok else None
-        )
+        records = [ModelRecord.from_dict(r) for r in json.loads(result["records"])] if ok else None
+        self.search.complete(trial_id, records, result if ok else None)
 
     def save(self, checkpoint_path: str) -> None:
         Path(checkpoint_path).write_text(json.dumps(self.search.get_state()))
 
     def restore(self, checkpoint_path: str) -> None:
         self.search.set_state(json.loads(Path(checkpoint_path).read_text()))
-
-
-class NStarSearcher(PlanSearcher):
-    """The adaptive N* search (search mode sample_complexity) as a Ray Tune searcher."""
-
-    def __init__(self, spec: "SweepSpec"):
-        super().__init__(NStarSearch(spec))
-
-
-class TuningSearcher(PlanSearcher):
-    """Tuning (services.tuning): every cell's training settings searched, then its N* measured."""
-
-    def __init__(self, spec: "SweepSpec"):
-        super().__init__(tuning_search(spec))
 
 
 class _TrialDone(tune.Callback):

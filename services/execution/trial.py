@@ -12,8 +12,8 @@ from ray import tune
 from services.analysis import counted_success
 from services.cache import ResultCache, curve_sums, model_entries, model_keys
 from services.execution.ray_tune import trial_cell
-from services.packs import Pack
 from services.results import ModelRecord
+from services.search.packs import Pack
 from services.spec import SweepSpec
 from vit_core import train_pack
 

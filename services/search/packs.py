@@ -5,7 +5,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from services.results import SELECTION
-from services.spec import GridMode, OptunaMode, SweepSpec
+from services.spec import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Pack:
     max_steps: int | None = None  # a retry's larger step budget (None: the cell's own)
     lr: tuple[float, ...] | None = None  # each model's step size (None: the cell's)
     batch_size: int | None = None  # None: the cell's
-    phase: str | None = None  # tuning: "selection" or "measurement" (services.tuning)
+    phase: str | None = None  # tuning: "selection" or "measurement" (services.search.tuning)
 
     def config(self) -> dict:
         """The pack as a Ray Tune trial's config entry (plain JSON values); from_config reads it."""
@@ -71,19 +71,6 @@ def cut(cell: int, pairs: list[tuple[int, int]], size: int, max_steps: int | Non
     ]
 
 
-def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
-    """How many Ray Tune trials the sweep runs: one per pack, or one per Optuna sample; None
-    for the sample_complexity search and for tuning, whose rounds depend on the results."""
-    if spec.tuning is not None:
-        return None
-    match spec.search:
-        case GridMode():
-            return len(packs(spec, slots))
-        case OptunaMode(num_samples=samples):
-            return samples
-    return None
-
-
 def len_of_pack(pack: Pack) -> float:
     """The plainest cost of a pack: its models."""
     return len(pack.seeds)
@@ -106,62 +93,3 @@ def pack_cost(spec: "SweepSpec"):
         return models * per_sample * samples
 
     return cost
-
-
-class RoundPlanner:
-    """Plans a sweep's packs round by round, per cell: a cell's next round is planned as soon as
-    all packs of its current one have reported, and the queue stays ordered longest pack first
-    (``cost``), so that a late round of a slow cell does not run alone at the end while the other
-    slots idle. ``suggest`` answers a pack, None while rounds are in flight, or FINISHED when no
-    cell has anything left to train. Subclasses say what a cell's next round is (``next_round``)
-    and what a trial's records teach them (``learn``). Pure: Ray Tune's Searcher adapts it
-    (services.execution.ray_tune.PlanSearcher)."""
-
-    FINISHED = "FINISHED"
-
-    def __init__(self, cells: int, cost=len_of_pack):
-        self.queue: list[Pack] = []
-        self.in_flight: dict[str, Pack] = {}  # trial id -> pack
-        self.failed: set[int] = set()  # cells a failed trial stopped
-        self.cell_count, self.cost = cells, cost
-
-    def suggest(self, trial_id: str) -> "Pack | str | None":
-        busy = {p.cell for p in [*self.queue, *self.in_flight.values()]} | self.failed
-        new = [pack for index in range(self.cell_count) if index not in busy for pack in self.next_round(index)]
-        if new:
-            self.queue = sorted(self.queue + new, key=self.cost, reverse=True)  # stable: equal costs keep their order
-        if not self.queue:
-            return None if self.in_flight else self.FINISHED
-        pack = self.queue.pop(0)
-        self.in_flight[trial_id] = pack
-        return pack
-
-    def complete(self, trial_id: str, records: list | None) -> None:
-        """A trial ended with these records; None: it failed (Ray already retried it max_failures
-        times), and its cell stops (reported FAILED)."""
-        pack = self.in_flight.pop(trial_id, None)
-        if pack is None:
-            return
-        if records is None:
-            self.failed.add(pack.cell)
-            self.queue = [p for p in self.queue if p.cell != pack.cell]
-            return
-        self.learn(pack, records)
-
-    def next_round(self, cell: int) -> list[Pack]:
-        raise NotImplementedError
-
-    def learn(self, pack: Pack, records: list) -> None:
-        raise NotImplementedError
-
-    def get_state(self) -> dict:
-        return {
-            "queue": [p.config() for p in self.queue],
-            "in_flight": {t: p.config() for t, p in self.in_flight.items()},
-            "failed": sorted(self.failed),
-        }
-
-    def set_state(self, state: dict) -> None:
-        self.queue = [Pack.from_config(p) for p in state["queue"]]
-        self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
-        self.failed = set(state.get("failed", []))  # absent from states saved before 2026-11-24

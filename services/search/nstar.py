@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.analysis import counted_success, stable_n_star
-from services.packs import Pack, RoundPlanner, cut, pack_cost
 from services.results import ModelRecord
+from services.search.packs import Pack, cut, pack_cost
+from services.search.rounds import RoundPlanner
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:

@@ -1,0 +1,32 @@
+"""Search mode ``grid``: one round holding every pack of the sweep (services.search.packs)."""
+
+from typing import TYPE_CHECKING
+
+from services.search.packs import Pack, pack_cost, packs
+from services.search.rounds import RoundPlanner
+
+if TYPE_CHECKING:
+    from services.spec import SweepSpec
+
+
+class GridPlanner(RoundPlanner):
+    """Every cell at every N of its grid, in one round: the packs of ``packs(spec, slots)``."""
+
+    def __init__(self, spec: "SweepSpec", slots: int | None = None):
+        super().__init__(len(spec.cells), pack_cost(spec))
+        self.rounds: dict[int, list[Pack]] = {}
+        for pack in packs(spec, slots):
+            self.rounds.setdefault(pack.cell, []).append(pack)
+
+    def next_round(self, cell: int) -> list[Pack]:
+        return self.rounds.pop(cell, [])
+
+    def learn(self, pack: Pack, records: list) -> None:
+        """A grid plans nothing from what it learns."""
+
+    def get_state(self) -> dict:
+        return super().get_state() | {"rounds": {i: [p.config() for p in ps] for i, ps in self.rounds.items()}}
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        self.rounds = {int(i): [Pack.from_config(p) for p in ps] for i, ps in state["rounds"].items()}

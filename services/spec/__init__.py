@@ -1,0 +1,44 @@
+"""Sweep specs: the schema (schema), the search modes (modes), a cell resolved (resolved) and the
+checks that read a YAML file into a spec or one problem per field (checks)."""
+
+from services.spec.base import Problem, SpecError
+from services.spec.checks import check_sweep, load_spec, parse_spec
+from services.spec.modes import (
+    DIMENSIONS,
+    SEARCH_MODES,
+    GridMode,
+    Mode,
+    OptunaMode,
+    Range,
+    SampleComplexityMode,
+    Setting,
+    Tuned,
+    Tuning,
+)
+from services.spec.resolved import ResolvedCell
+from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SCHEMA, SweepSpec, spec_class, spec_from_dict
+
+__all__ = [
+    "DEFAULT_FAMILY",
+    "DIMENSIONS",
+    "FAMILIES",
+    "SCHEMA",
+    "SEARCH_MODES",
+    "GridMode",
+    "Mode",
+    "OptunaMode",
+    "Problem",
+    "Range",
+    "ResolvedCell",
+    "SampleComplexityMode",
+    "Setting",
+    "SpecError",
+    "SweepSpec",
+    "Tuned",
+    "Tuning",
+    "check_sweep",
+    "load_spec",
+    "parse_spec",
+    "spec_class",
+    "spec_from_dict",
+]

@@ -1,0 +1,165 @@
+"""A spec read from YAML and checked: one problem per field, each naming the field, the value and
+what is allowed. Parsing checks types, unknown keys and ranges; ``check_sweep`` then builds the
+configs of every cell so that vit_core's own checks (alpha# < alpha*, orthonormal patterns need
+d >= M, ...) run before anything starts."""
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from services.spec.base import Problem, SpecError
+from services.spec.modes import SEARCH_MODES, _search_mode
+from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, spec_from_dict
+from vit_core.fields import ConfigError
+
+
+def _pydantic_problems(error: ValidationError) -> list[Problem]:
+    problems = []
+    for e in error.errors(include_url=False):
+        loc = e["loc"]
+        if loc[:1] == ("search",) and len(loc) > 1 and loc[1] in SEARCH_MODES:  # the union's tag, not a field
+            loc = (loc[0], *loc[2:])
+        path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "search_mode":  # a mode the union has no class for
+            path, e = f"{path}.mode", e | {"input": _search_mode(e["input"])}
+        if loc[:1] == ("search",) and e["type"] == "extra_forbidden":
+            owners = [mode for mode, cls in SEARCH_MODES.items() if loc[-1] in cls.model_fields]
+            message = f"only used with search.mode={' or '.join(owners)}" if owners else message
+        problems.append(Problem(path, e.get("input") if e["type"] != "missing" else None, message))
+    return problems
+
+
+def check_sweep(spec: SweepSpec) -> list[Problem]:
+    """What a single field cannot say: axes set twice, the sweep's size, and vit_core's own
+    checks on every cell, each problem named by where its value came from."""
+    problems = [
+        Problem(f"axes.{axis}", values, f"also set in {spec.section_of(axis)}.{axis}: keep one")
+        for axis, values in spec.swept.items()
+        if axis in getattr(spec, spec.section_of(axis)).model_fields_set
+    ]
+    problems += [
+        Problem(f"{field}.{m}", m, f"not one of the sweep's models ({', '.join(spec.models)})")
+        for field, by_model in [("per_model", spec.per_model), *_rule_section(spec)]
+        for m in by_model
+        if m not in spec.models
+    ]
+    cells = _cell_problems(spec)
+    if cells:  # the checks below build every cell's configs
+        return problems + cells
+    problems += [
+        Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
+        for model in spec.models
+        if spec.n_train_of(model) is None and not all(spec.plan(c).one_pass for c in spec.cells if c.model == model)
+    ][:1]
+    if problems:
+        return problems
+    own = [m for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)]
+    if spec.tuning is None:
+        problems += [Problem(f"per_model.{m}.tuning", None, "needs a sweep tuning section beside it") for m in own]
+    problems += spec.mode.problems(spec) + _pack_problems(spec)
+    if spec.max_trainings_bound > spec.max_trainings:
+        problems.append(
+            Problem(
+                "max_trainings",
+                spec.max_trainings,
+                f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes",
+            )
+        )
+    return problems
+
+
+def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
+    """[(the family's scaling rule section, its rules by model)], or [] where it has none."""
+    return [(spec.FAMILY.scaling.rule, spec.scaling_rules)] if spec.scaling_rules else []
+
+
+def _pack_problems(spec: SweepSpec) -> list[Problem]:
+    """An outside family's packs against the contract (vit_core.packed), one model of each kind
+    built on the CPU: refused here in a line, not deep in a run. vitsweep's own families are
+    tested, and building theirs would load torch for every ``validate``."""
+    if type(spec.FAMILY).__module__.partition(".")[0] == "vit_core":
+        return []
+    from vit_core.train import build
+
+    problems = []
+    for model in spec.models:
+        data, cfg, _ = spec.plan(next(c for c in spec.cells if c.model == model)).configs
+        try:
+            build(cfg, data, [0], "cpu")
+        except Exception as error:  # a family's own code: whatever it raises, said in one line
+            problems.append(Problem("family", spec.family, f"building one {model} model: {error}"))
+    return problems
+
+
+def _cell_problems(spec: SweepSpec) -> list[Problem]:
+    problems: dict[str, Problem] = {}
+    for cell in spec.cells:
+        try:
+            spec.plan(cell)
+        except ConfigError as error:
+            if error.field in cell.values:
+                own = spec.per_model.get(cell.model)
+                where = (
+                    f"per_model.{cell.model}.axes"
+                    if own and own.axes and error.field in own.axes.model_fields_set
+                    else "axes"
+                )
+                path = f"{where}.{error.field}[{spec.axes_of(cell.model)[error.field].index(error.value)}]"
+            else:
+                section = spec.section_of(error.field)
+                path = f"{section}.{error.field}" + (f" (with model {cell.model})" if section == "model" else "")
+            problems.setdefault(path, Problem(path, error.value, error.allowed))
+    return list(problems.values())
+
+
+def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
+    """A validated spec from YAML text, or SpecError with every problem found."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        raise SpecError(source, [Problem("", where, f"not valid YAML: {getattr(error, 'problem', error)}")]) from None
+    if not isinstance(raw, dict):
+        raise SpecError(source, [Problem("", raw, "a spec is a YAML mapping of fields (name, models, n_train, ...)")])
+    family = raw.get("family", DEFAULT_FAMILY)
+    if family not in FAMILIES:
+        installed = ", ".join(FAMILIES)
+        raise SpecError(source, [Problem("family", family, f"one of the installed families: {installed}")])
+    try:
+        spec = spec_from_dict(raw, strict=True)
+    except ValidationError as error:
+        raise SpecError(source, _pydantic_problems(error) + _problems_beside(raw, error)) from None
+    problems = check_sweep(spec)
+    if problems:
+        raise SpecError(source, problems)
+    return spec
+
+
+def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:
+    """The checks across fields (check_sweep) of the spec without the fields Pydantic refused,
+    so that one pass reports a type error and a range error together; nothing where the rest
+    does not make a spec (a required field was among those refused)."""
+    rest = json.loads(json.dumps(raw, default=str))
+    for e in error.errors(include_url=False):
+        parent, keys = rest, [k for k in e["loc"] if not isinstance(k, int)]
+        for key in keys[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and keys:
+            parent.pop(keys[-1], None)
+    try:
+        return check_sweep(spec_from_dict(rest, strict=True))
+    except ValidationError:
+        return []
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a spec file (SpecError on any problem, including a missing file)."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(str(path), [Problem("", str(path), f"cannot read the file: {error}")]) from None
+    return parse_spec(text, str(path))

@@ -1,0 +1,431 @@
+"""The search modes: how a sweep chooses the N (and, tuned, the settings) its cells train at. Each
+mode is its schema, its budget (trainings and steps a cell may take), its problems and its words;
+its round planner is in services.search, found by the mode's ``name``. ``SweepSpec.mode`` is the
+sweep's mode: its search section's, or Tuned where a tuning section searches every cell."""
+
+import dataclasses
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
+
+from services.analysis import full_grid_size
+from services.results import Cell
+from services.spec.base import FORBID, Problem, distinct
+from services.spec.resolved import Sweep
+from vit_core.fields import ConfigError
+
+SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
+
+
+DIMENSIONS = ("batch_size", "lr")  # what a tuning setting fixes, in this order
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Setting:
+    """One training setting of a cell: its batch size B and step size eta."""
+
+    batch_size: int
+    lr: float
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch_size} lr={self.lr:g}"
+
+    def value(self, dimension: str) -> float:
+        return getattr(self, dimension)
+
+    def replace(self, dimension: str, value: float) -> "Setting":
+        values = {d: self.value(d) for d in DIMENSIONS} | {dimension: value}
+        return Setting(int(values["batch_size"]), float(values["lr"]))
+
+
+class Range(BaseModel):
+    """A field's search range for Optuna."""
+
+    model_config = FORBID
+    low: float
+    high: float
+    log: bool = Field(False, description="sample on a log scale")
+    integer: bool = Field(False, description="sample integers")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Range":
+        if not self.low < self.high:
+            raise ValueError(f"low={self.low} must be below high={self.high}")
+        if self.log and self.low <= 0:
+            raise ValueError(f"low={self.low}: a log scale needs low > 0")
+        return self
+
+
+class Mode(BaseModel):
+    """A search section: what every mode has (a grid's budget), which each mode may change."""
+
+    model_config = FORBID
+    mode: str
+    samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
+    fixed: ClassVar[bool] = False  # whether every training is known before the sweep starts
+    planned: ClassVar[bool] = True  # whether its first round is the n_train grid's packs (services.search.packs)
+
+    @property
+    def name(self) -> str:
+        return self.mode
+
+    def problems(self, spec: Sweep) -> list[Problem]:
+        return []
+
+    def first_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """Models a cell trains in its first round."""
+        return self.samples * len(spec.plan(cell).n_values) * spec.seeds
+
+    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """The most models a cell can train."""
+        return self.first_trainings(spec, cell)
+
+    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+        """The most SGD steps one training of the cell takes."""
+        return spec.plan(cell).training.max_steps
+
+    def n_limit(self, spec: Sweep) -> int:
+        """The largest N the sweep may train."""
+        return spec.largest_n
+
+    def objective(self) -> tuple[str, str] | None:
+        """(metric, direction) where trials are samples scored by an objective (the best is reported)."""
+        return None
+
+    def trials(self, first_packs: int) -> int | None:
+        """Ray Tune trials the sweep runs (given its first round's packs); None where later
+        rounds depend on the results."""
+        return first_packs if self.fixed else None
+
+    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
+        """What `vitsweep validate` says of the sweep's size."""
+        return f"{first} trainings"
+
+
+class GridMode(Mode):
+    """grid: every cell of the axes at every N of n_train (one pass: at its sample budget)."""
+
+    mode: Literal["grid"] = "grid"
+    fixed: ClassVar[bool] = True
+
+
+class SampleComplexityMode(Mode):
+    """sample_complexity: per cell, find N* adaptively, starting from n_train (services.search.nstar)."""
+
+    mode: Literal["sample_complexity"]
+    precision: float = Field(0.1, gt=0, le=1, description="stop once N* is bracketed within this relative width")
+    factor: float = Field(2.0, gt=1, description="grid step when N* lies beyond an end of n_train")
+    n_max: int | None = Field(None, ge=1, description="never train above this N (default: 16x the largest n_train)")
+    max_steps_cap: int | None = Field(
+        None,
+        ge=1,
+        description="a model whose training error is not 0 when its step budget runs out trains again with twice "
+        "the budget, up to this many steps (None: never)",
+    )
+
+    def problems(self, spec: Sweep) -> list[Problem]:
+        if self.n_max is not None and self.n_max < spec.largest_n:
+            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({spec.largest_n})")]
+        return []
+
+    def most_n(self, spec: Sweep, cell: Cell) -> int:
+        """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
+        1 + precision up to n_max."""
+        return len(spec.plan(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
+
+    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
+        return super().most_trainings(spec, cell) if spec.plan(cell).one_pass else self.most_n(spec, cell) * spec.seeds
+
+    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+        """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
+        searched = not spec.plan(cell).one_pass
+        return (searched and self.max_steps_cap) or spec.plan(cell).training.max_steps
+
+    def n_limit(self, spec: Sweep) -> int:
+        return self.n_max or 16 * spec.largest_n
+
+    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
+        return f"{first} trainings in the first round of the adaptive N* search (at most {most})"
+
+
+class OptunaMode(Mode):
+    """optuna: tune fields of one cell with Optuna (ask and tell), each trial training every
+    (N, seed) of the cell with the sampled values."""
+
+    mode: Literal["optuna"]
+    metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
+        "success_rate",
+        description="the objective, over the models of a trial (success_rate: over those that count, as everywhere; "
+        "median_iterations_to_zero counts max_steps for a model that never reaches zero)",
+    )
+    direction: Literal["max", "min"] = "max"
+    num_samples: int = Field(20, ge=1, description="Optuna trials")
+    seed: int = Field(0, description="seed of Optuna's sampler")
+    space: dict[str, Range] = Field(default_factory=dict, description="field -> range")
+
+    planned: ClassVar[bool] = False
+
+    @property
+    def samples(self) -> int:
+        return self.num_samples
+
+    def trials(self, first_packs: int) -> int | None:
+        return self.num_samples
+
+    def objective(self) -> tuple[str, str] | None:
+        return self.metric, self.direction
+
+    def problems(self, spec: Sweep) -> list[Problem]:
+        """Optuna tunes the fields of `space` in one cell, one pack per trial."""
+        problems = []
+        if not self.space:
+            problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
+        if len(spec.cells) != 1:
+            problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
+        per_trial = len(spec.plan(spec.cells[0]).n_values) * spec.seeds
+        if per_trial > spec.resources.models_per_pack:
+            problems.append(
+                Problem(
+                    "resources.models_per_pack",
+                    spec.resources.models_per_pack,
+                    f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
+                )
+            )
+        return problems + [p for name, bounds in self.space.items() for p in _space_problems(spec, name, bounds)]
+
+
+SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
+
+
+def _search_mode(value: Any) -> str | None:
+    """The mode of a search section (grid where it names none; None where it is not a section)."""
+    if isinstance(value, dict):
+        return value.get("mode", "grid")
+    return value.mode if isinstance(value, BaseModel) else None
+
+
+Search = Annotated[
+    Annotated[GridMode, Tag("grid")]
+    | Annotated[SampleComplexityMode, Tag("sample_complexity")]
+    | Annotated[OptunaMode, Tag("optuna")],
+    Discriminator(
+        _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
+    ),
+]
+
+
+class TuningSpace(BaseModel):
+    """The values of the training fields a tuned cell searches (services.search.tuning)."""
+
+    model_config = FORBID
+    lr: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="step sizes eta to try (default: the training section's alone)"
+    )
+    batch_size: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, min_length=1, description="batch sizes B to try (default: the training section's alone)"
+    )
+
+    @field_validator("lr", "batch_size")
+    @classmethod
+    def _distinct_values(cls, values: list | None) -> list | None:
+        return values if values is None else sorted(distinct(values))
+
+
+class Tuning(TuningSpace):
+    """Training settings searched inside every cell: each cell's N* is the smallest over these
+    settings, chosen on the selection seeds and measured on the sweep's own seeds
+    (services.search.tuning). A value list per searched field: a grid (every combination), or, with
+    sampler optuna (one pass only), the log range the list spans. Multi-pass cells search each
+    setting's N* adaptively (search mode sample_complexity); the caps are one pass's.
+    ``per_model.<model>.tuning`` gives a model lists of its own."""
+
+    model_config = FORBID
+    selection_seeds: int = Field(8, ge=1, description="seeds that choose each cell's setting")
+    selection_seed_start: int = Field(
+        1000, ge=0, description="the first selection seed; the measurement seeds are 0 .. seeds - 1"
+    )
+    at_edge: Literal["extend", "flag"] = Field(
+        "extend",
+        description="a best setting at the end of the values tried: extend: try one geometric step past it; "
+        "flag: report it as found at the edge",
+    )
+    max_extensions: int = Field(2, ge=0, description="extend: steps past each edge at most, per cell")
+    cap_rounds: int = Field(
+        3,
+        ge=1,
+        description="grid: selection runs under this many growing sample caps, the last the cell's sample budget "
+        "(training.batch_size x max_steps); a setting goes on to the next only while it could still win",
+    )
+    cap_factor: float = Field(4.0, gt=1, description="grid: each cap is this times the one before")
+    sampler: Literal["grid", "optuna"] = Field(
+        "grid", description="grid: every combination of the values; optuna: TPE over the range they span (log scale)"
+    )
+    num_samples: int = Field(12, ge=1, description="optuna: settings tried per cell")
+    parallel: int = Field(4, ge=1, description="optuna: settings asked at once per cell (one round)")
+    seed: int = Field(0, description="optuna: seed of the sampler")
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """The fields with more than one value to try."""
+        return tuple(d for d in ("batch_size", "lr") if len(getattr(self, d) or []) > 1)
+
+    @property
+    def most_extensions(self) -> int:
+        """Settings a cell may add past the edges of a grid: ``max_extensions`` past each end of each searched field."""
+        return 2 * len(self.searched) * self.max_extensions * (self.sampler == "grid")
+
+    def settings(self, base: Setting) -> list[Setting]:
+        """Every combination of the listed values; a field not listed keeps ``base``'s value."""
+        return [Setting(b, float(lr)) for b in self.batch_size or [base.batch_size] for lr in self.lr or [base.lr]]
+
+    def caps(self, budget: int) -> list[int]:
+        """The selection caps in samples, ascending, ending at a cell's sample ``budget``."""
+        return sorted({max(1, round(budget / self.cap_factor**k)) for k in range(self.cap_rounds)})
+
+    def selection_seed_list(self) -> list[int]:
+        return list(range(self.selection_seed_start, self.selection_seed_start + self.selection_seeds))
+
+    def distributions(self) -> dict:
+        """Optuna's distributions of the searched fields: log-uniform eta, log-spaced integer B."""
+        from optuna.distributions import FloatDistribution, IntDistribution
+
+        out = {}
+        if "batch_size" in self.searched:
+            out["batch_size"] = IntDistribution(min(self.batch_size), max(self.batch_size), log=True)
+        if "lr" in self.searched:
+            out["lr"] = FloatDistribution(min(self.lr), max(self.lr), log=True)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuned:
+    """The mode of a sweep with a tuning section: every cell's (B, eta) chosen on selection seeds,
+    then its N* measured (one pass: under growing sample caps; multi-pass: an N* search of
+    ``search`` per setting)."""
+
+    tuning: Tuning
+    search: Mode
+    name: ClassVar[str] = "tuning"
+    fixed: ClassVar[bool] = False
+    planned: ClassVar[bool] = False
+
+    def settings(self, spec: Sweep, model: str) -> int:
+        """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
+        t = spec.tuning_of(model)
+        return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
+
+    def first_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """Its grid on the selection seeds and the measurement, before any extension."""
+        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
+        return runs * (1 if spec.plan(cell).one_pass else len(spec.plan(cell).n_values))
+
+    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """Every setting (extensions included) on the selection seeds once per sample cap (one
+        pass) or through a whole N* search (multi-pass), and its measurement."""
+        tuning, training = spec.tuning_of(cell.model), spec.plan(cell).training
+        settings = (self.settings(spec, cell.model) + tuning.most_extensions) * self.tuning.selection_seeds
+        if spec.plan(cell).one_pass:
+            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
+        most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
+        return (settings + spec.seeds) * (most_n or len(spec.plan(cell).n_values))
+
+    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+        """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
+        training = spec.plan(cell).training
+        steps = (
+            training.batch_size
+            * training.max_steps
+            // min(spec.tuning_of(cell.model).batch_size or [training.batch_size])
+        )
+        retried = 0 if spec.plan(cell).one_pass else getattr(self.search, "max_steps_cap", None) or 0
+        return max(steps, retried)
+
+    def n_limit(self, spec: Sweep) -> int:
+        return self.search.n_limit(spec)
+
+    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
+        return self.search.trainings_text(spec, first, most)
+
+    def trials(self, first_packs: int) -> int | None:
+        return None
+
+    def objective(self) -> tuple[str, str] | None:
+        return None
+
+    def problems(self, spec: Sweep) -> list[Problem]:
+        """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's
+        N* searched adaptively): nothing else may set them per cell, and its selection seeds are
+        never measurement seeds."""
+        tuning = self.tuning
+        own = {m: grid.tuning for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)}
+        problems = self.search.problems(spec)
+        if not (tuning.lr or tuning.batch_size):
+            problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
+        one_pass = [spec.plan(c).one_pass for c in spec.cells]
+        if any(one_pass) and not all(one_pass):
+            problems.append(
+                Problem("tuning", None, "needs one training.protocol in every cell: one_pass or multi_pass")
+            )
+        if not any(one_pass):
+            if not isinstance(self.search, SampleComplexityMode):
+                problems.append(
+                    Problem(
+                        "search.mode", self.search.mode, "multi_pass tuning searches N* per setting: sample_complexity"
+                    )
+                )
+            if tuning.sampler != "grid":
+                problems.append(Problem("tuning.sampler", tuning.sampler, "multi_pass tuning searches a grid: grid"))
+        if isinstance(self.search, OptunaMode):
+            problems.append(
+                Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
+            )
+        for model in spec.models:
+            mine = spec.tuning_of(model)
+            for name in ("lr", "batch_size"):
+                if getattr(mine, name) is None:
+                    continue
+                training = getattr(spec.per_model.get(model), "training", None)
+                if name in spec.axes_of(model) or (training and getattr(training, name) is not None):
+                    where = "axes" if name in spec.axes_of(model) else f"per_model.{model}.training"
+                    path = f"per_model.{model}.tuning.{name}" if model in own else f"tuning.{name}"
+                    problems.append(Problem(path, getattr(mine, name), f"also set in {where}.{name}: keep one"))
+        problems += [
+            Problem(f"{spec.FAMILY.scaling.rule}.{m}.batch_size", rule.batch_size, "0 when tuning searches batch_size")
+            for m, rule in spec.scaling_rules.items()
+            if rule.batch_size and spec.tuning_of(m).batch_size
+        ]
+        if any(one_pass) and not all(spec.plan(c).training.stability_window for c in spec.cells):
+            problems.append(
+                Problem(
+                    "training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule"
+                )
+            )
+        if tuning.selection_seed_start < spec.seeds:
+            problems.append(
+                Problem(
+                    "tuning.selection_seed_start",
+                    tuning.selection_seed_start,
+                    f"must be at least seeds={spec.seeds}: selection seeds are never measurement seeds "
+                    "(0 .. seeds - 1)",
+                )
+            )
+        return problems
+
+
+def _space_problems(spec: Sweep, name: str, bounds: Range) -> list[Problem]:
+    """What is wrong with one field Optuna tunes: not a field, set elsewhere, or an end vit_core refuses."""
+    section = spec.section_of(name)
+    if not section or name in SPEC_ONLY:
+        return [Problem(f"search.space.{name}", name, "not a data, model or training field")]
+    problems = []
+    if name in spec.swept or name in getattr(spec, section).model_fields_set:
+        problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
+    for end in ("low", "high"):
+        value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
+        try:
+            spec.resolve(Cell(spec.models[0], {**spec.cells[0].values, name: value}))  # a probe, not kept in plans
+        except (ConfigError, TypeError) as error:
+            problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
+    return problems

@@ -1,0 +1,339 @@
+"""The sweep spec's schema: Pydantic v2 models built from vit_core's config dataclasses.
+
+Each installed experiment family (vit_core.family) gets a spec class: its data, model and training
+sections (and the sweep axes) are generated from the fields of the family's data and model
+configs and ``TrainConfig``: each field keeps its one default and help text, and a new field is a
+spec field (and an axis) at once. A cell resolves once (``SweepSpec.plan``) into vit_core's configs.
+"""
+
+import dataclasses
+import itertools
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model, field_validator
+
+from services.results import Cell
+from services.spec.base import FORBID, distinct
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Search, Tuned, Tuning, TuningSpace
+from services.spec.resolved import ResolvedCell
+from vit_core.configs import TrainConfig
+from vit_core.family import Family, families
+
+
+def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
+    """A Pydantic model with one optional field per dataclass field (default: the dataclass's; a
+    ``partial`` section's default is None, so that only the values it sets survive a dump)."""
+    fields = {
+        f.name: (
+            f.type | None if partial else f.type,
+            Field(None if partial else f.default, description=f.metadata["help"]),
+        )
+        for f in dataclasses.fields(cls)
+        if f.name not in SPEC_ONLY
+    }
+    return create_model(name, __config__=FORBID, __doc__=cls.__doc__, **fields)
+
+
+def _axes(name: str, sections: dict[str, type]) -> type[BaseModel]:
+    """Any data, model or training field as a sweep axis: a non-empty list of its values."""
+    fields = {
+        f.name: (Annotated[list[f.type], Field(min_length=1)] | None, Field(None, description=f.metadata["help"]))
+        for cls in sections.values()
+        for f in dataclasses.fields(cls)
+        if f.name not in SPEC_ONLY
+    }
+    return create_model(
+        name, __config__=FORBID, __doc__="Sweep axes; the sweep is the product of all of them.", **fields
+    )
+
+
+def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
+    """One model kind's own grid: N values, training values and axis values that replace the sweep's for it."""
+    n_train = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1), AfterValidator(distinct)]
+    return create_model(
+        name,
+        __config__=FORBID,
+        __doc__="A model's own n_train, training values and axes (each replaces the sweep's of that name).",
+        n_train=(
+            n_train | None,
+            Field(None, description="this model's training-set sizes N (default: the sweep's n_train)"),
+        ),
+        training=(
+            OwnTraining | None,
+            Field(None, description="this model's training values (those it sets replace the sweep's)"),
+        ),
+        axes=(axes | None, Field(None, description="this model's axis values; the sweep's other axes still apply")),
+        tuning=(
+            TuningSpace | None,
+            Field(None, description="this model's values to try (those it lists replace the sweep tuning's)"),
+        ),
+    )
+
+
+TrainingSpec = _section("TrainingSpec", TrainConfig)
+OwnTraining = _section("OwnTraining", TrainConfig, partial=True)
+PER_MODEL = (
+    "a model's own n_train and axis values, replacing the sweep's for that model "
+    "(Fig 1: the ViT and the CNN on different grids)"
+)
+
+
+class Resources(BaseModel):
+    """What one Ray Tune trial (one pack of models) asks the cluster for."""
+
+    model_config = FORBID
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs per trial; torch uses as many threads")
+    gpus_per_trial: float = Field(0.0, ge=0, description="GPUs per trial, fractions allowed; > 0 trains on CUDA")
+    models_per_pack: int = Field(64, ge=1, description="models trained together in one trial")
+    max_failures: int = Field(1, ge=0, description="retries of a trial that raises (Ray Tune FailureConfig)")
+
+
+class Tracking(BaseModel):
+    """Where results go."""
+
+    model_config = FORBID
+    experiment: str = Field("vitsweep", min_length=1, description="MLflow experiment name")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default: a SQLite store under the sweep home"
+    )
+
+
+class SweepSpec(BaseModel):
+    """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds.
+    Its family (spec_class) decides the models and the data and model sections."""
+
+    model_config = FORBID
+    FAMILY: ClassVar[Family]
+    SECTIONS: ClassVar[dict[str, type]]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the sweep's name")
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    n_train: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None,
+        min_length=1,
+        description="training-set sizes N of every multi_pass "
+        "cell (one_pass cells need none: one run gives every N up to B·max_steps)",
+    )
+    seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
+    success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
+    max_not_converged: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="flag a cell where more than this share of an N's models did not "
+        "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
+    )
+    search: Search = Field(default_factory=GridMode, description="how N is chosen: grid, sample_complexity or optuna")
+    tuning: Tuning | None = Field(
+        None, description="one pass: search these training settings inside every cell, N* at each cell's best"
+    )
+    max_trainings: int = Field(200_000, ge=1, description="refuse sweeps larger than this many trainings")
+    resources: Resources = Field(default_factory=Resources)
+    tracking: Tracking = Field(default_factory=Tracking)
+
+    @field_validator("models", "n_train", check_fields=False)
+    @classmethod
+    def _distinct(cls, values: list | None) -> list | None:
+        return values if values is None else distinct(values)
+
+    def axes_of(self, model: str) -> dict[str, list]:
+        """A model's axes, in spec order: the sweep's, with its own (per_model) replacing or added."""
+        own = self.per_model.get(model)
+        return self.axes.model_dump(exclude_none=True) | (
+            own.axes.model_dump(exclude_none=True) if own and own.axes else {}
+        )
+
+    def tuning_of(self, model: str) -> "Tuning | None":
+        """A model's tuning: the sweep's, with the value lists of its own (per_model) replacing."""
+        own = getattr(self.per_model.get(model), "tuning", None)
+        if self.tuning is None or own is None:
+            return self.tuning
+        return self.tuning.model_copy(update=own.model_dump(exclude_none=True))
+
+    def n_train_of(self, model: str) -> list[int] | None:
+        """A model's training-set sizes: its own (per_model), else the sweep's."""
+        own = self.per_model.get(model)
+        return own.n_train if own and own.n_train else self.n_train
+
+    @property
+    def swept(self) -> dict[str, list]:
+        """Every axis that some model sweeps, in spec order, with its first model's values."""
+        swept: dict[str, list] = {}
+        for model in self.models:
+            for axis, values in self.axes_of(model).items():
+                swept.setdefault(axis, values)
+        return swept
+
+    @property
+    def mode(self) -> "Mode | Tuned":
+        """The sweep's search mode: its search section's, or Tuned where a tuning section searches every cell."""
+        return self.search if self.tuning is None else Tuned(self.tuning, self.search)
+
+    @property
+    def trainings(self) -> int:
+        """Models the sweep trains in its first round (sample_complexity: later rounds add more;
+        tuning: its grid on the selection seeds and the measurement, before any extension)."""
+        return sum(self.mode.first_trainings(self, c) for c in self.cells)
+
+    @property
+    def max_trainings_bound(self) -> int:
+        """The most models the sweep can train (each mode's bound, summed over its cells)."""
+        return sum(self.mode.most_trainings(self, c) for c in self.cells)
+
+    @property
+    def largest_n(self) -> int:
+        """The largest N any multi_pass cell starts from (any cell's, when all are one_pass)."""
+        searched = [c for c in self.cells if not self.plan(c).one_pass] or self.cells
+        return max(max(self.plan(c).n_values) for c in searched)
+
+    @property
+    def n_max(self) -> int:
+        """The largest N the sweep may train."""
+        return self.mode.n_limit(self)
+
+    @cached_property
+    def cells(self) -> list[Cell]:
+        """Every (model, axis values) combination of each model's axes, in a stable order."""
+        return [
+            Cell(model, dict(zip(axes, values)))
+            for model in self.models
+            for axes in [self.axes_of(model)]
+            for values in itertools.product(*axes.values())
+        ]
+
+    def plan(self, cell: Cell) -> ResolvedCell:
+        """One cell resolved into vit_core's configs (the sections, its model's own training values
+        (per_model), the cell's axis values and its model) and the N it trains at. Resolved once
+        per cell (a ConfigError is raised again each time)."""
+        if cell.key not in self.plans:
+            self.plans[cell.key] = self.resolve(cell)
+        return self.plans[cell.key]
+
+    @cached_property
+    def plans(self) -> dict[str, ResolvedCell]:
+        """Cell key -> the cell's plan, as ``plan`` resolved it (kept beside the fields, as ``cells``
+        is: neither takes part in equality; pickled with the spec, so a trial's cell travels resolved)."""
+        return {}
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "SweepSpec":
+        """pydantic's copy, without the cells and plans derived from fields ``update`` may change."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("cells", None)
+        copy.__dict__.pop("plans", None)
+        return copy
+
+    def resolve(self, cell: Cell) -> ResolvedCell:
+        """One cell resolved afresh (``plan`` keeps what this gives; a probe of values the cells do not hold)."""
+        built = []
+        own = getattr(self.per_model.get(cell.model), "training", None)
+        for section, cls in self.SECTIONS.items():
+            values = getattr(self, section).model_dump() | (
+                own.model_dump(exclude_none=True) if own and section == "training" else {}
+            )
+            values |= {k: v for k, v in cell.values.items() if k in type(getattr(self, section)).model_fields}
+            if section == "training":
+                values = self.scaled_training(cell, built[0], values)
+            built.append(cls(**values, **({"kind": cell.model} if section == "model" else {})))
+        data, model, training = built
+        self.FAMILY.check(data, model)
+        one_pass = training.protocol == "one_pass"
+        n_values = [training.batch_size * training.max_steps] if one_pass else self.n_train_of(cell.model) or []
+        return ResolvedCell(cell, data, model, training, tuple(n_values))
+
+    def scaled_training(self, cell: Cell, data, values: dict) -> dict:
+        """A cell's training values after its model's scaling rule (the family's, where it has one)."""
+        rule = self.scaling_rules.get(cell.model)
+        if rule is None:
+            return values
+        scaling = self.FAMILY.scaling
+        return rule.apply(scaling.growth(rule.reference, getattr(data, scaling.field)), values)
+
+    @property
+    def scaling_rules(self) -> dict[str, "ScalingRule"]:
+        """Model kind -> its training values' scaling rule (the family's ``scaling.rule`` section)."""
+        rule = self.FAMILY.scaling.rule if self.FAMILY.scaling else None
+        return getattr(self, rule) if rule else {}
+
+    def section_of(self, field: str) -> str:
+        """The section (data, model, training) that has ``field``, or "" where none has."""
+        return next((s for s, cls in self.SECTIONS.items() if field in {f.name for f in dataclasses.fields(cls)}), "")
+
+    def sample_cost(self, cell: Cell) -> float:
+        """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
+        orders packs longest first (services.search.packs.pack_cost)."""
+        plan = self.plan(cell)
+        return self.FAMILY.sample_cost(plan.data, plan.model)
+
+
+class ScalingRule(BaseModel):
+    """Training values of one model that grow with the family's scaling variable x (Paper A: 1/alpha*):
+    value = round(value * (x / x_reference) ** power), from the value the training section (or an
+    axis) gives. For one-pass step budgets that follow a cell's N*, and batches that grow like
+    1/alpha* (Theorem 1's T = N/B with N ~ alpha*^-2 and T ~ alpha*^-1)."""
+
+    model_config = FORBID
+    reference: float = Field(
+        gt=0, description="the scaling field's value (Paper A: alpha*) at which the training values hold as given"
+    )
+    batch_size: float = Field(
+        0.0, ge=0, description="power of x / x_reference the batch size B grows with (Paper A: 1 gives B ~ 1/alpha*)"
+    )
+    max_steps: float = Field(0.0, ge=0, description="power of x / x_reference the step budget grows with")
+
+    def apply(self, factor: float, values: dict) -> dict:
+        """``values`` at a scaling variable ``factor`` times the reference's."""
+        return values | {
+            name: max(1, round(values[name] * factor ** getattr(self, name))) for name in ("batch_size", "max_steps")
+        }
+
+
+DEFAULT_FAMILY = "li2023"  # a spec without `family` (as every spec was before Paper B)
+
+
+def spec_class(family: Family) -> type[SweepSpec]:
+    """The spec of one family: its data and model sections, its model kinds, axes over every field
+    and each kind's own grid (and its scaling rules, where the family has a rule section)."""
+    sections = {"data": family.data, "model": family.model, "training": TrainConfig}
+    stem = type(family).__name__
+    kind = Literal[family.kinds()]
+    axes = _axes(f"{stem}Axes", sections)
+    grid = _model_grid(f"{stem}ModelGrid", axes)
+    data, model = _section(f"{stem}Data", family.data), _section(f"{stem}Model", family.model)
+    fields: dict[str, Any] = {
+        "family": (
+            Literal[family.name],
+            Field(family.name if family.name == DEFAULT_FAMILY else ..., description=family.description),
+        ),
+        "models": (list[kind], Field(min_length=1, description="which models every cell trains")),
+        "data": (data, Field(default_factory=data)),
+        "model": (model, Field(default_factory=model)),
+        "axes": (axes, Field(default_factory=axes)),
+        "per_model": (dict[kind, grid], Field(default_factory=dict, description=PER_MODEL)),
+    }
+    if family.scaling and family.scaling.rule:
+        fields[family.scaling.rule] = (
+            dict[kind, ScalingRule],
+            Field(
+                default_factory=dict,
+                description=f"per model: batch_size and max_steps that grow with {family.scaling.symbol} (ScalingRule)",
+            ),
+        )
+    spec = create_model(f"{stem}Sweep", __base__=SweepSpec, __module__=__name__, __doc__=family.__doc__, **fields)
+    spec.FAMILY, spec.SECTIONS = family, sections
+    # importable by name: specs are pickled to the trials
+    globals().update({cls.__name__: cls for cls in (spec, axes, grid, data, model)})
+    return spec
+
+
+FAMILIES: dict[str, type[SweepSpec]] = {name: spec_class(family) for name, family in families().items()}
+SCHEMA = TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")])  # noqa: UP007
+
+
+def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
+    """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError). A
+    recorded spec (not strict) keeps only its search mode's fields: sweeps recorded before the modes
+    were classes of their own hold every mode's."""
+    mode = SEARCH_MODES.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
+    if not strict and mode is not None:
+        raw = raw | {"search": {k: v for k, v in raw["search"].items() if k in mode.model_fields}}
+    return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)
