@@ -31,7 +31,7 @@ from vit_core.fields import ConfigError
 
 if TYPE_CHECKING:
     from services.compare import Comparison, PaperGrid
-    from services.summary import Summary
+    from services.stats.rows import Summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
@@ -332,7 +332,7 @@ def run(
     _print_sweep(spec, out.result, redact(out.uri), parent_id, home)
     failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
-        print(json.dumps(_run_json(spec, out, failed)))
+        print(json.dumps(_run_json(out, failed)))
     if parent_id is None:
         raise typer.Exit(RECORDING_PENDING)
     if failed:
@@ -512,35 +512,14 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{seconds:02d}"
 
 
-def _run_json(spec, out, failed: list[str]) -> dict:
-    """`vitsweep run --json`: where the sweep is recorded, what it found and which trials failed."""
-    from services.summary import error_bound
-
-    summary, result = out.summary, out.result
-    found = summary.to_dict()  # JSON-ready
-    return {
-        "sweep_id": result.sweep_id,
+def _run_json(out, failed: list[str]) -> dict:
+    """`vitsweep run --json`: the sweep's summary as `report --json` gives it, and the run's own
+    facts: where it is recorded, its trainings and times, which trials failed, Optuna's best."""
+    result = out.result
+    return out.summary.to_dict() | {
         "mlflow_parent_run_id": out.record.run_id if out.record else None,
         "tracking_uri": redact(out.uri),
-        "n_star": _n_star(spec, result),
         "recorded_earlier": bool(out.record and out.record.earlier),
-        "exponent": _exponents(summary),
-        "exponent_first_zero": _exponents(summary, "exponent_first_zero"),
-        "local_exponent": found["local_exponent"],
-        "exponent_difference": found["exponent_difference"],
-        "tuning": _tuning(summary),
-        "error_bound": {str(r.n_test): round(error_bound(r.n_test), 6) for r in summary.cells},
-        "t_star_exponent": _exponents(summary, "t_star_exponent"),
-        "protocol": found["protocol"],
-        "adaptive": found["adaptive"],
-        "patch_association": found["patch_association"],
-        "cos_v_wstar": found["cos_v_wstar"],
-        "test_error": found["test_error"],
-        "train_error": found["train_error"],
-        "patch_association_gram": found["patch_association_gram"],
-        "bayes_error": found["bayes_error"],
-        "premises": {r["label"]: r["premises"] for r in found["cells"]},
-        "difficulty": {r["label"]: r["difficulty"] for r in found["cells"] if r["difficulty"]},
         "trainings": result.trainings,
         "cache_hits": result.cache_hits,
         "wall_s": round(result.wall_s, 3),
@@ -569,29 +548,6 @@ def sync(
         print(f"nothing to log: every sweep under {home} is in MLflow")
     if left:
         raise typer.Exit(1)
-
-
-def _n_star(spec, result) -> dict:
-    """model -> cell (Cell.values_key) -> N* or None."""
-    out: dict = {}
-    for cell in result.cells:
-        out.setdefault(cell.cell.model, {})[cell.cell.values_key] = cell.n_star(spec.success_rate)
-    return out
-
-
-def _exponents(summary: "Summary", key: str = "exponent") -> dict:
-    """group (the model, with any other axis values) -> {value, ci95} of an exponent in the family's x
-    (``key``: N*'s, or T*'s)."""
-    return {group: {"value": fit.value, "ci95": fit.ci95} for group, fit in getattr(summary, key).items()}
-
-
-def _tuning(summary: "Summary") -> dict:
-    """cell label -> what tuning chose, on which seeds, and the window its N* was checked over."""
-    return {
-        r.label: dataclasses.asdict(r.tuning) | {"window": r.window and dataclasses.asdict(r.window)}
-        for r in summary.cells
-        if r.tuning
-    }
 
 
 def _print_summary(summary: "Summary") -> None:
@@ -711,7 +667,7 @@ def compare(
 def _print_comparison(comparison: "Comparison") -> None:
     """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
     from services.analysis import Estimate
-    from services.report import fmt
+    from services.stats.base import fmt
 
     rows = []
     for pair in comparison.cells:
@@ -758,7 +714,7 @@ def paper(
 
 def _print_paper_grid(grid: "PaperGrid") -> None:
     """One table per model: the paper's N* per column of its figure, then every sweep's."""
-    from services.report import fmt
+    from services.stats.base import fmt
 
     for k, sweep in enumerate(grid.sweeps):
         first = next((g.ours[sweep] for g in grid.points if sweep in g.ours), None)

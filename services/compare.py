@@ -10,7 +10,7 @@ from services import paper
 from services.analysis import Estimate, Fit, slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
-from services.summary import n_star_fit_inputs, n_star_statistic, summarize
+from services.stats.summarize import n_star_fit_inputs, n_star_statistic, summarize
 from vit_core.family import Scaling, families
 
 

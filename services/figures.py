@@ -3,16 +3,17 @@ object API (Figure, no pyplot): no backend to choose, no global figure state. No
 saves or logs them."""
 
 import numpy as np
-from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from services import paper
 from services.compare import Comparison, PaperGrid
-from services.report import fmt
+from services.plotting import colours, subplots
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
-from services.summary import CellRow, Summary
+from services.stats import statistics
+from services.stats.base import fmt
+from services.stats.rows import CellRow, Summary
 from vit_core.family import Family
 from vit_core.outcomes import Outcome
 
@@ -74,13 +75,13 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
     figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
     if any(fit.value is not None for fit in summary.exponent.values()):
         groups = summary.exponent
-        fig, axes = _subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+        fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
             rows = [r for r in summary.cells if r.label in fit.cells]
             _phase(ax, spec.FAMILY, group, rows, fit, spec.success_rate)
         fig.tight_layout()
         figs["phase_diagram.png"] = fig
-        fig, ax = _subplots(figsize=(6, 4.5))
+        fig, ax = subplots(figsize=(6, 4.5))
         family = spec.FAMILY
         _loglog(ax, summary, "exponent", "N*", family.scaling.x_label)
         for model in (m for m in spec.models if m in family.reference):
@@ -101,7 +102,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         figs["local_exponent.png"] = _local_figure(summary)
     if summary.iterations_exponent or summary.lr_exponent:
         keys = [k for k in ("iterations_exponent", "lr_exponent") if getattr(summary, k)]
-        fig, axes = _subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
+        fig, axes = subplots(1, len(keys), figsize=(6 * len(keys), 4.5), squeeze=False)
         for ax, key in zip(axes[0], keys):
             _loglog(
                 ax,
@@ -115,88 +116,14 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
             ax.legend(fontsize=7)
         fig.tight_layout()
         figs["iterations.png"] = fig
-    if summary.attention:
-        figs["attention_mass.png"] = _attention_figure(spec.FAMILY, cells)
-    if summary.sparsification:
-        figs["sparsification.png"] = _sparsification_figure(spec.FAMILY, summary)
-    if not spec.FAMILY.reference:
-        figs["structure.png"] = _structure_figure(spec, summary, cells)
-    if any(c.mean_scores() for c in cells):
-        figs["learned_attention.png"] = _scores_figure(spec, cells)
+    for unit in statistics():
+        figs |= unit.figures(spec, summary, cells)
     return figs
-
-
-def _scores_figure(spec: SweepSpec, cells: list[CellResult]):
-    """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
-    cell, beside the true set matrix where the data has one."""
-    shown = [c for c in cells if c.mean_scores()]
-    data = spec.plan(shown[0].cell).data
-    truth = spec.FAMILY.true_sets(data)
-    panels = len(shown) + (truth is not None)
-    fig, axes = _subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
-    for ax, c in zip(axes[0], shown):
-        scores = c.mean_scores()
-        n = max(scores)
-        image = ax.imshow(scores[n], cmap="viridis")
-        ax.set_title(f"{c.cell.label}\nlearned scores, N={n}", fontsize=8)
-        fig.colorbar(image, ax=ax, fraction=0.046)
-    if truth is not None:
-        axes[0][-1].imshow(truth, cmap="Greys")
-        axes[0][-1].set_title("true sets (same-set pairs)", fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def _structure_figure(spec: SweepSpec, summary: "Summary", cells: list[CellResult]):
-    """Paper B's Fig 4 curves: test and training error, patch association (on A; vanilla: also on
-    P P^T) and cos(v, w*) against the step (those the models have); the test error beside the
-    paper's values for the data's labels and the lowest error the data allow where it is not 0."""
-    names = {
-        "test_error": "test error",
-        "train_error": "training error",
-        "patch_association": "rows of A associated",
-        "patch_association_gram": "rows of P P^T associated",
-        "cos_v_wstar": "cos(v, w*)",
-    }
-    names = {k: v for k, v in names.items() if any(c.curves(k) for c in cells)}
-    fig, axes = _subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
-    axes = axes[0]
-    steps = set()
-    for c in cells:
-        for ax, name in zip(axes, names):
-            curves = c.curves(name)
-            if curves:
-                n = max(curves)
-                steps |= {step for step, _ in curves[n] if step > 0}
-                (line,) = ax.plot(*zip(*curves[n]), label=f"{c.cell.label} N={n}")
-                bayes = summary.bayes_error.get(c.cell.label, 0.0)
-                if name == "test_error" and bayes:
-                    ax.axhline(
-                        bayes, color=line.get_color(), lw=0.8, ls="-.", label=f"Bayes error of its data {bayes:.3f}"
-                    )
-    if "test_error" in names:
-        shown = {
-            name: error
-            for c in cells
-            for name, error in spec.FAMILY.test_error_reference(spec.plan(c.cell).data).items()
-        }
-        for name, error in sorted(shown.items()):
-            axes[0].axhline(
-                error, color="black", lw=0.8, ls=":" if "plateau" in name else "--", label=f"{name} {error}"
-            )
-    for ax, title in zip(axes, names.values()):
-        ax.set(xlabel="SGD step", title=title + " (mean over seeds)")
-        if steps:  # linear up to the first evaluation, then logarithmic, as the paper draws 10^4 steps
-            ax.set_xscale("symlog", linthresh=min(steps))
-            ax.set_xlim(left=0)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
 
 
 def _success_figure(spec: SweepSpec, summary: "Summary"):
     """Success rate against N, one line per cell, one panel per model."""
-    fig, axes = _subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
+    fig, axes = subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
     for ax, model in zip(axes[0], spec.models):
         rows = [r for r in summary.cells if r.model == model and any(v == v for v in r.rates.values())]
         for r in rows:
@@ -220,7 +147,7 @@ def _outcomes_figure(summary: "Summary"):
     """Per cell, the share of each outcome class at every N (stacked bars)."""
     rows = [r for r in summary.cells if r.outcomes] or summary.cells[:1]
     cols = min(4, len(rows))
-    fig, axes = _subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
+    fig, axes = subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
     colours = {
         Outcome.SUCCEEDED: "tab:green",
         Outcome.FAILED_CONVERGED: "tab:red",
@@ -244,52 +171,16 @@ def _outcomes_figure(summary: "Summary"):
     return fig
 
 
-def _attention_figure(family: Family, cells: list[CellResult]):
-    """Mean label-relevant attention mass against the SGD step, beside the paper's Fig 2(a)."""
-    fig, ax = _subplots(figsize=(6, 4.5))
-    for c in cells:
-        if measured := c.attention_curve():
-            n, curve = measured
-            ax.plot(*zip(*curve), label=f"{c.cell.setting} N={n}")
-    if (ref := family.attention_reference()) is not None:
-        ax.plot(ref.x, ref.y, "kx--", label=ref.label)
-    ax.set(
-        xlabel="SGD step",
-        ylabel="attention mass on label-relevant tokens",
-        ylim=(0, 1.02),
-        title="attention concentration (Prop. 2)",
-    )
-    ax.legend(fontsize=7)
-    return fig
-
-
-def _sparsification_figure(family: Family, summary: "Summary"):
-    """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
-    fig, ax = _subplots(figsize=(6, 4.5))
-    colours = {}  # our strategy -> its colour, which the paper's line of that strategy shares
-    for group, ks in summary.sparsification.items():
-        k = np.array(sorted(ks))
-        mean = np.array([ks[i]["test_loss"].mean for i in k])
-        ci = np.array([ks[i]["test_loss"].ci95 for i in k]).T
-        bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
-        colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
-    for strategy, ours, points in family.sparsification_reference():
-        ax.plot(*zip(*points), "x--", lw=0.8, color=colours.get(ours, "grey"), label=f"paper: {strategy}")
-    ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
-    ax.legend(fontsize=7)
-    return fig
-
-
 def _tuning_figure(spec: SweepSpec, summary: "Summary"):
     """Per model: each setting's N* on the selection seeds against eta, one colour per cell (its
     axis values), one line style per batch size; the chosen setting starred, and the N* measured
     there on the held-out seeds with its CI beside it."""
-    fig, axes = _subplots(1, len(spec.models), figsize=(6 * len(spec.models), 4.5), squeeze=False)
+    fig, axes = subplots(1, len(spec.models), figsize=(6 * len(spec.models), 4.5), squeeze=False)
     styles = ["-", "--", ":", "-."]
     for ax, model in zip(axes[0], spec.models):
         rows = [r for r in summary.cells if r.model == model and r.tuning]
         batches = sorted({s["batch_size"] for r in rows for s in r.tuning.selection})
-        for colour, r in zip(_colours() * 4, rows):
+        for colour, r in zip(colours() * 4, rows):
             for style, b in zip(styles * 4, batches):
                 points = sorted((s["lr"], s["n_star"]) for s in r.tuning.selection if s["batch_size"] == b)
                 known = [(lr, n) for lr, n in points if n is not None]
@@ -341,8 +232,8 @@ def _tuning_figure(spec: SweepSpec, summary: "Summary"):
 def _local_figure(summary: "Summary"):
     """N*'s slope between neighbouring values of the scaling field (at their geometric mean) with
     95% CIs, per model, and each model's exponent over the whole range dashed: where the curve is heading."""
-    fig, ax, scaling = *_subplots(figsize=(6, 4.5)), summary.scaling
-    for colour, (group, slopes) in zip(_colours() * 4, summary.local_exponent.items()):
+    fig, ax, scaling = *subplots(figsize=(6, 4.5)), summary.scaling
+    for colour, (group, slopes) in zip(colours() * 4, summary.local_exponent.items()):
         done = [s for s in slopes if s.value is not None]
         if not done:
             continue
@@ -365,18 +256,12 @@ def _local_figure(summary: "Summary"):
     return fig
 
 
-def _subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):
-    """pyplot.subplots without pyplot: (figure, axes)."""
-    fig = Figure(figsize=figsize)
-    return fig, fig.subplots(rows, cols, **kw)
-
-
 def comparison_figure(comparison: Comparison) -> Figure:
     """N* against the family's x (Paper A: 1/alpha*) of two sweeps on one log-log plot: each fitted
     group in one colour, A's points and fit solid, B's dashed, with each exponent and B's minus A's
     in the legend."""
-    fig, ax = _subplots(figsize=(7, 5))
-    for colour, group in zip(_colours(), comparison.groups):
+    fig, ax = subplots(figsize=(7, 5))
+    for colour, group in zip(colours(), comparison.groups):
         for sweep, fits, marker, style in (
             (comparison.sweep_a, comparison.exponent_a, "o", "-"),
             (comparison.sweep_b, comparison.exponent_b, "s", "--"),
@@ -409,7 +294,7 @@ def paper_grid_figure(grid: PaperGrid) -> Figure:
     dashed; ^ where it lies above its largest N) over each sweep's N* with its 95% CI (an open CI
     drawn to the sweep's largest N; ^: N* above it). N on a log axis: arms differ by 100x."""
     models = list(grid.x_power)
-    fig, axes = _subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
+    fig, axes = subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
     scaling = grid.scaling
     for ax, model in zip(axes[0], models):
         power, mine = grid.x_power[model], [g for g in grid.points if g.model == model]
@@ -424,7 +309,7 @@ def paper_grid_figure(grid: PaperGrid) -> Figure:
             xs, ys, above = zip(*paper_points)
             ax.plot(xs, ys, "k--", lw=1.2, label="paper's boundary (its N*)", zorder=3)
             ax.plot([x for x, a in zip(xs, above) if a], [y for y, a in zip(ys, above) if a], "k^", ms=6)
-        for k, (colour, sweep) in enumerate(zip(_colours(), grid.sweeps)):
+        for k, (colour, sweep) in enumerate(zip(colours(), grid.sweeps)):
             points = sorted((at(g.value), g.ours[sweep]) for g in mine if sweep in g.ours)
             if not points:
                 continue
@@ -456,8 +341,3 @@ def paper_grid_figure(grid: PaperGrid) -> Figure:
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def _colours() -> list[str]:
-    """Matplotlib's default colour cycle."""
-    return rcParams["axes.prop_cycle"].by_key()["color"]

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from services.results import CellResult
-from services.summary import Summary
+from services.stats.rows import Summary
 
 CELL_COLUMNS = (  # CellRow fields that are one value each (per-N rates, outcomes and per-seed lists stay out)
     "alpha_effective",
@@ -45,7 +45,7 @@ class SweepFrames(NamedTuple):
 
 
 def frames(summary: Summary, cells: list[CellResult]) -> SweepFrames:
-    """The DataFrames of a sweep's cells and its summary (services.summary.summarize)."""
+    """The DataFrames of a sweep's cells and its summary (services.stats.summarize.summarize)."""
     records = [
         {"sweep_id": summary.sweep_id, "cell": c.cell.label, "model": c.cell.model, **c.cell.values, **r.as_dict()}
         for c in cells

@@ -6,17 +6,10 @@ from html import escape
 from pathlib import Path
 
 from services.search.selection import SMALLEST_BATCH
-from services.summary import UNDERFIT_FLOOR, UNDERFIT_SHARE, Summary, at_n, error_bound, underfits
+from services.stats import statistics
+from services.stats.base import fmt
+from services.stats.rows import Summary, error_bound
 from vit_core.outcomes import OUTCOMES
-
-
-def fmt(value, spec: str = "") -> str:
-    """A value for a table or a note: "-" for None, lists in brackets."""
-    if value is None:
-        return "-"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(fmt(v, spec) for v in value) + "]"
-    return format(value, spec)
 
 
 def table_rows(summary: "Summary") -> list[list[str]]:
@@ -238,8 +231,9 @@ def _window_lines(summary: "Summary") -> list[str]:
 
 
 def notes(summary: "Summary") -> list[str]:
-    """One line per finding below the table: fits against theory and the paper, the adaptive
-    search's savings, attention concentration, sparsification effects."""
+    """One line per finding below the table: fits against theory and the paper, premises, tuning,
+    then every registered statistic's (services.stats: the adaptive search's savings, attention
+    concentration, test error and patch association, sparsification effects)."""
     lines = [
         *_fit_lines(summary),
         *_premise_lines(summary),
@@ -255,70 +249,9 @@ def notes(summary: "Summary") -> list[str]:
             "out of the fits; "
             f"raise training.max_steps or search.max_steps_cap): {', '.join(flagged)}"
         )
-    for values, gap in summary.iteration_gap.items():
-        if gap.value is not None:
-            family = summary.experiment
-            favoured, beaten = (family.name_of(kind) for kind in family.favoured)
-            lines.append(
-                f"iteration gap, {values}: the {beaten} needs {gap.value:.2f}x the {favoured}'s steps to zero test "
-                f"error, 95% CI {fmt(gap.ci95, '.2f')}"
-            )
-    if summary.adaptive:
-        a = summary.adaptive
-        lines.append(
-            f"adaptive search: {a['trainings']} trainings against {a['full_grid_trainings']} for a grid of ratio "
-            f"{1 + a['precision']:g} over the same N range ({fmt(a['ratio'], '.1f')}x fewer)"
-        )
-    for label, a in summary.attention.items():
-        lines.append(
-            f"attention mass, {label} (N = {a['n']}): {a['start']:.3f} -> {a['end']:.3f}, "
-            f"{'monotone' if a['monotone'] else 'not monotone'}"
-        )
-    if not summary.experiment.reference:
-        for label, bayes in _structure_labels(summary):
-            error = summary.test_error[label]
-            train = summary.train_error.get(label)
-            train_mean = train.mean if train else None
-            lines.append(
-                f"test error, {label}: {fmt(error.mean, '.4f')}, 95% CI {fmt(error.ci95, '.4f')} over "
-                f"{error.seeds} seeds; training error {fmt(train_mean, '.4f')}"
-                + (f" (the lowest any classifier can reach on these data: {bayes:.4f})" if bayes else "")
-                + (
-                    f"; the model does not fit its own training data (training error >= {UNDERFIT_FLOOR:.0%} and "
-                    f">= {UNDERFIT_SHARE:.0%} of the test error), so this cell cannot test a claim about what "
-                    "training finds"
-                    if underfits(error.mean, train_mean)
-                    else ""
-                )
-            )
-    for label, share in summary.patch_association.items():
-        gram = summary.patch_association_gram.get(label)
-        cos = summary.cos_v_wstar.get(label)
-        lines.append(
-            f"patch association, {label}: every row associated in {share:.0%} of seeds, "
-            f"{summary.patch_association_rows[label]:.0%} of rows on average"
-            + (f"; on P P^T {gram:.0%} of rows" if gram is not None else "")
-            + (f"; median cos(v, w*) {cos:.3f}" if cos is not None else "")
-        )
-    for group, ks in summary.sparsification.items():
-        k = max(ks)
-        change = ks[k]["change"]
-        lines.append(
-            f"sparsification, {group}: test loss change at k = {k}: {fmt(change.mean, '+.4f')}, 95% CI "
-            f"{fmt(change.ci95, '+.4f')}"
-        )
+    for unit in statistics():
+        lines += unit.lines(summary)
     return lines
-
-
-def _structure_labels(summary: "Summary") -> list[tuple[str, float]]:
-    """The test error entries in cell order, each with its cell's Bayes error (0 where unknown): a
-    cell's own label, or one label per N of a cell that has several ("... N=400")."""
-    out = []
-    for row in summary.cells:
-        bayes = summary.bayes_error.get(row.label, 0.0)
-        labels = [row.label, *(at_n(row.label, n) for n in sorted(map(int, row.outcomes)))]
-        out += [(label, bayes) for label in labels if label in summary.test_error]
-    return out
 
 
 def markdown(summary: "Summary") -> str:

@@ -28,7 +28,7 @@ from services.uris import redact, resolve_tracking_uri, unreachable
 if TYPE_CHECKING:
     from services.compare import Comparison, PaperGrid
     from services.frames import SweepFrames
-    from services.summary import Summary
+    from services.stats.rows import Summary
     from services.tracking import Record
 
 
@@ -176,7 +176,7 @@ def record(
     record, or None when the server is unreachable and the results wait under ``home``, and the
     sweep's summary)."""
     from services import figures, report
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from services.tracking import record_sweep
 
     summary = summarize(spec, result.sweep_id, result.cells)
@@ -236,7 +236,7 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tupl
     (the summary, the folder). LookupError when the store has no such sweep."""
     from services import figures
     from services.report import write
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from services.tracking import load_sweep
 
     spec, found_id, cells = load_sweep(uri, sweep_id)
@@ -248,7 +248,7 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
     """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
     and its cells; LookupError when the store has no such sweep."""
     from services.frames import frames as build
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from services.tracking import load_sweep
 
     spec, found_id, cells = load_sweep(uri, sweep_id)

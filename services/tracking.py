@@ -20,7 +20,8 @@ from mlflow.tracking import MlflowClient
 from services.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import OptunaMode, SweepSpec, spec_from_dict
-from services.summary import CellRow, Summary
+from services.stats import statistics
+from services.stats.rows import CellRow, Summary
 from services.uris import redact
 from vit_core.outcomes import OUTCOMES
 
@@ -177,7 +178,8 @@ def _sweep_params(spec: SweepSpec) -> dict:
 
 
 def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
-    """The parent run's metrics: trainings, wall time, failed cells and each fitted N* exponent."""
+    """The parent run's metrics: trainings, wall time, failed cells, each fitted N* exponent and
+    the registered statistics' own."""
     failed = sum(bool(c.failures) for c in result.cells)
     metrics = [
         Metric("trainings", result.trainings, 0, 0),
@@ -192,6 +194,7 @@ def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         for group, fit in getattr(summary, key).items()
         if fit.value is not None
     }
+    fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
     return metrics + [Metric(_metric_name(name), value, 0, 0) for name, value in fitted.items()]
 
 

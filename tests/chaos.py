@@ -187,7 +187,7 @@ def duplicate_runs(summary: dict) -> int:
     runs = client.search_runs([experiment])
     parents = [r for r in runs if r.data.tags.get("vitsweep.sweep_id") == summary["sweep_id"]]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == summary["mlflow_parent_run_id"]]
-    cells = sum(len(by_cell) for by_cell in summary["n_star"].values())
+    cells = len(summary["n_star"])
     running = [r for r in runs if r.info.status == "RUNNING"]
     return len(parents) - 1 + len(children) - cells + len(running)
 

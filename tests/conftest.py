@@ -368,7 +368,7 @@ def two_sweeps(tmp_path_factory) -> Path:
 def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
     from services import figures, report
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from services.tracking import record_sweep
 
     spec, result = synthetic_sweep(sweep_id, hard, easy)

@@ -205,7 +205,7 @@ def test_local_slopes_show_a_curve_that_steepens():
 
 
 def test_zero_errors_in_n_bound_the_error_by_the_rule_of_three():
-    from services.summary import error_bound
+    from services.stats.rows import error_bound
 
     assert error_bound(1000) == pytest.approx(3 / 1000, rel=0.01)
     assert error_bound(10_000) == pytest.approx(3e-4, rel=0.01)

@@ -68,12 +68,13 @@ def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(examp
     spec = str(EXAMPLE / "parity.yaml")
     ran = vitsweep("run", spec, "--home", str(tmp_path))
     assert ran["failed_trials"] == [] and ran["trainings"] == 32
-    stars = ran["n_star"]["mlp"]
-    assert set(stars) == {"8", "12", "16", "24"} and all(stars.values())
+    stars = ran["n_star"]
+    assert set(stars) == {f"mlp n_bits={n}" for n in (8, 12, 16, 24)} and all(stars.values())
     parent = MlflowClient(ran["tracking_uri"]).get_run(ran["mlflow_parent_run_id"])
     assert parent.data.params["family"] == "sparse_parity"
     report = vitsweep("report", ran["sweep_id"], "--home", str(tmp_path), "--out", str(tmp_path / "report"))
-    assert {c["label"]: c["n_star"] for c in report["cells"]} == {f"mlp n_bits={n}": v for n, v in stars.items()}
+    assert {c["label"]: c["n_star"] for c in report["cells"]} == stars
+    assert {k: v for k, v in ran.items() if k in report} == {k: v for k, v in report.items() if k != "folder"}
     assert [c["alpha_effective"] for c in report["cells"]] == [8, 12, 16, 24]  # the family's scaling field
     fit = report["exponent"]["mlp"]
     assert fit["value"] is not None and fit["value"] > 0 and len(fit["points"]) == 4  # N* rises with n

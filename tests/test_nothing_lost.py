@@ -138,7 +138,7 @@ def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_
         "resources:", "axes: {lr: [0.5, 1.0e+35]}\nresources:"
     )
     summary, _ = _run(text, tmp_path)
-    assert summary["failed_trials"] == [] and summary["n_star"]["vit"]["1e+35"] is None
+    assert summary["failed_trials"] == [] and summary["n_star"]["vit lr=1e+35"] is None
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     children = {

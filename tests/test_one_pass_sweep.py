@@ -107,7 +107,7 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
     first = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "n_first_zero")}
     assert sorted(stable) == sorted(first) == [0, 1, 2, 3]  # one per seed
     assert all(first[s] <= stable[s] for s in stable if stable[s] >= 0)
-    star = summary["n_star"]["vit"]["alpha_star=0.4 protocol=one_pass"]
+    star = summary["n_star"]["vit alpha_star=0.4 protocol=one_pass"]
     reached = sorted(v for v in stable.values() if v >= 0)
     assert star is None or star == reached[1] or star == 40  # 2 of 4 seeds (p = 0.5), or the first evaluated N
 
@@ -117,9 +117,7 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
     assert reported.exit_code == 0, reported.output
     rebuilt = json.loads(reported.stdout.strip().splitlines()[-1])
     assert rebuilt["protocol"] == summary["protocol"]
-    assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
-        f"{m} {k}": v for m in summary["n_star"] for k, v in summary["n_star"][m].items()
-    }
+    assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == summary["n_star"]
     row = next(r for r in rebuilt["cells"] if r["label"] == "vit alpha_star=0.4 protocol=one_pass")
     assert row["per_seed"]["n_stable"] == [stable[s] for s in range(4)]
     assert "T* = N*/B" in reported.stdout
@@ -128,7 +126,7 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
 def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
     from services.report import table_rows
     from services.results import CellResult, ModelRecord
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from vit_core import train_pack
 
     spec = parse_spec(

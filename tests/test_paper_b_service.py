@@ -12,7 +12,7 @@ from services import figures, report
 from services.cli import app
 from services.results import CellResult, ModelRecord
 from services.spec import parse_spec
-from services.summary import summarize
+from services.stats.summarize import summarize
 from vit_core.configs import SpatialDataConfig, bayes_error
 
 runner = CliRunner()
@@ -66,7 +66,7 @@ def test_the_report_gives_and_draws_the_lowest_error_that_kept_spurious_sets_all
     summary = summarize(spec, "b-1", cells)
     floor = bayes_error(SpatialDataConfig(n_patches=10, set_size=2, dim=12, spurious_sets="keep"))
     keep, redraw = "positional spurious_sets=keep", "positional spurious_sets=redraw"
-    assert summary.bayes_error[keep] == floor and summary.bayes_error[redraw] == 0.0 and floor > 0.03
+    assert summary.stats["bayes_error"][keep] == floor and summary.stats["bayes_error"][redraw] == 0.0 and floor > 0.03
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert f"lowest any classifier can reach on these data: {floor:.4f}" in lines[f"test error, {keep}"]
     assert "lowest" not in lines[f"test error, {redraw}"]
@@ -91,7 +91,7 @@ def test_the_report_gives_training_error_and_names_a_model_that_cannot_fit_its_t
         for cell, (test, train) in ((c, errors[c.label]) for c in spec.cells if c.label in errors)
     ]
     summary = summarize(spec, "b-2", cells)
-    assert summary.train_error[underfits.label].mean == pytest.approx(0.26)
+    assert summary.stats["train_error"][underfits.label].mean == pytest.approx(0.26)
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert "training error 0.2600" in lines[f"test error, {underfits.label}"]
     assert "does not fit its own training data" in lines[f"test error, {underfits.label}"]
@@ -111,9 +111,14 @@ def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
     )
     summary = summarize(spec, "b-3", [CellResult(cell, [ModelRecord.from_dict(r) for r in records])])
     small, large = f"{cell.label} N=400", f"{cell.label} N=800"
-    assert set(summary.test_error) == {small, large}
-    assert summary.test_error[small].mean == pytest.approx(0.2) and summary.test_error[large].mean == pytest.approx(0.1)
-    assert summary.patch_association_rows == {small: 0.5, large: 0.0}  # the diverged model's NaN is not averaged in
+    assert set(summary.stats["test_error"]) == {small, large}
+    assert summary.stats["test_error"][small].mean == pytest.approx(0.2) and summary.stats["test_error"][
+        large
+    ].mean == pytest.approx(0.1)
+    assert summary.stats["patch_association_rows"] == {
+        small: 0.5,
+        large: 0.0,
+    }  # the diverged model's NaN is not averaged in
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert "does not fit" in lines[f"test error, {large}"] and "does not fit" not in lines[f"test error, {small}"]
     one_pass = parse_spec(TINY.replace("max_steps: 600,", "max_steps: 600, protocol: one_pass,"))
@@ -121,4 +126,6 @@ def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
     at_evaluations = summarize(
         one_pass, "b-4", [CellResult(one_pass.cells[0], [ModelRecord.from_dict(r) for r in records])]
     )
-    assert set(at_evaluations.test_error) == {cell.label}  # a one-pass run's N are its evaluations: the largest only
+    assert set(at_evaluations.stats["test_error"]) == {
+        cell.label
+    }  # a one-pass run's N are its evaluations: the largest only

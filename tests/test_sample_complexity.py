@@ -61,7 +61,7 @@ def _synthetic_trainable(config: dict, spec, cache) -> None:
 
 def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):
     from services.execution.ray_tune import run_sweep
-    from services.summary import summarize
+    from services.stats.summarize import summarize
 
     spec = parse_spec(SYNTHETIC)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -75,13 +75,13 @@ def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path
         lo, star = o.bracket(0.5)
         assert lo < true_star <= star and (star <= 1.1 * lo or star == lo + 1), (cell.cell.label, lo, star, true_star)
     summary = summarize(spec, "synthetic", result.cells)
-    assert summary.adaptive["ratio"] > 2
-    assert summary.adaptive["trainings"] == result.trainings
+    assert summary.stats["adaptive"]["ratio"] > 2
+    assert summary.stats["adaptive"]["trainings"] == result.trainings
     exponent = summary.exponent
     assert exponent["vit"].ci95[0] <= 2 <= exponent["vit"].ci95[1]
     assert exponent["cnn"].ci95[0] <= 4 <= exponent["cnn"].ci95[1]
     grid = sum(full_grid_size(int(c.outcomes().ns[0]), int(c.outcomes().ns[-1]), 0.1) * 10 for c in result.cells)
-    assert summary.adaptive["full_grid_trainings"] == grid
+    assert summary.stats["adaptive"]["full_grid_trainings"] == grid
 
 
 TINY = """name: tiny
@@ -97,15 +97,28 @@ resources: {models_per_pack: 16}
 """
 
 
+def _digits(value, digits: int = 9):
+    """``value`` with every float rounded to ``digits`` significant digits, inside any lists and dicts."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: _digits(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_digits(v, digits) for v in value]
+    return value
+
+
 def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     summary, _ = run_spec(TINY, tmp_path)
     home = tmp_path / "home"
     assert set(summary["exponent"]) == {"vit", "cnn"} and summary["adaptive"]["trainings"] == summary["trainings"]
     labels = {f"{m} alpha_star={a}" for m in ("vit", "cnn") for a in (0.1, 0.3)}
-    assert set(summary["premises"]) == set(summary["difficulty"]) == labels
-    width = {p["name"]: p for p in summary["premises"]["vit alpha_star=0.1"]}["width"]
+    premises = {r["label"]: r["premises"] for r in summary["cells"]}
+    difficulty = {r["label"]: r["difficulty"] for r in summary["cells"]}
+    assert set(premises) == set(difficulty) == labels
+    width = {p["name"]: p for p in premises["vit alpha_star=0.1"]}["width"]
     assert not width["met"] and width["value"] == 16 and width["bound"] > 144  # m = 16 < M^2 log N, M = 12
-    assert summary["difficulty"]["cnn alpha_star=0.3"]["mean_token_error"] == 0  # fixed counts: the mean separates
+    assert difficulty["cnn alpha_star=0.3"]["mean_token_error"] == 0  # fixed counts: the mean separates
     client = MlflowClient(summary["tracking_uri"])
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
     assert {
@@ -127,11 +140,10 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
         "alpha_star=0.3",
     }  # one CNN/ViT ratio of steps per alpha*
     assert all(gap["value"] > 0 for gap in rebuilt["iteration_gap"].values())
-    assert {k: {"value": v["value"], "ci95": v["ci95"]} for k, v in rebuilt["exponent"].items()} == summary["exponent"]
-    assert {r["label"]: r["premises"] for r in rebuilt["cells"]} == summary["premises"]  # the same from MLflow
-    assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == {
-        f"{m} alpha_star={a}": summary["n_star"][m][a] for m in summary["n_star"] for a in summary["n_star"][m]
-    }
+    shown = {k: v for k, v in rebuilt.items() if k != "folder"}
+    # run --json is report --json (to 9 digits: MLflow's tables keep 10), and the rest is the run's own
+    assert _digits({k: summary[k] for k in shown}) == _digits(shown)
+    assert {r["label"]: r["n_star"] for r in rebuilt["cells"]} == summary["n_star"]
     assert {"phase_diagram.png", "n_star_fit.png", "summary.md", "summary.html", "summary.json"} <= {
         p.name for p in out.iterdir()
     }
@@ -153,7 +165,7 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
     from services.figures import figures
     from services.report import table_rows
     from services.results import CellResult, ModelRecord
-    from services.summary import summarize
+    from services.stats.summarize import summarize
 
     spec = parse_spec(
         "name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec"
@@ -193,7 +205,7 @@ def test_notes_print_no_fit_that_restates_another_and_label_the_papers_range():
     slope names the narrow alpha* range it comes from."""
     from services.report import notes
     from services.results import Cell, CellResult, ModelRecord
-    from services.summary import summarize
+    from services.stats.summarize import summarize
 
     spec = parse_spec(
         "name: n\nmodels: [vit]\ndata: {n_tokens: 40}\ntraining: {protocol: one_pass, batch_size: 8, max_steps: 100}\n"

@@ -91,12 +91,11 @@ def _check(summary: dict, expected) -> None:
                 )
         table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
         assert len(table["data"]) == len(spec.n_train) * spec.seeds
-        model, alpha = child.data.params["model"], child.data.params["alpha_star"]
         passing = [r["n"] for r in mine if r["success_rate"] >= spec.success_rate]
         stable = next(
             (r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None
         )
-        assert summary["n_star"][model][alpha] == stable
+        assert summary["n_star"][child.info.run_name] == stable
         assert (stable is None) == (not passing or passing[-1] != mine[-1]["n"])
 
 
@@ -191,7 +190,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
     from services.execution.ray_tune import run_sweep
     from services.figures import figures
     from services.report import markdown
-    from services.summary import summarize
+    from services.stats.summarize import summarize
     from services.tracking import record_sweep
 
     spec, rows, _ = expected

@@ -6,7 +6,7 @@ from conftest import record_synthetic_sweep
 from mlflow.tracking import MlflowClient
 
 from services import tracking
-from services.summary import summarize
+from services.stats.summarize import summarize
 
 
 @pytest.fixture(scope="module")

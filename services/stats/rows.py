@@ -1,0 +1,142 @@
+"""What a sweep's summary holds: a row per cell (its N*, bracket, CI, T, tuning, window, premises)
+and the fits, with the registered statistics' entries beside them (services.stats). No I/O."""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from services.analysis import Difference, Fit, LocalSlope
+from vit_core.family import Family, Premise, Scaling, families
+
+CONFIDENCE = 0.95
+
+
+def error_bound(n_test: int) -> float:
+    """The one-sided 95% upper bound on a model's error rate when it makes 0 errors on n_test
+    independent test samples: 1 - 0.05^(1/n), about 3/n (the rule of three)."""
+    return 1 - (1 - CONFIDENCE) ** (1 / n_test)
+
+
+@dataclass
+class TuningRow:
+    """A tuned cell: the setting chosen on the selection seeds, each setting's N* there, whether
+    the choice sits at an edge of what was tried, and which seeds chose and which measured."""
+
+    chosen: dict[str, float]  # batch_size, lr of the setting N* was measured at
+    selection: list[dict]  # per setting tried: batch_size, lr, n_star (None: not known; then n_star_above, the
+    # bound its runs' cap gives: N* > cap / W), seeds, without_stable
+    at_edge: list[str]  # edges of the values tried the chosen setting sits at ([]: inside)
+    selection_seeds: list[int]
+    measurement_seeds: list[int]
+
+    @property
+    def selection_n_star(self) -> int | None:
+        """The chosen setting's N* on the selection seeds."""
+        chosen = (self.chosen["batch_size"], self.chosen["lr"])
+        return next((s["n_star"] for s in self.selection if (s["batch_size"], s["lr"]) == chosen), None)
+
+
+@dataclass
+class WindowRow:
+    """The stability window a one-pass cell's measured runs were checked over."""
+
+    stability_window: float  # W: each run followed to W times its own stable N
+    cap: int  # the runs' cap, in samples (B x their step budget)
+    checked: float | None  # the smallest (last N evaluated / stable N) over the runs confirmed (>= W)
+    censored: int  # runs stopped by the cap before their window closed: no stable N
+    runs: int
+
+
+@dataclass
+class CellRow:
+    """One cell in the summary: its setting, N* (bracket, CI, whether it is known), the success
+    rate and outcome counts per N, T and T*, and whether too many of its models did not converge."""
+
+    label: str
+    model: str
+    values: dict[str, Any]
+    alpha_effective: float | None  # the family's scaling value the samples really have (Paper A: alpha*)
+    lr: float
+    trainings: int  # models trained (one pass: runs, each evaluated at every N)
+    failed: bool  # a pack of the cell failed: N* is not given
+    n_star: int | None = None  # at threshold p; None: not reached (or the cell failed)
+    n_star_known: bool = False  # False where N* is only bounded (reached at the smallest N tried)
+    bracket_lo: int | None = None  # N* lies in (bracket_lo, n_star]
+    n_star_ci95: list[int | None] | None = None
+    monotone: bool | None = None  # no N below the bracket already reached p
+    steps_to_zero: float | None = None  # T at the largest N
+    rates: dict[int, float] = field(default_factory=dict)  # N -> success rate (NaN: no model counted)
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # N -> outcome class -> models
+    not_converged_share: float | None = None  # the largest share of an N's models not converged or diverged
+    flagged: bool = False  # that share is above max_not_converged: left out of the fits
+    protocol: str = "multi_pass"
+    batch_size: int = 16
+    t_star: float | None = None  # one pass: N*/B
+    per_seed: dict | None = None  # one pass: each seed's first and stable N
+    n_star_first_zero: int | None = None  # one pass: the smallest N by which a share p of seeds had zero error once
+    n_test: int = 1000  # test samples: zero errors on them bound the error by error_bound(n_test) at 95%
+    tuning: TuningRow | None = None
+    window: WindowRow | None = None
+    premises: list[Premise] = field(default_factory=list)  # the theory's premises checked on the cell
+    difficulty: dict[str, float] = field(default_factory=dict)  # oracle rules on the cell's data (family's names)
+
+    @property
+    def violated(self) -> list[Premise]:
+        return [p for p in self.premises if not p.met]
+
+
+def at_n(label: str, n: int) -> str:
+    """The label of a cell's entry at one of its several N ("vanilla teacher=shared N=400")."""
+    return f"{label} N={n}"
+
+
+@dataclass
+class Summary:
+    """Everything a sweep's report shows (``to_dict``: the same, JSON-ready). Fits map a group of
+    cells (the model and its other axis values) to an analysis.Fit."""
+
+    sweep_id: str
+    name: str
+    models: list[str]
+    success_rate: float  # the threshold p of N* (the spec's success_rate)
+    max_not_converged: float
+    cells: list[CellRow]
+    exponent: dict[str, Fit]  # N* ~ x^k, x the family's scaling variable (Paper A: 1/alpha*)
+    iterations_exponent: dict[str, Fit]  # T ~ x^k
+    t_star_exponent: dict[str, Fit]  # one pass: T* = N*/B ~ x^k
+    exponent_first_zero: dict[str, Fit]  # one pass: the first-zero N* ~ x^k
+    local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
+    exponent_difference: dict[str, Difference]  # "cnn - vit" (per other axis values), paired bootstrap CI
+    lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k
+    theory: dict[str, Any]
+    paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
+    stats: dict[str, Any]  # every registered statistic's entries (services.stats.statistics), by name
+    n_star: dict[str, int | None]  # cell label -> N*
+    protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
+    family: str  # the experiment family (vit_core.family): its theory's words and its variable x
+    error_bound: dict[str, float] = field(default_factory=dict)  # test samples -> the 95% error bound of 0 errors
+
+    @property
+    def experiment(self) -> Family:
+        """The installed family the sweep belongs to: its theory's words and its variable x."""
+        return families()[self.family]
+
+    @property
+    def scaling(self) -> "Scaling | None":
+        return self.experiment.scaling
+
+    def to_dict(self) -> dict:
+        """JSON-ready, the one JSON of a sweep (``report --json``; ``run --json`` adds the run's own
+        facts): the statistics' entries at the top level; a local slope names its two values by the
+        scaling field ({"alpha_star": [a, b], ...}), a difference of exponents gives its value and
+        CI (its pair and cells are the report's)."""
+        out = {}
+        for name, value in asdict(self).items():
+            out |= value if name == "stats" else {name: value}
+        out["exponent_difference"] = {
+            name: {"value": d.value, "ci95": d.ci95} for name, d in self.exponent_difference.items()
+        }
+        out["local_exponent"] = {
+            group: [{self.scaling.field: s.between, "value": s.value, "ci95": s.ci95} for s in slopes]
+            for group, slopes in self.local_exponent.items()
+        }
+        return out

@@ -1,0 +1,268 @@
+"""A sweep's results as numbers: N* per cell with its bracket and CI, the exponents of N* and of
+the steps to zero error in the family's x (and in 1/eta) with bootstrap CIs, and every registered
+statistic (services.stats). What a sweep varies decides what is computed: a scaling axis gives
+the N* and T exponents, an lr axis the T-against-eta exponent. No I/O: the same summary comes from
+a sweep that just ran and from one read back from MLflow.
+"""
+
+from dataclasses import replace
+from functools import cache, partial
+
+import numpy as np
+
+from services import paper
+from services.analysis import (
+    Difference,
+    Fit,
+    Outcomes,
+    fit_exponent,
+    local_slopes,
+    n_star_ci,
+    paired_slope_difference,
+)
+from services.results import MEASUREMENT, SELECTION, CellResult
+from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
+from services.spec import Setting, SweepSpec
+from services.stats import statistics
+from services.stats.rows import CellRow, Summary, TuningRow, WindowRow, error_bound
+from vit_core.family import Family, Premise
+from vit_core.outcomes import OUTCOMES
+
+
+@cache
+def _difficulty(family: Family, data) -> dict[str, float]:
+    """The family's difficulty diagnostic of one data config (the same for every cell sharing it)."""
+    return family.difficulty(data)
+
+
+def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
+    """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N)."""
+    data, model, _ = spec.plan(cell.cell).configs
+    n = row.n_star or max((r.n_train for r in cell.records), default=1)
+    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2))
+
+
+def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
+    data, _, training = spec.plan(cell.cell).configs
+    one_pass = training.protocol == "one_pass"
+    measured = cell.measured()
+    row = CellRow(
+        cell.cell.label,
+        cell.cell.model,
+        cell.cell.values,
+        spec.FAMILY.scaling_value(data) if spec.FAMILY.scaling else None,
+        measured[0].lr if measured else training.lr,
+        len({(r.seed, r.lr, r.batch_size, r.phase) for r in cell.records}) if one_pass else len(cell.records),
+        bool(cell.failures),
+        protocol=training.protocol,
+        batch_size=(measured[0].batch_size or training.batch_size) if measured else training.batch_size,
+        n_test=training.n_test,
+    )
+    if not cell.records:
+        return row
+    by_n = cell.by_n()
+    row.not_converged_share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)
+    row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
+    row.flagged = row.not_converged_share > spec.max_not_converged  # above it, N* says little
+    o, p = cell.outcomes(), spec.success_rate
+    row.bracket_lo, star = o.bracket(p)
+    row.n_star = None if cell.failures else star
+    row.n_star_known, row.n_star_ci95 = o.n_star_known(p) is not None, list(n_star_ci(o, p))
+    row.monotone, row.steps_to_zero = o.monotone(p), o.steps()
+    row.rates = dict(zip(o.ns.tolist(), o.rates().tolist()))
+    row.t_star = None if cell.failures else o.t_star(p)
+    row.per_seed = cell.per_seed()
+    row.n_star_first_zero = o.n_star_first_zero(p)
+    row.tuning = _tuning_row(spec, cell)
+    row.window = _window_row(training, cell)
+    row.premises = _premises(spec, cell, row)
+    row.difficulty = _difficulty(spec.FAMILY, data)
+    return row
+
+
+def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
+    """What tuning chose for a cell, from its records (the planner chose from the same ones)."""
+    table = selection_table(cell.records)
+    measured = [r for r in cell.records if r.phase == MEASUREMENT]
+    if spec.tuning is None or not table:
+        return None
+    chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
+    window = spec.plan(cell.cell).training.stability_window
+    selection = [
+        {"batch_size": s.batch_size, "lr": s.lr, "n_star": (star := setting_n_star(result, spec.success_rate))}
+        | _selection_seeds(result, s, window, star)
+        for s, result in sorted(table.items())
+    ]
+    return TuningRow(
+        {"batch_size": chosen.batch_size, "lr": chosen.lr},
+        selection,
+        at_edge(chosen, set(table), spec.tuning_of(cell.cell.model).searched),
+        sorted({r.seed for r in cell.records if r.phase == SELECTION}),
+        sorted({r.seed for r in measured}),
+    )
+
+
+def _selection_seeds(result: "dict[int, Run] | Outcomes", setting: Setting, window: float, star) -> dict:
+    """A setting's selection seeds; those without a stable N (one pass) or failing at the largest
+    N trained (multi-pass); and, without an N*, the N it lies above."""
+    if isinstance(result, Outcomes):
+        seeds, without, above = len(result.seeds), int(np.sum(result.success[-1] != 1)), float(result.ns[-1])
+    else:
+        seeds, without = len(result), sum(r.n_stable < 0 or r.diverged for r in result.values())
+        above = max(r.budget for r in result.values()) * setting.batch_size / window
+    return {"n_star_above": None if star is not None else above, "seeds": seeds, "without_stable": without}
+
+
+def _window_row(training, cell: CellResult) -> WindowRow | None:
+    """The window the cell's measured runs were checked over (None: no stability window)."""
+    measured = [r for r in cell.records if r.phase != SELECTION and r.censored is not None]
+    runs = {r.seed: r for r in measured}
+    if not training.stability_window or not runs:
+        return None
+    last: dict[int, int] = {}
+    for r in measured:
+        last[r.seed] = max(last.get(r.seed, 0), r.n_train)
+    ratios = [last[s] / r.n_stable for s, r in runs.items() if not r.censored and r.n_stable > 0]
+    return WindowRow(
+        training.stability_window,
+        max(r.max_steps * r.batch_size for r in runs.values()),
+        round(min(ratios), 3) if ratios else None,
+        sum(bool(r.censored) for r in runs.values()),
+        len(runs),
+    )
+
+
+def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
+    """Per group of cells differing only in ``axis``: the log-log slope of statistic against x
+    (cells that failed or are ``flagged``, by label, left out)."""
+    return {
+        name: replace(
+            fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic),
+            cells=[c.cell.label for c in members],
+        )
+        for name, members in _groups(cells, flagged, axis).items()
+    }
+
+
+def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, list[CellResult]]:
+    """The cells a fit along ``axis`` uses, per group of cells differing only in it (at least two
+    values of it; cells that failed or are flagged left out)."""
+    groups: dict[str, list[CellResult]] = {}
+    for c in cells:
+        if c.records and not c.failures and c.cell.label not in flagged:
+            groups.setdefault(c.cell.group((axis,)), []).append(c)
+    return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
+
+
+def n_star_statistic(p: float):
+    """What the N* exponent is fitted on: a cell's N* at threshold p where it is known (None where it
+    is censored), over the given columns (seeds) of its outcomes."""
+    return lambda outcomes, columns: outcomes.n_star_known(p, columns)
+
+
+def first_zero_statistic(p: float):
+    """What the first-zero exponent is fitted on: the smallest N by which a share p of a cell's seeds
+    had zero test error at least once (one pass)."""
+    return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
+
+
+def _differences(spec: SweepSpec, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
+    """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
+    of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
+    by_rest: dict[str, dict[str, str]] = {}  # other axis values -> model -> its group
+    for group in inputs:
+        model, _, rest = group.partition(" ")
+        by_rest.setdefault(rest, {})[model] = group
+    out = {}
+    for rest, groups in by_rest.items():
+        models = [m for m in spec.models if m in groups]
+        for i, a in enumerate(models):
+            for b in models[i + 1 :]:
+                ga, gb = groups[a], groups[b]
+                estimate = paired_slope_difference(inputs[ga], inputs[gb], n_star_statistic(spec.success_rate))
+                name = f"{b} - {a}" + (f" {rest}" if rest else "")
+                cells = exponent[ga].cells + exponent[gb].cells
+                out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
+    return out
+
+
+def scaled(spec: SweepSpec) -> bool:
+    """Whether the sweep varies its family's scaling field (Paper A: alpha*): what N* is fitted on."""
+    return spec.FAMILY.scaling is not None and spec.FAMILY.scaling.field in spec.swept
+
+
+def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
+    """What the N* exponent of each group is fitted on: (x per cell, the cells' outcomes), x the
+    family's scaling variable (Paper A: 1/alpha*_eff)."""
+    if not scaled(spec):
+        return {}
+    return _fit_inputs(spec, cells, {r.label for r in summary.cells if r.flagged})
+
+
+def _x(spec: SweepSpec, cell: CellResult) -> float:
+    """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
+    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.plan(cell.cell).data))
+
+
+def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
+    return {
+        name: ([_x(spec, c) for c in members], [c.outcomes() for c in members])
+        for name, members in _groups(cells, flagged, spec.FAMILY.scaling.field).items()
+    }
+
+
+def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summary:
+    """Every statistic of the report, from the cells' results (no I/O)."""
+    p = spec.success_rate
+    rows = [_cell_row(spec, c) for c in cells]
+    flagged = {r.label for r in rows if r.flagged}
+    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
+    fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent", "exponent_difference")}
+    if scaled(spec):
+        axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
+        fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
+        fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
+        one_pass = [c for c in cells if spec.plan(c.cell).one_pass]
+        fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
+        fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
+        inputs = _fit_inputs(spec, cells, flagged)
+        fits["local_exponent"] = {
+            name: [
+                replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
+                for slope in local_slopes(values, outcomes, n_star_statistic(p))
+            ]
+            for name, (values, outcomes) in inputs.items()
+        }
+        fits["exponent_difference"] = _differences(spec, inputs, fits["exponent"])
+    if "lr" in spec.swept:
+        fits["lr_exponent"] = _fits(
+            cells, flagged, "lr", lambda c: 1 / spec.plan(c.cell).training.lr, lambda o, cols: o.steps(cols)
+        )
+    protocols = {r.protocol for r in rows}
+    return Summary(
+        sweep_id,
+        spec.name,
+        spec.models,
+        p,
+        spec.max_not_converged,
+        rows,
+        **fits,
+        theory={
+            "exponent": {m: t.claim for m, t in spec.FAMILY.theory.items()},
+            "iterations_exponent": spec.FAMILY.iterations_exponent,
+        },
+        paper={
+            m: {"exponent": paper.exponent(spec.FAMILY, m, p), "n_star": paper.n_star(spec.FAMILY, m, p)}
+            for m in spec.models
+            if m in spec.FAMILY.reference
+        },
+        stats={
+            name: value
+            for unit in statistics()
+            for name, value in (unit.compute(spec, cells) if unit.applies(spec) else unit.empty()).items()
+        },
+        n_star={r.label: r.n_star for r in rows},
+        protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
+        family=spec.family,
+        error_bound={str(r.n_test): round(error_bound(r.n_test), 6) for r in rows},
+    )
