@@ -23,15 +23,16 @@ from services.files import write_atomic
 from services.results import CURVES_KEPT
 
 if TYPE_CHECKING:
-    from vit_core.train import PackResult
+    from vit_core.training import PackResult
 
 
 @cache
 def code_version() -> str:
     """A hash of vit_core's source: any change to the science invalidates every entry."""
     digest = hashlib.sha256()
-    for path in sorted(Path(vit_core.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    root = Path(vit_core.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -161,7 +161,7 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
     narrower than the tokens, the mass from a value column) agrees with forward and the full
     attention map to float32 rounding, with and without a token set S^n."""
     from vit_core.packed import attention_mass
-    from vit_core.train import sample
+    from vit_core.training import sample
 
     data = TokenDataConfig(
         dim=12,

@@ -17,7 +17,7 @@ from vit_core.configs import (
 )
 from vit_core.seeding import Stream
 from vit_core.spatial import feature, sample_patches, teacher
-from vit_core.train import build, sample, train_pack
+from vit_core.training import build, sample, train_pack
 
 
 def test_samples_follow_assumption_1_and_the_label_rule():

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.train import build, errors, sample
+from vit_core.training import build, errors, sample
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 QUICK = TrainConfig(max_steps=300, eval_every=10, n_test=300, eval_subset=100)
@@ -81,7 +81,7 @@ def test_settled_models_stop_with_zero_training_loss_and_outcomes_are_consistent
 def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monkeypatch):
     """Re-scoring the samples that failed when last seen only drops models that the whole-set
     check would find unsettled: the same outcomes and steps, with fewer samples scored."""
-    from vit_core import train as T
+    from vit_core.training import loop as T
 
     def run():
         scored = []
@@ -113,7 +113,7 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
 
     from vit_core.models import PackedModel
     from vit_core.seeding import Stream
-    from vit_core.train import _TestScores, evaluate
+    from vit_core.training.scoring import _TestScores, evaluate
 
     train = TrainConfig(n_test=300, eval_subset=100, eval_batch=64)
     test = sample(SMALL, train.n_test, train.test_seed, Stream.TEST_DATA)

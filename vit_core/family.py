@@ -126,7 +126,7 @@ class Family:
         return self.sample(data, n, seed, stream, start).to(device)
 
     def build(self, model: Any, data: Any, seeds: list[int], device: Any) -> Any:
-        """A pack of len(seeds) models for ``data`` (``vit_core.train.Packed``), model k from seeds[k]."""
+        """A pack of len(seeds) models for ``data`` (``vit_core.packed.PackedModels``), model k from seeds[k]."""
         raise NotImplementedError
 
     def check(self, data: Any, model: Any) -> None:

@@ -36,7 +36,7 @@ class _PositionalModels(Family):
     def build(self, model, data, seeds, device):
         """Paper B's attention, pre-trained first where it transfers (Thm 5.1)."""
         from vit_core.positional import build_positional
-        from vit_core.train import pretrained_attention
+        from vit_core.training.pretrain import pretrained_attention
 
         attention = pretrained_attention(model, data, seeds, device) if model.transfer else None
         return build_positional(model, data, seeds, device, attention)

@@ -82,7 +82,7 @@ def _pack_problems(spec: SweepSpec) -> list[Problem]:
     tested, and building theirs would load torch for every ``validate``."""
     if type(spec.FAMILY).__module__.partition(".")[0] == "vit_core":
         return []
-    from vit_core.train import build
+    from vit_core.training import build
 
     problems = []
     for model in spec.models:

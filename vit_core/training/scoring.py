@@ -1,0 +1,169 @@
+"""Scoring a pack: its losses, errors and attention mass on a set of samples (evaluate), and on the
+shared test set only for the models that moved since they were last scored (_TestScores)."""
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from vit_core.configs import TrainConfig
+from vit_core.data import TokenBatch
+from vit_core.layout import TokenKind
+from vit_core.packed import PackedModels, attention_mass
+from vit_core.training.records import METRICS
+
+
+def hinge_loss(F: Tensor, y: Tensor) -> Tensor:
+    """Per-sample hinge loss max(0, 1 - y F)."""
+    return torch.relu(1 - y * F)
+
+
+def logistic_loss(F: Tensor, y: Tensor) -> Tensor:
+    """Per-sample logistic loss log(1 + exp(-y F)), computed stably."""
+    return torch.nn.functional.softplus(-y * F)
+
+
+LOSSES = {"hinge": hinge_loss, "logistic": logistic_loss}
+
+
+def errors(F: Tensor, y: Tensor) -> Tensor:
+    """1 where a prediction is wrong. Written as not(yF > 0) so a NaN output counts as wrong."""
+    return (~(y * F > 0)).to(F.dtype)
+
+
+def evaluate(
+    model: PackedModels,
+    tokens: Tensor,
+    labels: Tensor,
+    keep: Tensor | None,
+    chunk: int,
+    kinds: Tensor | None = None,
+    loss: Callable[[Tensor, Tensor], Tensor] = hinge_loss,
+) -> dict[str, Tensor]:
+    """Per-model error rate, hinge loss and (given ``kinds``, ViT only) attention mass.
+
+    ``tokens`` is (n, L, d) shared by all models, or (K, n, L, d), model k's own. The attention
+    mass is Prop. 2's quantity: the attention a label-relevant query puts on label-relevant keys,
+    summed over keys, averaged over queries.
+    """
+    return {
+        name: total / tokens.shape[-3] for name, total in _sums(model, tokens, labels, keep, chunk, kinds, loss).items()
+    }
+
+
+@torch.no_grad()
+def _sums(
+    model: PackedModels,
+    tokens: Tensor,
+    labels: Tensor,
+    keep: Tensor | None,
+    chunk: int,
+    kinds: Tensor | None,
+    loss: Callable[[Tensor, Tensor], Tensor],
+) -> dict[str, Tensor]:
+    """evaluate's metrics summed over the samples instead of averaged (sums of parts add up)."""
+    K, n = model.K, tokens.shape[-3]
+    totals = {name: torch.zeros(K, device=tokens.device) for name in METRICS}
+    measured = False  # attention mass: only a model with attention (Paper A's ViT) on data with token kinds
+    for s in range(0, n, chunk):
+        part = slice(s, min(s + chunk, n))
+        X, y = tokens[..., part, :, :], labels[..., part]
+        kp = None if keep is None else keep[..., part, :]
+        rel = None if kinds is None else (kinds[part] == TokenKind.RELEVANT).to(X.dtype) * (1 if kp is None else kp)
+        F, mass = _scored(model, X, kp, rel)
+        totals["error"] += errors(F, y).sum(-1)
+        totals["loss"] += loss(F, y).sum(-1)
+        if mass is not None:
+            measured = True
+            totals["attention_mass"] += mass.sum(-1)
+    if not measured:
+        totals["attention_mass"] = torch.full((K,), float("nan"), device=tokens.device)
+    return totals
+
+
+def _scored(
+    model: PackedModels, X: Tensor, keep: Tensor | None, relevant: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    """Outputs F and per-sample attention mass (or None) of samples X: shared test samples through
+    the pack's test path (test_outputs), each model's own samples through its forward."""
+    if X.dim() == 3:
+        return model.test_outputs(X, keep, relevant)
+    F, attn = model(X, keep)
+    return F, None if attn is None or relevant is None else attention_mass(attn, relevant)
+
+
+class _TestScores:
+    """Each model's test-set sums over the first ``eval_subset`` samples and over the rest, kept
+    until its parameters change, and the test metrics read from them.
+
+    Metrics are the subset's, extended to the whole test set where the subset is error-free and
+    the model is ``decisive`` (it has not reached zero test error before, or this is its last
+    evaluation). A model with zero error on the whole set has zero error on the subset, so the
+    first step with zero test error and the final outcome are always decided on the whole set,
+    while most evaluations cost a fifth of it or less; the subset is never scored twice.
+
+    A model whose mini-batches since its last evaluation all had zero hinge loss got zero
+    gradients: its parameters, outputs and sums are what they were, so it is not scored again
+    (a one-pass ViT that keeps zero error reads most samples at margin >= 1: 35-54% of the
+    samples a main-job pack scored).
+    """
+
+    def __init__(self, test: TokenBatch, keep: Tensor | None, train: TrainConfig, K: int):
+        self.test, self.keep, self.train, self.loss = test, keep, train, LOSSES[train.loss]
+        self.n, self.total = min(train.eval_subset, len(test)), len(test)
+        device = test.tokens.device
+        self.sums = {part: {name: torch.zeros(K, device=device) for name in METRICS} for part in ("subset", "rest")}
+        self.valid = {part: torch.zeros(K, dtype=torch.bool, device=device) for part in ("subset", "rest")}
+
+    def __call__(self, model: PackedModels, decisive: Tensor, moved: Tensor) -> dict[str, Tensor]:
+        """Test metrics of every model; only those that ``moved`` since they were scored are scored."""
+        for valid in self.valid.values():
+            valid &= ~moved
+        self._score(model, "subset", ~self.valid["subset"], slice(0, self.n))
+        subset = self.sums["subset"]
+        clean = (subset["error"] == 0) & decisive
+        if self.n < self.total:
+            self._score(model, "rest", clean & ~self.valid["rest"], slice(self.n, self.total))
+        result = {name: value / self.n for name, value in subset.items()}
+        for name, rest in self.sums["rest"].items():
+            result[name][clean] = (subset[name][clean] + rest[clean]) / self.total
+        return result
+
+    def _score(self, model: PackedModels, part: str, which: Tensor, samples: slice) -> None:
+        """Score the models marked ``which`` on test ``samples`` into the sums of ``part``."""
+        index = torch.nonzero(which).squeeze(1)
+        if not len(index):
+            return
+        kp = None if self.keep is None else self.keep[samples]
+        t = self.test
+        got = _sums(
+            model if len(index) == model.K else model.select(index),
+            t.tokens[samples],
+            t.labels[samples],
+            kp,
+            self.train.eval_batch,
+            t.kinds[samples],
+            self.loss,
+        )
+        for name, value in got.items():
+            self.sums[part][name][index] = value
+        self.valid[part][index] = True
+
+    def select(self, index: Tensor) -> None:
+        """Keep only the models at ``index`` (positions in the current pack)."""
+        for part in self.sums:
+            self.sums[part] = {name: value[index] for name, value in self.sums[part].items()}
+            self.valid[part] = self.valid[part][index]
+
+
+@torch.no_grad()
+def outputs(model: PackedModels, tokens: Tensor, keep: Tensor | None, chunk: int) -> Tensor:
+    """Each model's outputs F (K, n) on its own samples ``tokens`` (K, n, L, d), ``chunk`` at a time."""
+    n = tokens.shape[1]
+    return torch.cat(
+        [
+            model(tokens[:, i : i + chunk], None if keep is None else keep[:, i : i + chunk])[0]
+            for i in range(0, n, chunk)
+        ],
+        1,
+    )
