@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from services.analysis import Outcomes, counted_success
+from services.store import legacy
 from vit_core.outcomes import Outcome, summarize_by_n
 
 SELECTION, MEASUREMENT = "selection", "measurement"  # a tuned cell's two phases, as its records name them
@@ -86,10 +87,8 @@ class ModelRecord:
     @classmethod
     def from_dict(cls, row: dict) -> "ModelRecord":
         """A record from vit_core's flat dict (or a table row); every other number is a metric.
-        ``seeds``: the name recorded sweeps before 2026-11-23 gave the seed."""
-        row = dict(row)
-        if "seeds" in row:
-            row["seed"] = row.pop("seeds")
+        Older names: services.store.legacy.record_row."""
+        row = legacy.record_row(row)
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}
         metrics = {k: float("nan") if v is None else float(v) for k, v in row.items() if k not in named}
@@ -246,7 +245,7 @@ class SweepResult:
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
     started_at: float | None = None  # epoch seconds: when the sweep started (its first run, if resumed)
     ended_at: float | None = None  # when its last trial was collected
-    slots: int = 0  # trials the cluster ran at once (0: not known, results saved before 2026-11-24)
+    slots: int = 0  # trials the cluster ran at once (0: not known)
     estimated_s: float | None = None  # the wall time `vitsweep plan` estimated on these slots (None: not planned)
 
     @property
@@ -274,16 +273,16 @@ class SweepResult:
 
     @classmethod
     def from_json(cls, text: str) -> "SweepResult":
-        saved = json.loads(text)
+        saved = legacy.sweep_result(json.loads(text))
         cells = [
             CellResult(
                 Cell(c["model"], c["values"]),
                 [ModelRecord.from_dict(r) for r in c["records"]],
                 c["failures"],
                 c["curve_parts"],
-                c.get("started_at"),  # absent from results saved before 2026-11-23
-                c.get("ended_at"),
+                c["started_at"],
+                c["ended_at"],
             )
-            for c in saved.pop("cells")
+            for c in map(legacy.cell_result, saved.pop("cells"))
         ]
         return cls(cells=cells, **saved)

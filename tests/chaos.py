@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 from mlflow.tracking import MlflowClient
 
-from services.tracking import load_sweep
+from services.store.tracking import load_sweep
 
 ROOT = Path(__file__).parents[1]
 BIN = Path(sys.executable).parent
@@ -166,7 +166,7 @@ def summary_of(done: subprocess.CompletedProcess) -> dict:
 
 
 def logged_records(summary: dict) -> dict[str, list[dict]]:
-    """Cell -> its per-model records as MLflow holds them (read by services.tracking), sorted by
+    """Cell -> its per-model records as MLflow holds them (read by services.store.tracking), sorted by
     (N, seed); NaN as None, so that equal records compare equal."""
     _, _, cells = load_sweep(summary["tracking_uri"], summary["sweep_id"])
     return {

@@ -102,7 +102,7 @@ def run_spec(text: str, tmp_path: Path) -> tuple[dict, str]:
     JSON summary and the whole output. Fails the test on a non-zero exit."""
     from typer.testing import CliRunner
 
-    from services.cli import app
+    from services.app.cli import app
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "spec.yaml"
@@ -367,9 +367,10 @@ def two_sweeps(tmp_path_factory) -> Path:
 
 def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
-    from services import figures, report
+    from services.report import figures
+    from services.report import text as report
     from services.stats.summarize import summarize
-    from services.tracking import record_sweep
+    from services.store.tracking import record_sweep
 
     spec, result = synthetic_sweep(sweep_id, hard, easy)
     uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"

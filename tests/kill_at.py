@@ -17,8 +17,9 @@ from functools import wraps
 
 from ray import tune
 
-from services import cli, state, tracking
+from services.app import cli
 from services.execution import ray_tune
+from services.store import state, tracking
 
 # phase -> (owner, function, "before" or "after" it runs)
 PHASES = {

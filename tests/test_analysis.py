@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from conftest import model_record
 
-from services import paper
 from services.analysis import Estimate, Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
 from services.results import ModelRecord, outcomes_of
+from services.stats import paper
 from vit_core.family import families
 
 SEEDS = 20

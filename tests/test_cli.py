@@ -4,7 +4,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import CONFIGS, app
+from services.app.cli import app
+from services.app.train_command import CONFIGS
 
 runner = CliRunner()
 SMALL = ["--dim", "12", "--n-patterns", "8", "--n-tokens", "24", "--n-test", "200", "--max-steps", "200"]
@@ -104,7 +105,7 @@ def test_the_embedded_store_opens_in_the_background(tmp_path):
     """`vitsweep run` creates a new SQLite store's tables while Ray starts."""
     import sqlite3
 
-    from services.runs import _open_store_in_background
+    from services.app.runs import _open_store_in_background
 
     _open_store_in_background(f"sqlite:///{tmp_path / 'mlflow.db'}").join()
     tables = {
@@ -143,7 +144,7 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path):
 def test_tables_and_lines_are_printed_whole_when_stdout_is_not_a_terminal(capsys):
     """A log, a pipe or a Ray job's log gets Markdown rows and unwrapped lines: no cell cut to
     '…', no line broken at 80 columns, no colour codes."""
-    from services.cli import show, show_table
+    from services.app.printing import show, show_table
 
     long = "x" * 150
     show_table("a title", ["cell", "value"], [["vit alpha_star=0.05", "3,744 [3,408, 3,744]"], [long, "1"]])

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "mlflow", "matplotlib")
 RUN = """
 import json, sys
-from services.cli import app
+from services.app.cli import app
 try:
     app(sys.argv[1:], standalone_mode=False)
 except SystemExit:

@@ -10,9 +10,9 @@ from conftest import mlflow_server_at
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from services.cache import ResultCache, code_version, curve_sums, model_entries, model_keys
-from services.cli import app
+from services.app.cli import app
 from services.spec import parse_spec
+from services.store.cache import ResultCache, code_version, curve_sums, model_entries, model_keys
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 
 runner = CliRunner()
@@ -121,8 +121,8 @@ def test_a_sweep_outlives_a_tracking_server_that_is_down(local_ray, tmp_path, fr
 
 def test_sync_says_what_it_cannot_log(tmp_path):
     """An unfinished sweep is left to `vitsweep run`; one that ran with --tracking-uri needs it again."""
-    from services import state
     from services.results import SweepResult
+    from services.store import state
 
     state.mark_sweep(SPEC_, "cached-1", tmp_path, SPEC)
     state.mark_sweep(SPEC_, "cached-2", tmp_path, SPEC, uri_given=True)
@@ -153,7 +153,7 @@ def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_
 
 
 def test_the_same_command_finds_its_newest_sweep_and_changed_science_is_another(tmp_path, monkeypatch):
-    from services import state
+    from services.store import state
 
     ids = []
     for _ in range(3):  # within one second or not, each new sweep gets its own id

@@ -172,8 +172,8 @@ def test_the_window_is_zero_or_above_one():
 def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_size):
     """Chunks are whole blocks: the samplers are asked for consecutive, disjoint, block-aligned
     ranges of the stream, whatever B (at B = 1 each block used to be made twice)."""
-    from vit_core.training import batches as train
     from vit_core.data import BLOCK
+    from vit_core.training import batches as train
 
     asked = []
     real = train.sample

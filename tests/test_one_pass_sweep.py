@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.search.packs import packs
 from services.search.planners import planner
@@ -124,7 +124,7 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
 
 
 def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
-    from services.report import table_rows
+    from services.report.text import table_rows
     from services.results import CellResult, ModelRecord
     from services.stats.summarize import summarize
     from vit_core import train_pack

@@ -8,8 +8,9 @@ from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from services import figures, report
-from services.cli import app
+from services.app.cli import app
+from services.report import figures
+from services.report import text as report
 from services.results import CellResult, ModelRecord
 from services.spec import parse_spec
 from services.stats.summarize import summarize

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services import plan
-from services.cli import app
+from services.app import plan
+from services.app.cli import app
 from services.spec import load_spec
 
 ROOT = Path(__file__).parents[1]

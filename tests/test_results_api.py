@@ -10,9 +10,9 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 import vitsweep
-from services import tracking
-from services.cli import app
-from services.uris import embedded_uri
+from services.app.cli import app
+from services.store import tracking
+from services.store.uris import embedded_uri
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from ray import tune
 from typer.testing import CliRunner
 
 from services.analysis import full_grid_size
-from services.cli import app
+from services.app.cli import app
 from services.spec import parse_spec
 
 runner = CliRunner()
@@ -162,8 +162,8 @@ def test_report_without_a_store_says_what_to_do(tmp_path):
 
 
 def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_of_the_fits():
-    from services.figures import figures
-    from services.report import table_rows
+    from services.report.figures import figures
+    from services.report.text import table_rows
     from services.results import CellResult, ModelRecord
     from services.stats.summarize import summarize
 
@@ -203,7 +203,7 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
 def test_notes_print_no_fit_that_restates_another_and_label_the_papers_range():
     """At one batch size T* = N*/B has N*'s exponent: no separate line for it. The paper's Fig 1
     slope names the narrow alpha* range it comes from."""
-    from services.report import notes
+    from services.report.text import notes
     from services.results import Cell, CellResult, ModelRecord
     from services.stats.summarize import summarize
 

@@ -12,7 +12,7 @@ from conftest import mlflow_server_at, pick_free_port, run_spec
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.app.cli import app
 from services.spec import load_spec
 from vit_core import train_pack
 
@@ -188,10 +188,10 @@ def _fails_on_cnn(config: dict, spec, cache) -> None:
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
     from services.execution.ray_tune import run_sweep
-    from services.figures import figures
-    from services.report import markdown
+    from services.report.figures import figures
+    from services.report.text import markdown
     from services.stats.summarize import summarize
-    from services.tracking import record_sweep
+    from services.store.tracking import record_sweep
 
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
@@ -227,7 +227,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
 
 
 def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, mlflow_server, tmp_path):
-    from services.uris import redact
+    from services.store.uris import redact
 
     assert redact("postgresql+psycopg2://u:s3cret@db:5432/mlflow") == "postgresql+psycopg2://***@db:5432/mlflow"
     assert redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.app.cli import app
 from services.spec import SCHEMA, SpecError, load_spec, parse_spec
 
 HERE = Path(__file__).parent
@@ -146,7 +146,7 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
 
 
 def test_fig1_spec_is_the_papers_grid():
-    from services.paper import success_table
+    from services.stats.paper import success_table
     from vit_core.family import families
 
     spec = load_spec(HERE.parent / "sweeps" / "fig1.yaml")

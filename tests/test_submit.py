@@ -10,7 +10,7 @@ from conftest import start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.app.cli import app
 
 BIN = Path(sys.executable).parent
 runner = CliRunner()

@@ -5,8 +5,8 @@ import pytest
 from conftest import record_synthetic_sweep
 from mlflow.tracking import MlflowClient
 
-from services import tracking
 from services.stats.summarize import summarize
+from services.store import tracking
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,8 @@ def test_cells_are_found_by_their_tag_not_by_their_run_name(recorded):
 
 
 def test_recording_the_same_sweep_again_finds_the_first_record(recorded, tmp_path):
-    from services import figures, report
+    from services.report import figures
+    from services.report import text as report
 
     spec, result, uri, parent = recorded
     summary = summarize(spec, result.sweep_id, result.cells)

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
 from services.search.planners import planner

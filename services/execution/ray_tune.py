@@ -23,11 +23,11 @@ import ray
 from ray import tune
 from ray.tune.search import Searcher
 
-from services import state
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
 from services.search.packs import Pack
 from services.search.planners import planner
 from services.search.rounds import RoundPlanner
+from services.store import legacy, state
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -93,7 +93,7 @@ def run_sweep(
     raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
     the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
-    folder (services.cache), None for none. ``trainable(config, spec, cache)``: what a trial runs.
+    folder (services.store.cache), None for none. ``trainable(config, spec, cache)``: what a trial runs.
     """
     start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
@@ -283,8 +283,8 @@ class _TrialDone(tune.Callback):
         return {"done": self.done, "errored": self.errored, "models": self.models, "train_s": self.train_s}
 
     def __setstate__(self, saved: dict) -> None:
-        # states before 2026-11-24 lack train_s; trials running when a state was saved start again
-        self.__dict__.update({"train_s": 0.0} | saved, fn=_TrialDone.current, running={})
+        # trials running when a state was saved start again
+        self.__dict__.update(legacy.progress_state(saved), fn=_TrialDone.current, running={})
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running[trial.trial_id] = time.monotonic()

@@ -10,11 +10,11 @@ import torch
 from ray import tune
 
 from services.analysis import counted_success
-from services.cache import ResultCache, curve_sums, model_entries, model_keys
 from services.execution.ray_tune import trial_cell
 from services.results import ModelRecord
 from services.search.packs import Pack
 from services.spec import SweepSpec
+from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
 from vit_core import train_pack
 
 

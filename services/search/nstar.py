@@ -23,6 +23,7 @@ from services.analysis import counted_success, stable_n_star
 from services.results import ModelRecord
 from services.search.packs import Pack, cut, pack_cost
 from services.search.rounds import RoundPlanner
+from services.store import legacy
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -153,6 +154,6 @@ class NStarSearch(RoundPlanner):
 
     def set_state(self, state: dict) -> None:
         super().set_state(state)
-        cells = [dict(c) for c in state["cells"]]
-        self.failed |= {i for i, c in enumerate(cells) if c.pop("failed", False)}  # states saved before 2026-11-24
+        cells, failed = legacy.bracket_states(state["cells"])
+        self.failed |= failed
         self.cells = [Bracket.from_state(c) for c in cells]

@@ -2,6 +2,7 @@
 in (a pure object; services.execution.ray_tune adapts any of them to Ray Tune's Searcher)."""
 
 from services.search.packs import Pack, len_of_pack
+from services.store import legacy
 
 
 class RoundPlanner:
@@ -62,6 +63,7 @@ class RoundPlanner:
         }
 
     def set_state(self, state: dict) -> None:
+        state = legacy.planner_state(state)
         self.queue = [Pack.from_config(p) for p in state["queue"]]
         self.in_flight = {t: Pack.from_config(p) for t, p in state["in_flight"].items()}
-        self.failed = set(state.get("failed", []))  # absent from states saved before 2026-11-24
+        self.failed = set(state["failed"])

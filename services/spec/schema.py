@@ -17,6 +17,7 @@ from services.results import Cell
 from services.spec.base import FORBID, distinct
 from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Search, Tuned, Tuning, TuningSpace
 from services.spec.resolved import ResolvedCell
+from services.store import legacy
 from vit_core.configs import TrainConfig
 from vit_core.family import Family, families
 
@@ -335,5 +336,5 @@ def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
     were classes of their own hold every mode's."""
     mode = SEARCH_MODES.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
     if not strict and mode is not None:
-        raw = raw | {"search": {k: v for k, v in raw["search"].items() if k in mode.model_fields}}
+        raw = raw | {"search": legacy.search_section(raw["search"], mode.model_fields)}
     return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)

@@ -10,7 +10,6 @@ from functools import cache, partial
 
 import numpy as np
 
-from services import paper
 from services.analysis import (
     Difference,
     Fit,
@@ -23,7 +22,7 @@ from services.analysis import (
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, SweepSpec
-from services.stats import statistics
+from services.stats import paper, statistics
 from services.stats.rows import CellRow, Summary, TuningRow, WindowRow, error_bound
 from vit_core.family import Family, Premise
 from vit_core.outcomes import OUTCOMES

@@ -19,17 +19,17 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from services import state
-from services.plan import saved_wall_s
+from services.app.plan import saved_wall_s
 from services.results import SweepResult
 from services.spec import SweepSpec
-from services.uris import redact, resolve_tracking_uri, unreachable
+from services.store import state
+from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.compare import Comparison, PaperGrid
-    from services.frames import SweepFrames
+    from services.report.compare import Comparison, PaperGrid
+    from services.report.frames import SweepFrames
     from services.stats.rows import Summary
-    from services.tracking import Record
+    from services.store.tracking import Record
 
 
 class Stage(Enum):
@@ -175,9 +175,10 @@ def record(
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
     record, or None when the server is unreachable and the results wait under ``home``, and the
     sweep's summary)."""
-    from services import figures, report
+    from services.report import figures
+    from services.report import text as report
     from services.stats.summarize import summarize
-    from services.tracking import record_sweep
+    from services.store.tracking import record_sweep
 
     summary = summarize(spec, result.sweep_id, result.cells)
     later = f"its results are kept under {home}; log them with: vitsweep sync --home {home}"
@@ -234,10 +235,10 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
 def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple["Summary", Path]:
     """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
     (the summary, the folder). LookupError when the store has no such sweep."""
-    from services import figures
-    from services.report import write
+    from services.report import figures
+    from services.report.text import write
     from services.stats.summarize import summarize
-    from services.tracking import load_sweep
+    from services.store.tracking import load_sweep
 
     spec, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(spec, found_id, cells)
@@ -247,9 +248,9 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tupl
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
     """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
     and its cells; LookupError when the store has no such sweep."""
-    from services.frames import frames as build
+    from services.report.frames import frames as build
     from services.stats.summarize import summarize
-    from services.tracking import load_sweep
+    from services.store.tracking import load_sweep
 
     spec, found_id, cells = load_sweep(uri, sweep_id)
     return build(summarize(spec, found_id, cells), cells)
@@ -258,9 +259,9 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
 def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
     """Sweep B against sweep A, both read from ``uri``: the comparison, the folder its figure and
     JSON were written to (default HOME/reports/compare-A-B), and the MLflow run that records it."""
-    from services import figures
-    from services.compare import compare as build
-    from services.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
+    from services.report import figures
+    from services.report.compare import compare as build
+    from services.store.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
 
     comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
     figure = figures.comparison_figure(comparison)
@@ -274,9 +275,9 @@ def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tup
     """The paper's figure beside the given sweeps (ids, or spec names for their latest sweeps),
     read from ``uri``: the grid, the folder its figure and JSON went to (default
     HOME/reports/paper-grid-<first sweep>), and the MLflow run that records it."""
-    from services import figures
-    from services.compare import paper_grid as build
-    from services.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
+    from services.report import figures
+    from services.report.compare import paper_grid as build
+    from services.store.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
 
     grid = build([load_sweep(uri, sweep) for sweep in sweeps])
     figure = figures.paper_grid_figure(grid)

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.cache import code_version
-from services.files import write_atomic
 from services.results import SweepResult
+from services.store.cache import code_version
+from services.store.files import write_atomic
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec

@@ -6,12 +6,11 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-from services import paper
-from services.compare import Comparison, PaperGrid
 from services.plotting import colours, subplots
+from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult
 from services.spec import SweepSpec
-from services.stats import statistics
+from services.stats import paper, statistics
 from services.stats.base import fmt
 from services.stats.rows import CellRow, Summary
 from vit_core.family import Family

@@ -6,10 +6,10 @@ No I/O: the caller reads the sweeps and logs or prints what this returns.
 
 from dataclasses import asdict, dataclass
 
-from services import paper
 from services.analysis import Estimate, Fit, slope_difference
 from services.results import CellResult
 from services.spec import SweepSpec
+from services.stats import paper
 from services.stats.summarize import n_star_fit_inputs, n_star_statistic, summarize
 from vit_core.family import Scaling, families
 

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services import state
-from services.files import write_atomic
 from services.results import SweepResult, model_of
 from services.search.planners import first_packs
 from services.spec import SweepSpec
+from services.store import state
+from services.store.files import write_atomic
 
 if TYPE_CHECKING:
     from services.results import Cell

@@ -17,12 +17,13 @@ from matplotlib.figure import Figure
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from services.compare import Comparison, PaperGrid
+from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import OptunaMode, SweepSpec, spec_from_dict
 from services.stats import statistics
 from services.stats.rows import CellRow, Summary
-from services.uris import redact
+from services.store import legacy
+from services.store.uris import redact
 from vit_core.outcomes import OUTCOMES
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
@@ -370,10 +371,10 @@ def _read(client: MlflowClient, run_id: str, name: str) -> str:
 
 
 def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
-    """A child run as its cell's results. Its cell is its CELL_TAG; a run recorded before that tag
-    existed (2026-11-23) is matched by its name, the cell's label."""
+    """A child run as its cell's results. Its cell is its CELL_TAG (older runs: legacy.cell_of_run)."""
     tags, run_id = child.data.tags, child.info.run_id
-    cell = Cell.from_key(tags[CELL_TAG]) if CELL_TAG in tags else {c.label: c for c in spec.cells}[child.info.run_name]
+    by_label = {c.label: c for c in spec.cells}
+    cell = legacy.cell_of_run(tags, child.info.run_name, CELL_TAG, by_label) or Cell.from_key(tags[CELL_TAG])
     result = CellResult(cell, failures=[f for f in tags.get(FAILURES_TAG, "").split("\n") if f])
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     if MODELS_FILE in artifacts:

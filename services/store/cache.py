@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import vit_core
-from services.files import write_atomic
 from services.results import CURVES_KEPT
+from services.store.files import write_atomic
 
 if TYPE_CHECKING:
     from vit_core.training import PackResult

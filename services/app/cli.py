@@ -1,0 +1,450 @@
+"""The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
+work (services.app.runs for run, sync, report, export, compare and status) and prints what came back.
+Heavy modules (torch, Ray, MLflow, matplotlib, pandas) are imported by the commands that use them:
+`validate` loads none.
+
+What it prints: services.app.printing; progress: services.app.progress; ``vitsweep train``:
+services.app.train_command.
+"""
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import typer
+from rich.console import Console
+
+from services import process
+from services.app.printing import (
+    duration,
+    estimate,
+    models_resolved,
+    print_comparison,
+    print_paper_grid,
+    print_summary,
+    print_sweep,
+    run_json,
+    show,
+    show_table,
+)
+from services.app.progress import progress
+from services.app.train_command import train
+from services.store.uris import embedded_uri, redact, resolve_tracking_uri
+
+if TYPE_CHECKING:
+    pass
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
+
+
+app.command()(train)
+
+
+@app.callback()
+def main() -> None:
+    """Sample-complexity experiments for shallow Vision Transformers."""
+
+
+def entry() -> None:
+    """The ``vitsweep`` command: the app, with the garbage collector frozen at exit (services.process)."""
+    process.freeze_garbage_at_exit()
+    app()
+
+
+@app.command()
+def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
+    """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
+    spec = _load_or_exit(path)
+    size = spec.mode.trainings_text(spec, spec.trainings, spec.max_trainings_bound)
+    print(f"{path}: ok: {len(spec.cells)} cells, {size}")
+    for model, config in models_resolved(spec).items():
+        print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of sweep specs (for editors)."""
+    from services.spec import SCHEMA
+
+    print(json.dumps(SCHEMA.json_schema(), indent=2))
+
+
+def _load_or_exit(path: str):
+    from services.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as error:
+        print(error, file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+RECORDING_PENDING = 3  # exit code of run: the sweep finished but MLflow was unreachable; `vitsweep sync` logs it later
+
+
+@app.command()
+def run(
+    path: str = typer.Argument(..., help="a sweep spec (YAML)"),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="an existing Ray cluster (default: RAY_ADDRESS, else a local Ray on this machine)"
+    ),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI; default: the spec's, else SQLite under --home"
+    ),
+    home: Path = typer.Option(
+        Path("runs"), "--home", help="sweep home: Ray's trial state, the result cache and the embedded MLflow store"
+    ),
+    cache: Path = typer.Option(
+        None, "--cache", help="result cache folder (default: HOME/cache; on a cluster, a folder every node mounts)"
+    ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="train every model; read and write no result cache"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object summarising the sweep"),
+    new: bool = typer.Option(
+        False, "--new", help="start a new sweep even if this spec's sweep under HOME is finished and recorded"
+    ),
+    max_minutes: float = typer.Option(
+        None,
+        "--max-minutes",
+        min=0,
+        help="refuse (exit 2) a sweep that `vitsweep plan` estimates longer than this on this machine",
+    ),
+    progress_every: float = typer.Option(
+        None,
+        "--progress-every",
+        min=0,
+        help="where stderr is not a terminal: a progress line every SECONDS (default: VITSWEEP_PROGRESS_S, else 30)",
+    ),
+) -> None:
+    """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
+
+    Running the same command again continues this spec's sweep under HOME, whatever stopped it:
+    finished trainings are kept, and a sweep already recorded is shown, not run again (--new runs
+    it again; the result cache still spares every training it holds). Exit code 3: the sweep
+    finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
+    """
+    spec = _load_or_exit(path)
+    if max_minutes is not None:
+        _refuse_beyond(spec, home, max_minutes)
+    from services.app import runs
+
+    try:
+        with progress(spec, progress_every) as follow:
+            out = runs.run(
+                spec,
+                Path(path).read_text(),
+                home,
+                resolve_tracking_uri(spec, tracking_uri, home),
+                tracking_uri is not None,
+                ray_address,
+                None if no_cache else (cache or home / "cache"),
+                new,
+                follow,
+                runs.stderr,
+            )
+    except runs.Interrupted as stopped:
+        print(stopped, file=sys.stderr)
+        raise typer.Exit(130) from None
+    parent_id = out.record.run_id if out.record else None
+    print_summary(out.summary)
+    print_sweep(spec, out.result, redact(out.uri), parent_id, home)
+    failed = [f for c in out.result.cells for f in c.failures]
+    if as_json:
+        print(json.dumps(run_json(out, failed)))
+    if parent_id is None:
+        raise typer.Exit(RECORDING_PENDING)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
+    """Plan the spec here (kept under the home, for the report); exit 2 when it is estimated beyond ``max_minutes``."""
+    made = _plan_here(spec, home)
+    if made.wall_s() > 60 * max_minutes:
+        _usage(
+            f"{spec.name}: estimated {estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
+            "nothing started (`vitsweep plan` shows it per cell)"
+        )
+
+
+def _plan_here(spec, home: Path):
+    """The spec's plan on this machine's slots, kept under the home for the run to report."""
+    from services.app import plan
+
+    made = plan.make_plan(spec, home, plan.local_slots(spec))
+    plan.save(made, spec, home)
+    return made
+
+
+@app.command("plan")
+def plan_command(
+    path: str = typer.Argument(..., help="a sweep spec (YAML)"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose earlier sweeps inform the estimate"),
+    cpus: float = typer.Option(None, "--cpus", min=1, help="also estimate on a cluster of this many CPUs"),
+    gpus: float = typer.Option(0, "--gpus", min=0, help="... and this many GPUs (step times are this machine's)"),
+    as_json: bool = typer.Option(False, "--json", help="print the plan as one JSON object"),
+) -> None:
+    """Before a sweep runs: per cell and in total its packs, trainings and model-steps, and its
+    estimated wall time here (a pilot of each cell: one pack trained briefly; an earlier sweep of
+    the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
+    The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
+    spec = _load_or_exit(path)
+    from services.app import plan
+
+    made = _plan_here(spec, home)
+    cluster = plan.slots_of(spec, cpus, gpus) if cpus else None
+    if as_json:
+        print(json.dumps(made.to_dict(cluster)))
+        return
+    rows = [
+        [
+            c.label,
+            str(c.packs),
+            f"{c.trainings} / {c.trainings_most}",
+            f"{c.model_steps:,} / {c.model_steps_most:,}",
+            f"{1000 * c.step_s:.3g}",
+            duration(c.seconds),
+            c.basis,
+        ]
+        for c in made.cells
+    ]
+    header = ["cell", "packs", "trainings (first round / most)", "model-steps (expected / most)", "ms a model-step"]
+    show_table(f"plan of {spec.name}", [*header, "work", "expected from"], rows, left=("cell", "expected from"))
+    show(
+        f"total: {sum(c.trainings for c in made.cells)} trainings in the first rounds, "
+        f"{sum(c.model_steps for c in made.cells):,} model-steps, {duration(made.work_s)} of work; "
+        f"Ray Tune's own time {duration(made.start_s)} ({made.start_basis})"
+    )
+    show(f"this machine, {made.slots} slots: {estimate(made)} in the sweep (starting Ray and logging come on top)")
+    if cluster:
+        show(f"{cpus:g} CPUs, {gpus:g} GPUs ({cluster} slots): {estimate(made, cluster)}")
+    if made.bounded:
+        show(
+            "at most: runs that stop early (settled, a window confirmed) and adaptive rounds take a fraction of "
+            "their budget that only a run shows; after one sweep of this name under the home, plan estimates from it"
+        )
+
+
+@app.command()
+def sync(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI; default: each spec's, else SQLite under --home"
+    ),
+) -> None:
+    """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
+    from services.app import runs
+
+    logged, left = runs.sync(home, tracking_uri, runs.stderr)
+    for sweep_id, run_id, uri in logged:
+        print(f"{sweep_id}: logged to {uri} (parent run {run_id})")
+    if not logged and not left:
+        print(f"nothing to log: every sweep under {home} is in MLflow")
+    if left:
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report_command(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figures and summary (default: HOME/reports/SWEEP_ID)"),
+    as_json: bool = typer.Option(
+        False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"
+    ),
+) -> None:
+    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
+    from services.app import runs
+
+    with _store(tracking_uri, home) as uri:
+        summary, folder = runs.report(uri, sweep_id, out, home)
+    print_summary(summary)
+    show(f"report written to {folder}")
+    if as_json:
+        print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
+
+
+EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}
+
+
+@app.command()
+def export(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    out: Path = typer.Option(..., "--out", help="the file to write: .csv, or .parquet (.pq)"),
+    table: str = typer.Option(
+        "models", "--table", help="models: one row per model record; cells: one row per cell (N*, its CI, ...)"
+    ),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+) -> None:
+    """Write a recorded sweep's per-model records or per-cell results as CSV or Parquet: the
+    DataFrames vitsweep.load_sweep returns."""
+    if out.suffix.lower() not in EXPORT_FORMATS:
+        _usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
+    if table not in ("models", "cells"):
+        _usage(f"--table {table}: must be models or cells")
+    from services.app import runs
+
+    with _store(tracking_uri, home) as uri:
+        found = runs.frames(uri, sweep_id)
+    frame = getattr(found, table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
+    print(f"{found.sweep_id}: {len(frame)} rows of {table} written to {out}")
+
+
+@app.command()
+def compare(
+    sweep_a: str = typer.Argument(..., help="the first sweep's id (A)"),
+    sweep_b: str = typer.Argument(..., help="the second sweep's id (B); differences are B minus A"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/compare-A-B)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the comparison"),
+) -> None:
+    """Two recorded sweeps side by side: N* per cell, the exponents of N* in the family's x (Paper
+    A: 1/alpha*) with their CIs, B's exponent minus A's with a bootstrap CI, and one overlaid
+    figure, also logged to MLflow as a run of its own in B's experiment."""
+    from services.app import runs
+
+    with _store(tracking_uri, home) as uri:
+        comparison, folder, run_id = runs.compare(uri, sweep_a, sweep_b, out, home)
+    print_comparison(comparison)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
+    if as_json:
+        print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+@app.command()
+def paper(
+    sweeps: list[str] = typer.Argument(..., help="sweep ids, or spec names (their latest sweeps), in column order"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/paper-grid-A)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the grid"),
+) -> None:
+    """The paper's own figure (Paper A: Fig 1) beside recorded sweeps: per model and column of the
+    figure, the paper's N* | each sweep's N* with its 95% CI and the (B, eta) it was measured at
+    (tuned or fixed); one figure with the paper's boundary drawn over ours, also logged to MLflow."""
+    from services.app import runs
+
+    with _store(tracking_uri, home) as uri:
+        grid, folder, run_id = runs.paper_grid(uri, sweeps, out, home)
+    print_paper_grid(grid)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
+    if as_json:
+        print(json.dumps(grid.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+@contextmanager
+def _store(tracking_uri: str | None, home: Path):
+    """The tracking URI to read (the given one, else the embedded store under ``home``), exiting
+    with code 2 where there is no store or the sweep asked for is not in it."""
+    if not tracking_uri and not (home / "mlflow.db").exists():
+        _usage(
+            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri"
+        )
+    try:
+        yield tracking_uri or embedded_uri(home)
+    except LookupError as error:
+        _usage(str(error))
+
+
+def _usage(message: str) -> NoReturn:
+    """Print why the command cannot run, and exit with code 2 (nothing was started)."""
+    print(message, file=sys.stderr)
+    raise typer.Exit(2)
+
+
+@app.command()
+def status(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
+    as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
+) -> None:
+    """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
+    from services.app import runs
+
+    rows = runs.status(home)
+    if as_json:
+        print(json.dumps(rows))
+        return
+    header = ["sweep", "trials", "by status", "models done", "MLflow parent run"]
+    show_table(
+        f"sweeps under {home}",
+        header,
+        [
+            [
+                r["sweep_id"],
+                str(r["trials"]),
+                " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
+                str(r["models_done"]),
+                r["mlflow_parent_run_id"] or "not logged",
+            ]
+            for r in rows
+        ],
+        left=tuple(header),
+    )
+
+
+@app.command()
+def ui(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to serve"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind; 127.0.0.1 keeps it on this machine"),
+    port: int = typer.Option(5000, "--port"),
+) -> None:
+    """Serve the MLflow UI of the embedded store (runs until interrupted); first print the URL of
+    the latest sweep's parent run, in MLflow's model-training view."""
+    store = home / "mlflow.db"
+    if not store.exists():
+        _usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
+    from services.store import tracking
+
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # what a browser on this machine opens
+    try:
+        sweep_id, url = tracking.run_page(embedded_uri(home), f"http://{shown}:{port}")
+        print(f"latest sweep, {sweep_id}: {url}", flush=True)
+    except LookupError:
+        print(f"no sweep recorded in {store} yet", flush=True)
+    mlflow = Path(sys.executable).parent / "mlflow"
+    serve = ["ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
+    # one worker: a person's UI on one SQLite file (MLflow's default of 4 starts four servers)
+    process.apply_environment(process.UI_ENVIRONMENT)
+    os.execv(str(mlflow), [str(mlflow), *serve, "--workers", "1"])
+
+
+@app.command()
+def submit(
+    path: str = typer.Argument(..., help="a sweep spec (YAML), relative to the project root"),
+    address: str = typer.Option(..., "--address", help="the cluster's dashboard, e.g. http://HEAD:8265"),
+    tracking_uri: str = typer.Option(
+        None, "--tracking-uri", help="an MLflow server the cluster reaches (default: the spec's)"
+    ),
+    home: str = typer.Option(
+        None, "--home", help="a path on the cluster that outlives the job, for Ray's state and a SQLite store"
+    ),
+    follow: bool = typer.Option(False, "--follow", help="wait for the job, print its log, exit 1 unless it succeeded"),
+) -> None:
+    """Submit `vitsweep run` to a Ray cluster through the Ray Jobs API; prints the job id."""
+    spec = _load_or_exit(path)
+    if not (tracking_uri or spec.tracking.tracking_uri or home):
+        print(
+            "submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
+            "directory is deleted when it ends, and the embedded store with it",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2)
+    from services.execution import jobs
+
+    client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
+    print(job_id, flush=True)
+    if not follow:
+        Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)
+        return
+    status, logs = jobs.wait(client, job_id)
+    print(logs, end="")
+    if status != "SUCCEEDED":
+        print(f"job {job_id}: {status}", file=sys.stderr)
+        raise typer.Exit(1)

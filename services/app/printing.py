@@ -1,0 +1,170 @@
+"""What the command line prints: tables (rich's, or plain Markdown rows off a terminal), a
+sweep's summary and where it is recorded, comparisons and the paper's grid, estimates."""
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from services.store.uris import redact
+
+if TYPE_CHECKING:
+    from services.report.compare import Comparison, PaperGrid
+    from services.stats.rows import Summary
+
+
+def show_table(title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("cell",)) -> None:
+    """A table on stdout: rich's on a terminal; elsewhere (a file, a pipe, a Ray job's log) its
+    title and Markdown rows, every cell whole and no colour codes, whatever the width."""
+    if not sys.stdout.isatty():
+        print(f"{title}\n\n| " + " | ".join(header) + " |\n|" + " --- |" * len(header), flush=True)
+        print("".join("| " + " | ".join(row) + " |\n" for row in rows), flush=True)
+        return
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, justify="left" if column in left else "right", no_wrap=column in left)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def show(line: str) -> None:
+    """A line on stdout: wrapped to a terminal by rich there, whole elsewhere (never wrapped)."""
+    if sys.stdout.isatty():
+        Console().print(line, markup=False)
+    else:
+        print(line, flush=True)
+
+
+def estimate(made, slots: int | None = None) -> str:
+    """A plan's wall time in words: "at most" where some cell has only its budget to go by."""
+    return f"{'at most ' if made.bounded else ''}{duration(made.wall_s(slots))}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def print_summary(summary: "Summary") -> None:
+    """The per-cell N* table (bracket, CI, T) and the fits against theory."""
+    from services.report.text import notes, table_header, table_rows
+
+    title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
+    show_table(title, table_header(summary), table_rows(summary))
+    for line in notes(summary):
+        show(f"- {line}")
+
+
+def _rate(row: dict) -> str:
+    """A success rate, with the models left out of it (not converged, diverged) when there are any."""
+    rate = "-" if row["success_rate"] is None else f"{row['success_rate']:.2f}"
+    left_out = row["not_converged"] + row["diverged"]
+    return f"{rate}({left_out} left out)" if left_out else rate
+
+
+def print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> None:
+    """Success rates per N, failed trials, the best Optuna trial and where the results are."""
+    rows = []
+    for cell in result.cells:
+        per_n = cell.by_n()
+        if spec.plan(cell.cell).one_pass:  # every evaluated N: show where the rate changes
+            per_n = [r for i, r in enumerate(per_n) if i in (0, len(per_n) - 1) or _rate(r) != _rate(per_n[i - 1])]
+        rows.append([cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in per_n)])
+    show_table("success rate per N", ["cell", "success rate per N"], rows, left=("cell", "success rate per N"))
+    for failure in (f for cell in result.cells for f in cell.failures):
+        print(f"failed trial: {failure}", file=sys.stderr)
+    if result.best:
+        show(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}")
+    show(
+        f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
+        + ("" if result.estimated_s is None else f" (vitsweep plan estimated {result.estimated_s:.0f} s)")
+        + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy.")
+    )
+    if parent_id is None:
+        return
+    show(f"MLflow: {uri} (parent run {parent_id})")
+    if (home / "mlflow.db").exists():
+        show(f"Open the UI with: vitsweep ui --home {home}")
+
+
+def print_comparison(comparison: "Comparison") -> None:
+    """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
+    from services.analysis import Estimate
+    from services.stats.base import fmt
+
+    rows = []
+    for pair in comparison.cells:
+        ratio = pair.n_star_b / pair.n_star_a if pair.n_star_a and pair.n_star_b else None
+        rows.append(
+            [pair.label, fmt(pair.n_star_a), fmt(pair.ci95_a), fmt(pair.n_star_b), fmt(pair.ci95_b), fmt(ratio, ".2f")]
+        )
+    show_table(
+        f"A = {comparison.sweep_a}, B = {comparison.sweep_b}: N* per cell",
+        ["cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A"],
+        rows,
+    )
+    for group in comparison.groups:
+        none = Estimate(None, None)
+        a, b = comparison.exponent_a.get(group, none), comparison.exponent_b.get(group, none)
+        diff = comparison.difference.get(group, none)
+        show(
+            f"- exponent of N*, {group}: A {fmt(a.value, '.2f')} {fmt(a.ci95, '.2f')}, "
+            f"B {fmt(b.value, '.2f')} {fmt(b.ci95, '.2f')}; "
+            f"B - A {fmt(diff.value, '+.2f')}, 95% CI {fmt(diff.ci95, '+.2f')}"
+        )
+
+
+def print_paper_grid(grid: "PaperGrid") -> None:
+    """One table per model: the paper's N* per column of its figure, then every sweep's."""
+    from services.stats.base import fmt
+
+    for k, sweep in enumerate(grid.sweeps):
+        first = next((g.ours[sweep] for g in grid.points if sweep in g.ours), None)
+        show(f"[{k + 1}] {sweep}: {first.setting if first else 'no cell of these models'}")
+    scaling = grid.scaling
+    for model, power in grid.x_power.items():
+        rows = [
+            [fmt(g.value, ".4g"), fmt(scaling.x(g.value) ** power, ".4g"), g.paper_text()]
+            + [g.ours[s].text() if s in g.ours else "-" for s in grid.sweeps]
+            for g in grid.points
+            if g.model == model
+        ]
+        columns = [f"[{k + 1}] N* (95% CI)" for k in range(len(grid.sweeps))]
+        show_table(
+            f"{model}: N* at p = {grid.p:g}, the paper's figure beside ours",
+            [scaling.name, f"({scaling.symbol})^{power:g}", "paper", *columns],
+            rows,
+        )
+
+
+def models_resolved(spec) -> dict[str, dict]:
+    """Each model's resolved config (its first cell's: per-model values included), as the trials build it."""
+    from dataclasses import asdict
+
+    first = {}
+    for cell in spec.cells:
+        first.setdefault(cell.model, asdict(spec.plan(cell).model))
+    return first
+
+
+def run_json(out, failed: list[str]) -> dict:
+    """`vitsweep run --json`: the sweep's summary as `report --json` gives it, and the run's own
+    facts: where it is recorded, its trainings and times, which trials failed, Optuna's best."""
+    result = out.result
+    return out.summary.to_dict() | {
+        "mlflow_parent_run_id": out.record.run_id if out.record else None,
+        "tracking_uri": redact(out.uri),
+        "recorded_earlier": bool(out.record and out.record.earlier),
+        "trainings": result.trainings,
+        "cache_hits": result.cache_hits,
+        "wall_s": round(result.wall_s, 3),
+        "estimated_wall_s": result.estimated_s,
+        "train_s": round(result.train_s, 3),
+        "busy_fraction": result.busy_fraction,
+        "failed_trials": failed,
+        "best": result.best,
+    }

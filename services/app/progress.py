@@ -1,0 +1,109 @@
+"""How a running sweep shows its progress: rich's live bar on a terminal, else a line every so
+many seconds (trials, models, elapsed, the ETA from the plan, refined as trials end)."""
+
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+if TYPE_CHECKING:
+    pass
+
+
+@contextmanager
+def progress(spec, every: float | None):
+    """How a run shows its progress: rich's live bar on a terminal, else ProgressLines every
+    ``every`` seconds (VITSWEEP_PROGRESS_S, else 30)."""
+    if sys.stderr.isatty():
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(
+            *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=True
+        ) as bar:
+            yield ProgressBar(bar, spec)
+        return
+    with ProgressLines(spec, float(os.environ.get("VITSWEEP_PROGRESS_S", 30)) if every is None else every) as lines:
+        yield lines
+
+
+class ProgressBar:
+    """runs.Progress on a rich progress bar (a terminal): one task, the sweep's trials."""
+
+    def __init__(self, bar: Progress, spec):
+        self.bar, self.spec, self.task, self.sweep_id = bar, spec, None, ""
+
+    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
+        self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
+
+    def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
+        self.bar.update(
+            self.task,
+            completed=done,
+            description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials",
+        )
+
+
+class ProgressLines:
+    """runs.Progress as plain lines on stderr (a log, a pipe, a Ray job's log), at most one every
+    ``every`` seconds as trials end, and one every ``every`` seconds while none does: trials done
+    of all (when known), models trained, elapsed time, an ETA and how busy the trials kept the
+    slots so far (finished trials' training and running trials' time). A context manager: its
+    timer stops on exit."""
+
+    def __init__(self, spec, every: float):
+        self.spec, self.every = spec, every
+        self.sweep_id, self.trials, self.slots = "", None, 1
+        self.done = self.failed = self.models = 0
+        self.train_s, self.began, self.printed = 0.0, time.monotonic(), float("-inf")
+        self.running: list[float] = []
+        self.lock, self.stopped = threading.Lock(), threading.Event()
+
+    def __enter__(self) -> "ProgressLines":
+        threading.Thread(target=self._tick, name="progress-lines", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+
+    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
+        self.sweep_id, self.trials, self.slots = sweep_id, trials, max(1, slots)
+        self.began = time.monotonic()
+
+    def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
+        new = done > self.done
+        self.done, self.failed, self.models, self.train_s, self.running = done, failed, models, train_s, running_since
+        if new and time.monotonic() - self.printed >= self.every:
+            self._line()
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(max(self.every, 1.0)):
+            if self.sweep_id and time.monotonic() - self.printed >= self.every:
+                self._line()
+
+    def _line(self) -> None:
+        with self.lock:
+            self.printed = now = time.monotonic()
+            elapsed = now - self.began
+            total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
+            eta = elapsed * (total - done) / done if done and total and total > done else None
+            busy_s = self.train_s + sum(
+                now - start for start in self.running
+            )  # finished trials, and running ones so far
+            busy = min(1.0, busy_s / (self.slots * elapsed)) if elapsed > 0 else 0.0
+            of = f"/{self.trials}" if self.trials else ""
+            print(
+                f"[{self.sweep_id}] {self.done}{of} trials ({self.failed} failed), {self.models} models trained, "
+                f"{_clock(elapsed)} elapsed, ETA {'-' if eta is None else _clock(eta)}, "
+                f"{self.slots} slots {busy:.0%} busy so far",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
