@@ -72,8 +72,8 @@ def test_report_and_export_load_neither_torch_nor_ray(two_sweeps, tmp_path):
     assert (tmp_path / "models.csv").exists()
 
 
-def test_no_module_of_services_or_vit_core_imports_itself_back():
-    """No circle among the project's modules, counting every import, type-checking ones too."""
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project's modules it imports, wherever in the module, type-checking ones too."""
     modules = {
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
         for package in ("services", "vit_core")
@@ -88,6 +88,44 @@ def test_no_module_of_services_or_vit_core_imports_itself_back():
             elif isinstance(node, ast.Import):
                 found |= {alias.name for alias in node.names}
         graph[name] = {m for m in found if m in modules and m != name and m not in ("services", "vit_core")}
+    return graph
+
+
+# services' layers, bottom up: a module imports only from its own layer and those below it
+LAYERS = (
+    ("services.process", "services.analysis", "services.store.legacy", "services.results", "services.plotting"),
+    ("services.spec",),  # the schema, the search modes, a cell resolved, the checks
+    ("services.search",),  # each mode's round planner, the packs
+    ("services.stats",),  # the summary, its fits, the registered statistics
+    ("services.report",),  # text, figures, frames, comparisons
+    ("services.store",),  # state, cache, MLflow
+    ("services.execution",),  # Ray: the only layer that imports it
+    ("services.app",),  # runs, plan, the command line
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module of services: its longest prefix's in LAYERS."""
+    prefix = max((p for layer in LAYERS for p in layer if module == p or module.startswith(p + ".")), key=len)
+    return next(i for i, layer in enumerate(LAYERS) if prefix in layer)
+
+
+def test_every_module_of_services_sits_in_a_layer_and_imports_none_above_it():
+    below = [
+        f"{name} (layer {layer_of(name)}) imports {other} (layer {layer_of(other)})"
+        for name, imported in import_graph().items()
+        if name.startswith("services.") and name != "services"
+        for other in imported
+        if other.startswith("services.")
+        and layer_of(other) > layer_of(name)
+        and not any(o.startswith(other + ".") for o in imported)  # `from package import module`: the module's
+    ]
+    assert below == []
+
+
+def test_no_module_of_services_or_vit_core_imports_itself_back():
+    """No circle among the project's modules, counting every import, type-checking ones too."""
+    graph = import_graph()
     done: set[str] = set()
 
     def visit(name: str, path: list[str]) -> None:
