@@ -67,9 +67,9 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of sweep specs (for editors)."""
-    from services.spec import SCHEMA
+    from services.spec import json_schema
 
-    print(json.dumps(SCHEMA.json_schema(), indent=2))
+    print(json.dumps(json_schema(), indent=2))
 
 
 def _load_or_exit(path: str):

@@ -2,6 +2,7 @@
 place a mode's planner is named. The executor runs whichever it gets through one Ray Tune
 Searcher (services.execution.ray_tune.PlanSearcher)."""
 
+import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,8 @@ from services.search.packs import Pack, packs
 from services.search.rounds import RoundPlanner
 from services.search.tuning import TuningSearch
 from services.search.tuning_multi_pass import MultiPassTuning
+from services.spec import schema
+from services.spec.modes import SEARCH_MODES, Mode
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -28,6 +31,15 @@ PLANNERS: dict[str, Callable[["SweepSpec", int | None], RoundPlanner]] = {
     "optuna": lambda spec, slots: OptunaPlanner(spec),
     "tuning": _tuning,
 }
+
+
+def register(config: type[Mode], make: Callable[["SweepSpec", int | None], RoundPlanner]) -> None:
+    """A search mode of one's own: its schema and budget (a Mode whose ``mode`` field is a Literal
+    of its name) and ``make``, which gives its round planner for a spec and the trial slots.
+    Specs read after this accept ``search: {mode: <name>, ...}`` and run it like the others."""
+    name = typing.get_args(config.model_fields["mode"].annotation)[0]
+    SEARCH_MODES[name], PLANNERS[name] = config, make
+    schema.refresh()
 
 
 def planner(spec: "SweepSpec", slots: int | None = None) -> RoundPlanner:

@@ -16,13 +16,12 @@ from services.spec.modes import (
     Tuning,
 )
 from services.spec.resolved import ResolvedCell
-from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SCHEMA, SweepSpec, spec_class, spec_from_dict
+from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, spec_class, spec_from_dict
 
 __all__ = [
     "DEFAULT_FAMILY",
     "DIMENSIONS",
     "FAMILIES",
-    "SCHEMA",
     "SEARCH_MODES",
     "GridMode",
     "Mode",
@@ -37,6 +36,7 @@ __all__ = [
     "Tuned",
     "Tuning",
     "check_sweep",
+    "json_schema",
     "load_spec",
     "parse_spec",
     "spec_class",

@@ -4,6 +4,8 @@ its round planner is in services.search, found by the mode's ``name``. ``SweepSp
 sweep's mode: its search section's, or Tuned where a tuning section searches every cell."""
 
 import dataclasses
+import functools
+import operator
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
@@ -206,14 +208,14 @@ def _search_mode(value: Any) -> str | None:
     return value.mode if isinstance(value, BaseModel) else None
 
 
-Search = Annotated[
-    Annotated[GridMode, Tag("grid")]
-    | Annotated[SampleComplexityMode, Tag("sample_complexity")]
-    | Annotated[OptunaMode, Tag("optuna")],
-    Discriminator(
+def search_union() -> Any:
+    """The search section's type: one of SEARCH_MODES by its ``mode`` (a mode registered later
+    joins the specs built after it: services.search.planners.register)."""
+    modes = [Annotated[cls, Tag(name)] for name, cls in SEARCH_MODES.items()]
+    tag = Discriminator(
         _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
-    ),
-]
+    )
+    return Annotated[functools.reduce(operator.or_, modes), tag]
 
 
 class TuningSpace(BaseModel):

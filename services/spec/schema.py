@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model
 
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Search, Tuned, Tuning, TuningSpace
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, Tuning, TuningSpace, search_union
 from services.spec.resolved import ResolvedCell
 from services.store import legacy
 from vit_core.configs import TrainConfig
@@ -74,6 +74,7 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
 
 TrainingSpec = _section("TrainingSpec", TrainConfig)
 OwnTraining = _section("OwnTraining", TrainConfig, partial=True)
+SEARCH = "how N is chosen: " + " or ".join([", ".join(list(SEARCH_MODES)[:-1]), list(SEARCH_MODES)[-1]])
 PER_MODEL = (
     "a model's own n_train and axis values, replacing the sweep's for that model "
     "(Fig 1: the ViT and the CNN on different grids)"
@@ -124,7 +125,7 @@ class SweepSpec(BaseModel):
         description="flag a cell where more than this share of an N's models did not "
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
-    search: Search = Field(default_factory=GridMode, description="how N is chosen: grid, sample_complexity or optuna")
+    search: Mode = Field(default_factory=GridMode, description=SEARCH)  # each family's spec: one of SEARCH_MODES
     tuning: Tuning | None = Field(
         None, description="one pass: search these training settings inside every cell, N* at each cell's best"
     )
@@ -310,6 +311,7 @@ def spec_class(family: Family) -> type[SweepSpec]:
         "model": (model, Field(default_factory=model)),
         "axes": (axes, Field(default_factory=axes)),
         "per_model": (dict[kind, grid], Field(default_factory=dict, description=PER_MODEL)),
+        "search": (search_union(), Field(default_factory=GridMode, description=SEARCH)),
     }
     if family.scaling and family.scaling.rule:
         fields[family.scaling.rule] = (
@@ -326,8 +328,21 @@ def spec_class(family: Family) -> type[SweepSpec]:
     return spec
 
 
-FAMILIES: dict[str, type[SweepSpec]] = {name: spec_class(family) for name, family in families().items()}
-SCHEMA = TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")])  # noqa: UP007
+FAMILIES: dict[str, type[SweepSpec]] = {}
+
+
+def refresh() -> None:
+    """Build every installed family's spec class (again, after a search mode is registered)."""
+    FAMILIES.clear()
+    FAMILIES.update({name: spec_class(family) for name, family in families().items()})
+
+
+def json_schema() -> dict:
+    """The JSON Schema of every family's spec (``vitsweep schema``: for editors)."""
+    return TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")]).json_schema()  # noqa: UP007
+
+
+refresh()
 
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
