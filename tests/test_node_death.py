@@ -46,11 +46,11 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     in_flight = tmp_path / "in_flight"  # one file per trial while it trains, named by its node
     in_flight.mkdir()
 
-    def announcing_trial(config: dict, spec, cache) -> None:
+    def announcing_trial(config: dict, sweep, cache) -> None:
         mark = in_flight / f"{ray.get_runtime_context().get_node_id()}-{os.getpid()}"
         mark.touch()
         try:
-            train_pack_trial(config, spec, cache)
+            train_pack_trial(config, sweep, cache)
         finally:
             mark.unlink()
 

@@ -33,11 +33,9 @@ def known_threshold(model: str, alpha: float, seed: int) -> float:
     return base * np.exp(np.random.default_rng(seed).normal(0, 0.3))
 
 
-def _synthetic_trainable(config: dict, spec, cache) -> None:
+def _synthetic_trainable(config: dict, sweep, cache) -> None:
     """Reports what train_pack_trial reports, with success decided by known_threshold."""
-    from services.execution.ray_tune import trial_cell
-
-    cell = trial_cell(spec, config)
+    cell = sweep.trial_cell(config).cell
     pack, alpha = config["pack"], cell.values["alpha_star"]
     records = [
         model_record(

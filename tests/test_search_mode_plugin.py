@@ -1,16 +1,13 @@
 """A search mode of one's own, added in this one file: its schema and budget (a Mode), its round
 planner, and one call to register them; its spec then validates and runs through Ray Tune into
-MLflow as the built-in modes do. Like a family, the module that defines a mode must be importable
-where trials run (the spec travels with its search section): here, this folder on PYTHONPATH."""
+MLflow as the built-in modes do. Trials receive the spec resolved into plain configs, so the
+module that defines the mode need not be importable where they run (this one is not)."""
 
-from pathlib import Path
 from typing import ClassVar, Literal
 
 import pytest
-import ray
 from conftest import run_spec
 
-from services.execution.ray_tune import start_local_ray
 from services.search.packs import Pack, pack_cost
 from services.search.planners import PLANNERS, register
 from services.search.rounds import RoundPlanner
@@ -56,19 +53,6 @@ class SmallestPlanner(RoundPlanner):
         """Nothing more to plan."""
 
 
-@pytest.fixture(scope="module")
-def ray_here():
-    """A local Ray whose workers import this module, as they would an installed one."""
-    start_local_ray(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}},
-    )
-    yield
-    ray.shutdown()
-
-
 @pytest.fixture
 def smallest():
     register(SmallestMode, SmallestPlanner)
@@ -77,7 +61,7 @@ def smallest():
     spec_schema.refresh()
 
 
-def test_a_search_mode_of_ones_own_validates_and_runs_through_ray_into_mlflow(smallest, ray_here, tmp_path):
+def test_a_search_mode_of_ones_own_validates_and_runs_through_ray_into_mlflow(smallest, local_ray, tmp_path):
     spec = parse_spec(SPEC)
     assert spec.mode.name == "smallest" and spec.trainings == spec.max_trainings_bound == 2 * 3
     summary, _ = run_spec(SPEC, tmp_path)

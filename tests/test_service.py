@@ -176,14 +176,13 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
     assert float(parent.data.params["best.lr"]) == summary["best"]["values"]["lr"]
 
 
-def _fails_on_cnn(config: dict, spec, cache) -> None:
+def _fails_on_cnn(config: dict, sweep, cache) -> None:
     """A trainable whose CNN packs raise, as a broken trial would."""
-    from services.execution.ray_tune import trial_cell
     from services.execution.trial import train_pack_trial
 
-    if trial_cell(spec, config).model == "cnn":
+    if sweep.trial_cell(config).cell.model == "cnn":
         raise RuntimeError("injected failure")
-    train_pack_trial(config, spec, cache)
+    train_pack_trial(config, sweep, cache)
 
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):

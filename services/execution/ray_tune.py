@@ -5,8 +5,9 @@ trial, suggested by the round planner of the sweep's search mode (services.searc
 grid, Optuna's ask and tell, the adaptive N* search, tuning) through one Ray Tune Searcher,
 PlanSearcher. Ray does the scheduling, resource accounting, retries (FailureConfig) and trial
 state; this module starts the trials (what one runs: services.execution.trial) and reads their
-results back. The spec reaches the trials once, through the object store (tune.with_parameters);
-a trial's config holds its pack (and an Optuna sample).
+results back. The spec, resolved into plain configs (SweepSpec.resolved), reaches the trials
+once, through the object store (tune.with_parameters); a trial's config holds its pack (and an
+Optuna sample, with its cell resolved in the driver).
 """
 
 import json
@@ -93,12 +94,13 @@ def run_sweep(
     raises is retried ``resources.max_failures`` times, then recorded as its cell's failure while
     the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
-    folder (services.store.cache), None for none. ``trainable(config, spec, cache)``: what a trial runs.
+    folder (services.store.cache), None for none. ``trainable(config, sweep, cache)``: what a trial
+    runs, ``sweep`` the spec resolved (services.spec.ResolvedSweep).
     """
     start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
     trainable = tune.with_resources(
-        tune.with_parameters(trainable, spec=spec, cache=str(cache.resolve()) if cache else None),
+        tune.with_parameters(trainable, sweep=spec.resolved(), cache=str(cache.resolve()) if cache else None),
         {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial},
     )
     path = storage / sweep_id

@@ -10,28 +10,27 @@ import torch
 from ray import tune
 
 from services.analysis import counted_success
-from services.execution.ray_tune import trial_cell
 from services.results import ModelRecord
 from services.search.packs import Pack
-from services.spec import SweepSpec
+from services.spec import ResolvedSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
 from vit_core import train_pack
 
 
-def train_pack_trial(config: dict, spec: SweepSpec, cache: str | None) -> None:
+def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> None:
     """Ray Tune function trainable: train one pack and report its per-model records.
 
     Models already in the result cache (``cache``, a folder; None: off) are read from it; the
     rest train as one pack and go into it as soon as they are done."""
     pack = Pack.from_config(config["pack"])
-    data, model, training = spec.plan(trial_cell(spec, config)).configs
+    data, model, training = sweep.trial_cell(config).configs
     if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
         training = dataclasses.replace(
             training, batch_size=pack.batch_size, max_steps=training.batch_size * training.max_steps // pack.batch_size
         )
     training = dataclasses.replace(training, max_steps=pack.max_steps or training.max_steps)  # a retry's larger budget
     lrs = list(pack.lr or [training.lr] * len(pack.seeds))
-    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    torch.set_num_threads(max(1, int(sweep.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
     results = ResultCache(cache)
     keys = model_keys(data, model, training, pack.n_train, pack.seeds, device, lrs)

@@ -5,6 +5,7 @@ import base64
 import pickle
 from typing import TYPE_CHECKING
 
+from services.results import Cell
 from services.search.packs import Pack, packs
 from services.search.rounds import RoundPlanner
 
@@ -35,7 +36,7 @@ class OptunaPlanner(RoundPlanner):
 
         super().__init__(1)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.search, self.pack = spec.search, packs(spec)[0]
+        self.spec, self.search, self.pack = spec, spec.search, packs(spec)[0]
         self.distributions = distributions(spec.search)
         direction = "maximize" if spec.search.direction == "max" else "minimize"
         self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=spec.search.seed), direction=direction)
@@ -51,7 +52,12 @@ class OptunaPlanner(RoundPlanner):
         return self.pack
 
     def trial_config(self, trial_id: str, pack: Pack) -> dict:
-        return super().trial_config(trial_id, pack) | {"sampled": self.asked[trial_id].params}
+        """The pack, the values sampled, and its cell with them resolved here (the trial has no schema)."""
+        sampled = self.asked[trial_id].params
+        values = {k: int(v) if self.search.space[k].integer else v for k, v in sampled.items()}
+        cell = self.spec.cells[pack.cell]
+        resolved = self.spec.resolve(Cell(cell.model, {**cell.values, **values}))
+        return super().trial_config(trial_id, pack) | {"sampled": sampled, "resolved": resolved.to_config()}
 
     def complete(self, trial_id: str, records: "list[ModelRecord] | None", metrics: dict | None = None) -> None:
         import optuna

@@ -15,7 +15,7 @@ from services.spec.modes import (
     Tuned,
     Tuning,
 )
-from services.spec.resolved import ResolvedCell
+from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, spec_class, spec_from_dict
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Problem",
     "Range",
     "ResolvedCell",
+    "ResolvedSweep",
     "SampleComplexityMode",
     "Setting",
     "SpecError",

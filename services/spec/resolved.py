@@ -7,6 +7,8 @@ from typing import Any, Protocol
 from services.results import Cell
 from vit_core.configs import TrainConfig
 
+SECTIONS = ("data", "model", "training")
+
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedCell:
@@ -30,6 +32,18 @@ class ResolvedCell:
         """(data, model, training): train_pack's first arguments."""
         return self.data, self.model, self.training
 
+    def to_config(self) -> dict:
+        """Plain JSON values (a trial config's ``resolved``); with_config reads them back."""
+        sections = {"data": self.data, "model": self.model, "training": self.training}
+        return {"values": self.cell.values, "n_values": list(self.n_values)} | {
+            name: dataclasses.asdict(cfg) for name, cfg in sections.items()
+        }
+
+    def with_config(self, config: dict) -> "ResolvedCell":
+        """This cell's model with the values and configs of ``config`` (to_config), of this cell's types."""
+        data, model, training = (dataclasses.replace(c, **config[n]) for c, n in zip(self.configs, SECTIONS))
+        return ResolvedCell(Cell(self.cell.model, config["values"]), data, model, training, tuple(config["n_values"]))
+
 
 class Sweep(Protocol):
     """What a search mode reads of a sweep to count its budget and check itself."""
@@ -52,3 +66,22 @@ class Sweep(Protocol):
     def axes_of(self, model: str) -> dict[str, list]: ...
     def section_of(self, field: str) -> str: ...
     def resolve(self, cell: Cell) -> ResolvedCell: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedSweep:
+    """What a trial needs of a sweep, resolved once in the driver (SweepSpec.resolved): every
+    cell's configs and N values, and what a trial asks of its node. Plain data, no schema: no
+    spec class travels to the workers, so a search mode of one's own need not be importable there."""
+
+    name: str
+    cells: tuple[ResolvedCell, ...]  # by a pack's cell index
+    cpus_per_trial: float
+    gpus_per_trial: float
+
+    def trial_cell(self, config: dict) -> ResolvedCell:
+        """The cell a trial trains: its pack's, or the one the driver resolved with the values a
+        searcher sampled for this trial (the config's ``resolved``: ResolvedCell.to_config)."""
+        base = self.cells[config["pack"]["cell"]]
+        own = config.get("resolved")
+        return base if own is None else base.with_config(own)

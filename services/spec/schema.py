@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model
 from services.results import Cell
 from services.spec.base import FORBID, distinct
 from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, Tuning, TuningSpace, search_union
-from services.spec.resolved import ResolvedCell
+from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.store import legacy
 from vit_core.configs import TrainConfig
 from vit_core.family import Family, families
@@ -202,6 +202,11 @@ class SweepSpec(BaseModel):
             for axes in [self.axes_of(model)]
             for values in itertools.product(*axes.values())
         ]
+
+    def resolved(self) -> ResolvedSweep:
+        """What trials receive: every cell resolved, and what a trial asks of its node."""
+        r = self.resources
+        return ResolvedSweep(self.name, tuple(self.plan(c) for c in self.cells), r.cpus_per_trial, r.gpus_per_trial)
 
     def plan(self, cell: Cell) -> ResolvedCell:
         """One cell resolved into vit_core's configs (the sections, its model's own training values
