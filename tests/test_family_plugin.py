@@ -136,7 +136,7 @@ def test_a_family_built_from_the_readme_text_alone_validates_and_learns(readme_f
     from vit_core.configs import TrainConfig
 
     spec = parse_spec(SIGN_SPEC)
-    data, model, _ = spec.plan(spec.cells[0]).configs
+    data, model, _ = spec.resolved_cell(spec.cells[0]).configs
     result = train_pack(data, model, TrainConfig(max_steps=300, batch_size=8, n_test=500), [64] * 4, [0, 1, 2, 3])
     errors = [r["test_error"] for r in result.records()]
     assert len(errors) == 4 and max(errors) < 0.2  # the mean token's sign is linear in it: learned

@@ -71,7 +71,8 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
     got = sorted(cell.records, key=lambda r: (r.n_train, r.seed))
     expected = [
         ModelRecord.from_dict(
-            train_pack(*spec.plan(cell.cell).configs, [p.n_train[0]], p.seeds).records()[0] | {"max_steps": 3000}
+            train_pack(*spec.resolved_cell(cell.cell).configs, [p.n_train[0]], p.seeds).records()[0]
+            | {"max_steps": 3000}
         )
         for p in packs(spec)
     ]

@@ -196,7 +196,7 @@ def test_a_model_that_did_not_move_since_its_last_scoring_is_not_scored_again(mo
     got zero gradients, so its test metrics are kept, not recomputed: the records are those of
     scoring every model at every evaluation, for fewer samples scored."""
     from vit_core.models import PackedModel
-    from vit_core.training.loop import _Pack
+    from vit_core.training.loop import _Training
 
     train = dataclasses.replace(ONE_PASS, batch_size=1, max_steps=400, eval_every=1, eval_ratio=1.1, stability_window=4)
     scored = []
@@ -211,13 +211,13 @@ def test_a_model_that_did_not_move_since_its_last_scoring_is_not_scored_again(mo
         return result.records(), sum(scored)
 
     kept, fewer = run()
-    test_metrics = _Pack.test_metrics
+    test_metrics = _Training.test_metrics
 
     def every_model_moved(self, decisive):
         self.moved[:] = True
         return test_metrics(self, decisive)
 
-    monkeypatch.setattr(_Pack, "test_metrics", every_model_moved)
+    monkeypatch.setattr(_Training, "test_metrics", every_model_moved)
     scored_always, every = run()
     assert kept == scored_always
     assert fewer < 0.9 * every, (fewer, every)  # 17% fewer here

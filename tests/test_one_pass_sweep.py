@@ -30,7 +30,7 @@ resources: {models_per_pack: 16}
 
 def test_a_one_pass_cell_trains_each_seed_once_at_its_sample_budget():
     spec = parse_spec(BOTH)
-    one_pass = [i for i, c in enumerate(spec.cells) if spec.plan(c).one_pass]
+    one_pass = [i for i, c in enumerate(spec.cells) if spec.resolved_cell(c).one_pass]
     assert [spec.cells[i].values["protocol"] for i in one_pass] == ["one_pass"] * 4
     grid = parse_spec(BOTH.replace("{mode: sample_complexity, precision: 0.5}", "{mode: grid}"))
     for pack in packs(grid):
@@ -54,7 +54,7 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     suggested = {}
     while isinstance(config := searcher.suggest(f"t{len(suggested)}"), dict):
         suggested[f"t{len(suggested)}"] = config["pack"]
-    one_pass = {i for i, c in enumerate(spec.cells) if spec.plan(c).one_pass}
+    one_pass = {i for i, c in enumerate(spec.cells) if spec.resolved_cell(c).one_pass}
     for trial, pack in suggested.items():
         if pack["cell"] in one_pass:  # every evaluated N of the run: the seeds fail below 600 and succeed from it
             records = [
@@ -137,7 +137,10 @@ def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
     cells = [
         CellResult(
             cell,
-            [ModelRecord.from_dict(r) for r in train_pack(*spec.plan(cell).configs, [24] * 3, [0, 1, 2]).records()],
+            [
+                ModelRecord.from_dict(r)
+                for r in train_pack(*spec.resolved_cell(cell).configs, [24] * 3, [0, 1, 2]).records()
+            ],
         )
         for cell in spec.cells
     ]

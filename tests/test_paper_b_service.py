@@ -123,7 +123,7 @@ def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
     lines = {line.split(":")[0]: line for line in report.notes(summary) if line.startswith("test error")}
     assert "does not fit" in lines[f"test error, {large}"] and "does not fit" not in lines[f"test error, {small}"]
     one_pass = parse_spec(TINY.replace("max_steps: 600,", "max_steps: 600, protocol: one_pass,"))
-    assert one_pass.plan(one_pass.cells[0]).one_pass
+    assert one_pass.resolved_cell(one_pass.cells[0]).one_pass
     at_evaluations = summarize(
         one_pass, "b-4", [CellResult(one_pass.cells[0], [ModelRecord.from_dict(r) for r in records])]
     )

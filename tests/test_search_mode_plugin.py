@@ -43,7 +43,7 @@ class SmallestPlanner(RoundPlanner):
 
     def __init__(self, spec, slots):
         super().__init__(len(spec.cells), pack_cost(spec))
-        n_of = {i: sorted(spec.plan(c).n_values)[spec.search.skip] for i, c in enumerate(spec.cells)}
+        n_of = {i: sorted(spec.resolved_cell(c).n_values)[spec.search.skip] for i, c in enumerate(spec.cells)}
         self.rounds = {i: [Pack(i, (n,) * spec.seeds, tuple(range(spec.seeds)))] for i, n in n_of.items()}
 
     def next_round(self, cell: int) -> list[Pack]:

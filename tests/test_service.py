@@ -29,7 +29,7 @@ def expected():
     for cell in spec.cells:
         seeds = list(range(spec.seeds))
         result = train_pack(
-            *spec.plan(cell).configs, [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train)
+            *spec.resolved_cell(cell).configs, [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train)
         )
         out[cell.label] = result.by_n()
         mass = result.curves["attention_mass"]

@@ -112,7 +112,7 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
         "data: {n_tokens: 40}\naxes: {alpha_star: [0.1, 0.2], lr: [0.1, 0.5, 1.0]}"
     )
     assert len(spec.cells) == 12 and spec.trainings == 12 * 2 * 3
-    data, model, training = spec.plan(spec.cells[-1]).configs
+    data, model, training = spec.resolved_cell(spec.cells[-1]).configs
     assert (model.kind, data.alpha_star, training.lr, data.n_tokens) == ("cnn", 0.2, 1.0, 40)
 
 
@@ -134,7 +134,7 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
     assert spec.trainings == (4 * 2 + 2 * 3) * 2 and spec.largest_n == 80
     trained = {(p.cell, n, s) for p in packs(spec, slots=2) for n, s in zip(p.n_train, p.seeds)}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
-    assert spec.plan(spec.cells[-1]).data.alpha_star == 0.25
+    assert spec.resolved_cell(spec.cells[-1]).data.alpha_star == 0.25
     from services.search.nstar import NStarSearch
 
     adaptive = parse_spec(
@@ -203,7 +203,7 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
         "alpha_scaling: "
         "{vit: {reference: 0.2, max_steps: 1.5, batch_size: 1}, cnn: {reference: 0.2, max_steps: 2.5}}\nseeds: 2"
     )
-    budgets = {c.label: (t.max_steps, t.batch_size, t.lr) for c in spec.cells for t in [spec.plan(c).training]}
+    budgets = {c.label: (t.max_steps, t.batch_size, t.lr) for c in spec.cells for t in [spec.resolved_cell(c).training]}
     assert budgets["vit alpha_star=0.2 lr=1.0"] == (
         100,
         16,
@@ -212,11 +212,13 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     assert budgets["vit alpha_star=0.05 lr=0.5"] == (800, 64, 0.5)  # 100 * 4^1.5 steps, 16 * 4 samples a batch
     assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
     assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis
-    assert spec.plan(spec.cells[0]).n_values == (800 * 64,)
+    assert spec.resolved_cell(spec.cells[0]).n_values == (800 * 64,)
     from services.spec import spec_from_dict
 
     rebuilt = spec_from_dict(spec.model_dump(mode="json"))  # as every trial reads it: only what the spec set overrides
-    assert [rebuilt.plan(c).configs for c in rebuilt.cells] == [spec.plan(c).configs for c in spec.cells]
+    assert [rebuilt.resolved_cell(c).configs for c in rebuilt.cells] == [
+        spec.resolved_cell(c).configs for c in spec.cells
+    ]
     with pytest.raises(SpecError) as error:
         parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nalpha_scaling: {cnn: {reference: 0.2}}")
     assert [p.path for p in error.value.problems] == ["alpha_scaling.cnn"]

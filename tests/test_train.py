@@ -99,7 +99,7 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
         return r, sum(scored)
 
     filtered, scored = run()
-    monkeypatch.setattr(T._Pack, "_clear_of_failures", lambda self, idx, chunk: idx)
+    monkeypatch.setattr(T._Training, "_clear_of_failures", lambda self, idx, chunk: idx)
     unfiltered, scored_all = run()
     assert filtered.settled.all() and filtered.steps.tolist() == unfiltered.steps.tolist()
     np.testing.assert_equal(filtered.records(), unfiltered.records())  # NaN attention mass (CNN) counts as equal

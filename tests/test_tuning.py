@@ -100,7 +100,9 @@ def test_selection_and_measurement_seeds_never_overlap_and_n_star_is_measured_at
     for index in range(len(spec.cells)):
         measured = [p for p in packs if p.cell == index and p.phase == MEASUREMENT]
         assert len(measured) == 1 and set(measured[0].lr) == {1.0} and measured[0].batch_size == 1
-        assert measured[0].n_train == (spec.plan(spec.cells[index]).training.max_steps * 4,) * 6  # the whole budget
+        assert (
+            measured[0].n_train == (spec.resolved_cell(spec.cells[index]).training.max_steps * 4,) * 6
+        )  # the whole budget
 
 
 def test_settings_go_on_to_a_larger_cap_only_while_they_could_still_win():

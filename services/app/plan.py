@@ -205,7 +205,7 @@ def _model_steps(records) -> int:
 def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
     """Whether the cell's runs may stop before their budget: multi-pass ones once training error
     settles, one-pass ones once a stability window is confirmed."""
-    training = spec.plan(cell).training
+    training = spec.resolved_cell(cell).training
     return training.protocol == "multi_pass" or training.stability_window > 0
 
 
@@ -234,7 +234,7 @@ def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
     smallest batch size and middle step size) trained under step limits doubling from 10 until
     every model stops before the limit, the limit is the budget, or one try takes PILOT_S."""
     data, model, training = _piloted(spec, cell)
-    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.plan(cell).n_values)))
+    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.resolved_cell(cell).n_values)))
     limit = min(10, training.max_steps)
     while True:
         took, steps = _train(spec, cell, (data, model, training), limit, size)
@@ -263,7 +263,7 @@ def step_time(spec: "SweepSpec", cell: "Cell", size: int) -> float:
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     """The cell's configs as its pilot trains them: a tuned cell at its smallest batch size and
     middle step size, over its sample budget."""
-    data, model, training = spec.plan(cell).configs
+    data, model, training = spec.resolved_cell(cell).configs
     tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
     if tuning is not None:
         lrs = sorted(tuning.lr or [training.lr])
@@ -281,7 +281,7 @@ def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: in
     from vit_core import train_pack
 
     data, model, training = configs
-    n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.plan(cell).n_values)
+    n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.resolved_cell(cell).n_values)
     device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))

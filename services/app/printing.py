@@ -71,7 +71,7 @@ def print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> No
     rows = []
     for cell in result.cells:
         per_n = cell.by_n()
-        if spec.plan(cell.cell).one_pass:  # every evaluated N: show where the rate changes
+        if spec.resolved_cell(cell.cell).one_pass:  # every evaluated N: show where the rate changes
             per_n = [r for i, r in enumerate(per_n) if i in (0, len(per_n) - 1) or _rate(r) != _rate(per_n[i - 1])]
         rows.append([cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in per_n)])
     show_table("success rate per N", ["cell", "success rate per N"], rows, left=("cell", "success rate per N"))
@@ -147,7 +147,7 @@ def models_resolved(spec) -> dict[str, dict]:
 
     first = {}
     for cell in spec.cells:
-        first.setdefault(cell.model, asdict(spec.plan(cell).model))
+        first.setdefault(cell.model, asdict(spec.resolved_cell(cell).model))
     return first
 
 

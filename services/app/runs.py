@@ -60,9 +60,9 @@ class Interrupted(Exception):
 
 
 @dataclass
-class Plan:
-    """What running a spec under a home will do: its stage, the sweep it continues (None: a new
-    one) and that sweep's saved results (FINISHED only)."""
+class Found:
+    """What a home holds of a spec's sweeps, so what running it will do: its stage, the sweep it
+    continues (None: a new one) and that sweep's saved results (FINISHED only)."""
 
     stage: Stage
     sweep_id: str | None
@@ -70,24 +70,24 @@ class Plan:
 
 
 @dataclass
-class Outcome:
+class Ran:
     """A run's end: the sweep's results, its summary, and its MLflow record (None: MLflow was
     unreachable and the results wait under the home for `vitsweep sync`)."""
 
-    plan: Plan
+    found: Found
     result: SweepResult
     summary: "Summary"
     record: "Record | None"
     uri: str
 
 
-def plan(spec: SweepSpec, home: Path, new: bool) -> Plan:
+def find(spec: SweepSpec, home: Path, new: bool) -> Found:
     """The stage of this spec's newest sweep under ``home`` (``new``: a new sweep whatever exists)."""
     sweep_id = None if new else state.latest_sweep(spec, home)
     if sweep_id is None:
-        return Plan(Stage.NEW, None)
+        return Found(Stage.NEW, None)
     result = state.load_result(home, sweep_id)
-    return Plan(Stage.FINISHED, sweep_id, result) if result else Plan(Stage.RESUME, sweep_id)
+    return Found(Stage.FINISHED, sweep_id, result) if result else Found(Stage.RESUME, sweep_id)
 
 
 def run(
@@ -101,10 +101,10 @@ def run(
     new: bool,
     progress: Progress,
     say: Callable[[str], None],
-) -> Outcome:
+) -> Ran:
     """Run, resume, log or show this spec's sweep (see the module's docstring)."""
     home.mkdir(parents=True, exist_ok=True)
-    step, stop_ray = plan(spec, home, new), None
+    step, stop_ray = find(spec, home, new), None
     result = step.result
     if step.stage is not Stage.FINISHED:
         warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back", say)
@@ -129,7 +129,7 @@ def run(
         )
     elif record and step.stage is Stage.FINISHED:
         say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
-    return Outcome(step, result, summary, record, uri)
+    return Ran(step, result, summary, record, uri)
 
 
 def train(

@@ -161,7 +161,7 @@ def paper_grid(sweeps: list[tuple[SweepSpec, str, list[CellResult]]]) -> PaperGr
     }
     for spec, sweep_id, cells in sweeps:
         for row in summarize(spec, sweep_id, cells).cells:
-            value = float(row.values.get(field, getattr(spec.plan(spec.cells[0]).configs[0], field)))
+            value = float(row.values.get(field, getattr(spec.resolved_cell(spec.cells[0]).configs[0], field)))
             key = next((k for k in points if k[0] == row.model and abs(k[1] - value) <= 1e-3 * value), None)
             point = points.setdefault(key or (row.model, value), GridPoint(row.model, value, None, None, {}))
             point.ours[sweep_id] = Measured(

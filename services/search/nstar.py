@@ -128,16 +128,16 @@ class NStarSearch(RoundPlanner):
         super().__init__(len(spec.cells), pack_cost(spec))
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
-        self.budgets = [spec.plan(c).training.max_steps for c in spec.cells]  # each cell's step budget
+        self.budgets = [spec.resolved_cell(c).training.max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
         self.cells = [
             Bracket(
-                list(spec.plan(c).n_values),
+                list(spec.resolved_cell(c).n_values),
                 spec.success_rate,
                 search.precision,
                 search.factor,
                 spec.n_max,
-                adaptive=not spec.plan(c).one_pass,
+                adaptive=not spec.resolved_cell(c).one_pass,
             )
             for c in spec.cells
         ]

@@ -50,7 +50,9 @@ def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
     once), small enough that there are at least two packs per slot, so that no CPU idles through
     a long tail; a cell's packs are of equal size. Longest first (pack_cost), as Tune runs a grid
     in order."""
-    pairs = [[(n, seed) for n in spec.plan(cell).n_values for seed in range(spec.seeds)] for cell in spec.cells]
+    pairs = [
+        [(n, seed) for n in spec.resolved_cell(cell).n_values for seed in range(spec.seeds)] for cell in spec.cells
+    ]
     size = spec.resources.models_per_pack
     if slots:
         size = min(size, max(1, math.ceil(sum(map(len, pairs)) / (2 * slots))))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _tuning(spec: "SweepSpec", slots: int | None) -> RoundPlanner:
     """One pass's (successive caps) or multi-pass's (an N* search per setting)."""
-    return TuningSearch(spec) if spec.plan(spec.cells[0]).one_pass else MultiPassTuning(spec)
+    return TuningSearch(spec) if spec.resolved_cell(spec.cells[0]).one_pass else MultiPassTuning(spec)
 
 
 PLANNERS: dict[str, Callable[["SweepSpec", int | None], RoundPlanner]] = {

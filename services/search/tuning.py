@@ -70,7 +70,7 @@ class TuningSearch(RoundPlanner):
         super().__init__(len(spec.cells), pack_cost(spec))
         self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
         self.tunings = [spec.tuning_of(c.model) for c in spec.cells]  # each cell's model's value lists
-        trainings = [spec.plan(c).training for c in spec.cells]
+        trainings = [spec.resolved_cell(c).training for c in spec.cells]
         self.window = trainings[0].stability_window
         self.caps = [t.caps(c.batch_size * c.max_steps) for t, c in zip(self.tunings, trainings)]  # ascending
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps

@@ -62,7 +62,7 @@ class MultiPassTuning(RoundPlanner):
         super().__init__(len(spec.cells), pack_cost(spec))
         self.spec, self.p = spec, spec.success_rate
         self.tunings = [spec.tuning_of(c.model) for c in spec.cells]
-        trainings = [spec.plan(c).training for c in spec.cells]
+        trainings = [spec.resolved_cell(c).training for c in spec.cells]
         self.samples = [t.batch_size * t.max_steps for t in trainings]  # each cell's sample budget
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]
         self.selection_seeds = spec.tuning.selection_seed_list()
@@ -70,7 +70,7 @@ class MultiPassTuning(RoundPlanner):
 
     def _bracket(self, index: int) -> Bracket:
         search, cell = self.spec.search, self.spec.cells[index]
-        n_values = list(self.spec.plan(cell).n_values)
+        n_values = list(self.spec.resolved_cell(cell).n_values)
         return Bracket(n_values, self.p, search.precision, search.factor, self.spec.n_max)
 
     def _add(self, index: int, settings: list[Setting]) -> None:

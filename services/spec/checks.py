@@ -52,7 +52,8 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     problems += [
         Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
         for model in spec.models
-        if spec.n_train_of(model) is None and not all(spec.plan(c).one_pass for c in spec.cells if c.model == model)
+        if spec.n_train_of(model) is None
+        and not all(spec.resolved_cell(c).one_pass for c in spec.cells if c.model == model)
     ][:1]
     if problems:
         return problems
@@ -86,7 +87,7 @@ def _pack_problems(spec: SweepSpec) -> list[Problem]:
 
     problems = []
     for model in spec.models:
-        data, cfg, _ = spec.plan(next(c for c in spec.cells if c.model == model)).configs
+        data, cfg, _ = spec.resolved_cell(next(c for c in spec.cells if c.model == model)).configs
         try:
             build(cfg, data, [0], "cpu")
         except Exception as error:  # a family's own code: whatever it raises, said in one line
@@ -98,7 +99,7 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
     problems: dict[str, Problem] = {}
     for cell in spec.cells:
         try:
-            spec.plan(cell)
+            spec.resolved_cell(cell)
         except ConfigError as error:
             if error.field in cell.values:
                 own = spec.per_model.get(cell.model)

@@ -77,7 +77,7 @@ class Mode(BaseModel):
 
     def first_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Models a cell trains in its first round."""
-        return self.samples * len(spec.plan(cell).n_values) * spec.seeds
+        return self.samples * len(spec.resolved_cell(cell).n_values) * spec.seeds
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """The most models a cell can train."""
@@ -85,7 +85,7 @@ class Mode(BaseModel):
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
-        return spec.plan(cell).training.max_steps
+        return spec.resolved_cell(cell).training.max_steps
 
     def n_limit(self, spec: Sweep) -> int:
         """The largest N the sweep may train."""
@@ -134,16 +134,20 @@ class SampleComplexityMode(Mode):
     def most_n(self, spec: Sweep, cell: Cell) -> int:
         """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
         1 + precision up to n_max."""
-        return len(spec.plan(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
+        return len(spec.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
-        return super().most_trainings(spec, cell) if spec.plan(cell).one_pass else self.most_n(spec, cell) * spec.seeds
+        return (
+            super().most_trainings(spec, cell)
+            if spec.resolved_cell(cell).one_pass
+            else self.most_n(spec, cell) * spec.seeds
+        )
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
-        searched = not spec.plan(cell).one_pass
-        return (searched and self.max_steps_cap) or spec.plan(cell).training.max_steps
+        searched = not spec.resolved_cell(cell).one_pass
+        return (searched and self.max_steps_cap) or spec.resolved_cell(cell).training.max_steps
 
     def n_limit(self, spec: Sweep) -> int:
         return self.n_max or 16 * spec.largest_n
@@ -186,7 +190,7 @@ class OptunaMode(Mode):
             problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
         if len(spec.cells) != 1:
             problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-        per_trial = len(spec.plan(spec.cells[0]).n_values) * spec.seeds
+        per_trial = len(spec.resolved_cell(spec.cells[0]).n_values) * spec.seeds
         if per_trial > spec.resources.models_per_pack:
             problems.append(
                 Problem(
@@ -321,27 +325,27 @@ class Tuned:
     def first_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Its grid on the selection seeds and the measurement, before any extension."""
         runs = self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
-        return runs * (1 if spec.plan(cell).one_pass else len(spec.plan(cell).n_values))
+        return runs * (1 if spec.resolved_cell(cell).one_pass else len(spec.resolved_cell(cell).n_values))
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Every setting (extensions included) on the selection seeds once per sample cap (one
         pass) or through a whole N* search (multi-pass), and its measurement."""
-        tuning, training = spec.tuning_of(cell.model), spec.plan(cell).training
+        tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
         settings = (self.settings(spec, cell.model) + tuning.most_extensions) * self.tuning.selection_seeds
-        if spec.plan(cell).one_pass:
+        if spec.resolved_cell(cell).one_pass:
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
         most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
-        return (settings + spec.seeds) * (most_n or len(spec.plan(cell).n_values))
+        return (settings + spec.seeds) * (most_n or len(spec.resolved_cell(cell).n_values))
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
-        training = spec.plan(cell).training
+        training = spec.resolved_cell(cell).training
         steps = (
             training.batch_size
             * training.max_steps
             // min(spec.tuning_of(cell.model).batch_size or [training.batch_size])
         )
-        retried = 0 if spec.plan(cell).one_pass else getattr(self.search, "max_steps_cap", None) or 0
+        retried = 0 if spec.resolved_cell(cell).one_pass else getattr(self.search, "max_steps_cap", None) or 0
         return max(steps, retried)
 
     def n_limit(self, spec: Sweep) -> int:
@@ -365,7 +369,7 @@ class Tuned:
         problems = self.search.problems(spec)
         if not (tuning.lr or tuning.batch_size):
             problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
-        one_pass = [spec.plan(c).one_pass for c in spec.cells]
+        one_pass = [spec.resolved_cell(c).one_pass for c in spec.cells]
         if any(one_pass) and not all(one_pass):
             problems.append(
                 Problem("tuning", None, "needs one training.protocol in every cell: one_pass or multi_pass")
@@ -398,7 +402,7 @@ class Tuned:
             for m, rule in spec.scaling_rules.items()
             if rule.batch_size and spec.tuning_of(m).batch_size
         ]
-        if any(one_pass) and not all(spec.plan(c).training.stability_window for c in spec.cells):
+        if any(one_pass) and not all(spec.resolved_cell(c).training.stability_window for c in spec.cells):
             problems.append(
                 Problem(
                     "training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule"
@@ -427,7 +431,7 @@ def _space_problems(spec: Sweep, name: str, bounds: Range) -> list[Problem]:
     for end in ("low", "high"):
         value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
         try:
-            spec.resolve(Cell(spec.models[0], {**spec.cells[0].values, name: value}))  # a probe, not kept in plans
+            spec.resolve(Cell(spec.models[0], {**spec.cells[0].values, name: value}))  # a probe, not kept
         except (ConfigError, TypeError) as error:
             problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
     return problems

@@ -3,7 +3,7 @@
 Each installed experiment family (vit_core.family) gets a spec class: its data, model and training
 sections (and the sweep axes) are generated from the fields of the family's data and model
 configs and ``TrainConfig``: each field keeps its one default and help text, and a new field is a
-spec field (and an axis) at once. A cell resolves once (``SweepSpec.plan``) into vit_core's configs.
+spec field (and an axis) at once. A cell resolves once (``SweepSpec.resolved_cell``) into vit_core's configs.
 """
 
 import dataclasses
@@ -185,8 +185,8 @@ class SweepSpec(BaseModel):
     @property
     def largest_n(self) -> int:
         """The largest N any multi_pass cell starts from (any cell's, when all are one_pass)."""
-        searched = [c for c in self.cells if not self.plan(c).one_pass] or self.cells
-        return max(max(self.plan(c).n_values) for c in searched)
+        searched = [c for c in self.cells if not self.resolved_cell(c).one_pass] or self.cells
+        return max(max(self.resolved_cell(c).n_values) for c in searched)
 
     @property
     def n_max(self) -> int:
@@ -206,27 +206,29 @@ class SweepSpec(BaseModel):
     def resolved(self) -> ResolvedSweep:
         """What trials receive: every cell resolved, and what a trial asks of its node."""
         r = self.resources
-        return ResolvedSweep(self.name, tuple(self.plan(c) for c in self.cells), r.cpus_per_trial, r.gpus_per_trial)
+        return ResolvedSweep(
+            self.name, tuple(self.resolved_cell(c) for c in self.cells), r.cpus_per_trial, r.gpus_per_trial
+        )
 
-    def plan(self, cell: Cell) -> ResolvedCell:
+    def resolved_cell(self, cell: Cell) -> ResolvedCell:
         """One cell resolved into vit_core's configs (the sections, its model's own training values
         (per_model), the cell's axis values and its model) and the N it trains at. Resolved once
         per cell (a ConfigError is raised again each time)."""
-        if cell.key not in self.plans:
-            self.plans[cell.key] = self.resolve(cell)
-        return self.plans[cell.key]
+        if cell.key not in self.resolved_cells:
+            self.resolved_cells[cell.key] = self.resolve(cell)
+        return self.resolved_cells[cell.key]
 
     @cached_property
-    def plans(self) -> dict[str, ResolvedCell]:
+    def resolved_cells(self) -> dict[str, ResolvedCell]:
         """Cell key -> the cell's plan, as ``plan`` resolved it (kept beside the fields, as ``cells``
         is: neither takes part in equality; pickled with the spec, so a trial's cell travels resolved)."""
         return {}
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "SweepSpec":
-        """pydantic's copy, without the cells and plans derived from fields ``update`` may change."""
+        """pydantic's copy, without the cells and resolved cells derived from fields ``update`` may change."""
         copy = super().model_copy(update=update, deep=deep)
         copy.__dict__.pop("cells", None)
-        copy.__dict__.pop("plans", None)
+        copy.__dict__.pop("resolved_cells", None)
         return copy
 
     def resolve(self, cell: Cell) -> ResolvedCell:
@@ -268,7 +270,7 @@ class SweepSpec(BaseModel):
     def sample_cost(self, cell: Cell) -> float:
         """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
         orders packs longest first (services.search.packs.pack_cost)."""
-        plan = self.plan(cell)
+        plan = self.resolved_cell(cell)
         return self.FAMILY.sample_cost(plan.data, plan.model)
 
 

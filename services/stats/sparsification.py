@@ -21,7 +21,7 @@ class Sparsification(Statistic):
         by_group: dict[str, dict[int, np.ndarray]] = {}
         for c in cells:
             if c.records and not c.failures:
-                data = spec.plan(c.cell).data
+                data = spec.resolved_cell(c.cell).data
                 by_group.setdefault(c.cell.group(("sparsify_k",)), {})[data.sparsify_k] = c.outcomes().test_loss[-1]
         out = {}
         for name, losses in by_group.items():

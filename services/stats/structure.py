@@ -60,12 +60,12 @@ class Structure(Statistic):
         for c in cells:
             if not c.records:
                 continue
-            bayes = spec.FAMILY.bayes_error(spec.plan(c.cell).data)
+            bayes = spec.FAMILY.bayes_error(spec.resolved_cell(c.cell).data)
             if bayes is not None:
                 out["bayes_error"][c.cell.label] = bayes
             measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
             ns = sorted({r.n_train for r in measured})
-            if not spec.search.fixed or spec.plan(c.cell).one_pass:
+            if not spec.search.fixed or spec.resolved_cell(c.cell).one_pass:
                 ns = ns[-1:]
             for n in ns:
                 _at(
@@ -127,7 +127,7 @@ def _scores(spec: SweepSpec, cells: list[CellResult]):
     """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
     cell, beside the true set matrix where the data has one."""
     shown = [c for c in cells if c.mean_scores()]
-    data = spec.plan(shown[0].cell).data
+    data = spec.resolved_cell(shown[0].cell).data
     truth = spec.FAMILY.true_sets(data)
     panels = len(shown) + (truth is not None)
     fig, axes = subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
@@ -175,7 +175,7 @@ def _curves(spec: SweepSpec, summary: Summary, cells: list[CellResult]):
         shown = {
             name: error
             for c in cells
-            for name, error in spec.FAMILY.test_error_reference(spec.plan(c.cell).data).items()
+            for name, error in spec.FAMILY.test_error_reference(spec.resolved_cell(c.cell).data).items()
         }
         for name, error in sorted(shown.items()):
             axes[0].axhline(

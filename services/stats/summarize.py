@@ -36,13 +36,13 @@ def _difficulty(family: Family, data) -> dict[str, float]:
 
 def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
     """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N)."""
-    data, model, _ = spec.plan(cell.cell).configs
+    data, model, _ = spec.resolved_cell(cell.cell).configs
     n = row.n_star or max((r.n_train for r in cell.records), default=1)
     return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2))
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
-    data, _, training = spec.plan(cell.cell).configs
+    data, _, training = spec.resolved_cell(cell.cell).configs
     one_pass = training.protocol == "one_pass"
     measured = cell.measured()
     row = CellRow(
@@ -86,7 +86,7 @@ def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
     if spec.tuning is None or not table:
         return None
     chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
-    window = spec.plan(cell.cell).training.stability_window
+    window = spec.resolved_cell(cell.cell).training.stability_window
     selection = [
         {"batch_size": s.batch_size, "lr": s.lr, "n_star": (star := setting_n_star(result, spec.success_rate))}
         | _selection_seeds(result, s, window, star)
@@ -200,7 +200,7 @@ def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResul
 
 def _x(spec: SweepSpec, cell: CellResult) -> float:
     """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
-    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.plan(cell.cell).data))
+    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.resolved_cell(cell.cell).data))
 
 
 def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
@@ -221,7 +221,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
         fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
-        one_pass = [c for c in cells if spec.plan(c.cell).one_pass]
+        one_pass = [c for c in cells if spec.resolved_cell(c.cell).one_pass]
         fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
         fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
         inputs = _fit_inputs(spec, cells, flagged)
@@ -235,7 +235,7 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         fits["exponent_difference"] = _differences(spec, inputs, fits["exponent"])
     if "lr" in spec.swept:
         fits["lr_exponent"] = _fits(
-            cells, flagged, "lr", lambda c: 1 / spec.plan(c.cell).training.lr, lambda o, cols: o.steps(cols)
+            cells, flagged, "lr", lambda c: 1 / spec.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)
         )
     protocols = {r.protocol for r in rows}
     return Summary(

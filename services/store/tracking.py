@@ -168,7 +168,7 @@ def _sweep_params(spec: SweepSpec) -> dict:
         params |= (
             _flat(f"per_model.{model}.training", own.training.model_dump(exclude_none=True)) if own.training else {}
         )
-    for section, cfg in zip(("data", "model", "training"), spec.plan(spec.cells[0]).configs):
+    for section, cfg in zip(("data", "model", "training"), spec.resolved_cell(spec.cells[0]).configs):
         params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept}
     params.pop("model.kind")
     params |= _flat("search", spec.search.model_dump(exclude={"space"}))

@@ -5,7 +5,7 @@ in a single forward/backward. Two protocols decide what "N samples" means:
 
 - ``multi_pass``: model k has a fixed training set of N_k samples and draws its mini-batches from
   it with replacement. Every ``eval_every`` steps it is evaluated on a shared held-out test set
-  (_TestScores) and on its training set (_Pack.train_metrics). It *settles* once its training
+  (_TestScores) and on its training set (_Training.train_metrics). It *settles* once its training
   hinge loss is exactly 0 (every sample has margin >= 1, so every later gradient is 0 and it can
   never change again) and leaves the pack.
 - ``one_pass``: every step draws a fresh mini-batch of B samples from the seed's stream, never
@@ -53,7 +53,7 @@ def _finite_params(model: PackedModels) -> Tensor:
     return torch.stack([torch.isfinite(p).flatten(1).all(1) for p in model.parameters()]).all(0)
 
 
-class _Pack:
+class _Training:
     """The models still training: their networks, data, step sizes and original ids, the sums of
     their mini-batch losses and errors since the last evaluation, how many of their latest
     mini-batches in a row had zero loss (which samples last had a positive loss: TrainSets),
@@ -195,7 +195,7 @@ def train_pack(
         if one_pass
         else TrainSets(data, n_train, seeds, train.batch_size, device)
     )
-    pack = _Pack(model, sets, lr_tensor, LOSSES[train.loss], _TestScores(test, test_keep, train, K))
+    pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], _TestScores(test, test_keep, train, K))
     budget = torch.tensor(
         [min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train]
     )
