@@ -144,7 +144,8 @@ def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callb
 
 
 def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
-    """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell), in spec order."""
+    """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell): the spec's
+    cells in its order, then sampled cells by their values (not by when their trials ended)."""
     cells: dict[str, CellResult] = {}
     result = SweepResult("", [], trainings=0, wall_s=0.0, storage="")
     for trial in grid:
@@ -170,8 +171,10 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         cell.records = latest_budget(cell.records)
     if (objective := spec.mode.objective()) is not None:
         result.best = _best_sample(spec, grid, *objective)
-    order = {cell.key: i for i, cell in enumerate(spec.cells)}
-    result.cells = sorted(cells.values(), key=lambda c: order.get(c.cell.key, len(order)))
+    order = {cell.key: i for i, cell in enumerate(spec.cells)}  # then a searcher's cells, by their values
+    result.cells = sorted(
+        cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), sorted(c.cell.values.items()))
+    )
     return result
 
 
