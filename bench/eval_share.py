@@ -20,9 +20,17 @@ from pathlib import Path
 
 import torch
 
+import vit_core
 from services.process import keep_freed_memory
 from services.spec import load_spec
-from vit_core import train as trainer
+
+try:  # the trainer by concern (issue 41); a tree from before keeps it in one module
+    from vit_core.training import loop as trainer
+    from vit_core.training import scoring as scorer
+except ImportError:
+    from vit_core import train as trainer
+
+    scorer = trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN, RESULTS = ROOT / "sweeps" / "sample_complexity.yaml", ROOT / "bench" / "results"
@@ -33,10 +41,10 @@ def pack(alpha_star: float, eta: float, seeds: int = 16) -> tuple[float, float]:
     """(seconds of the pack, seconds of its test scoring) for the main job's ViT cell at alpha_star."""
     spec = load_spec(MAIN)
     (cell,) = [c for c in spec.cells if c.model == "vit" and c.values["alpha_star"] == alpha_star]
-    data, model, train = spec.plan(cell).configs
+    data, model, train = (spec.resolved_cell if hasattr(spec, "resolved_cell") else spec.plan)(cell).configs
     train = dataclasses.replace(train, batch_size=1, lr=eta)
     steps = train.max_steps
-    owner, name = (trainer._TestScores, "__call__") if hasattr(trainer, "_TestScores") else (trainer, "_evaluate_test")
+    owner, name = (scorer._TestScores, "__call__") if hasattr(scorer, "_TestScores") else (trainer, "_evaluate_test")
     scoring, spent = getattr(owner, name), [0.0]
 
     def timed(*args, **kw):
@@ -71,7 +79,7 @@ def main() -> None:
             "share": round(scoring / wall, 3),
         }
         print(f"alpha*={alpha_star}: {wall:.1f} s, test scoring {scoring:.1f} s ({scoring / wall:.0%})", flush=True)
-    result = json.dumps({"vit_core": str(Path(trainer.__file__).parent), "seeds": args.seeds, "cells": cells})
+    result = json.dumps({"vit_core": str(Path(vit_core.__file__).parent), "seeds": args.seeds, "cells": cells})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(result + "\n")
     print(result)

@@ -48,7 +48,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from services.paper import success_table  # noqa: E402  (the paper's Fig 1 grid)
+from services.stats.paper import success_table  # noqa: E402  (the paper's Fig 1 grid)
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
 from vit_core.family import families  # noqa: E402
 

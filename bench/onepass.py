@@ -42,11 +42,12 @@ from torch.utils.flop_counter import FlopCounterMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.fig1 import matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
-from services import state  # noqa: E402
 from services.spec import load_spec  # noqa: E402
-from vit_core import train as trainer  # noqa: E402
+from services.store import state  # noqa: E402
 from vit_core import train_pack  # noqa: E402
 from vit_core.seeding import Stream  # noqa: E402
+from vit_core.training import batches  # noqa: E402
+from vit_core.training import loop as training_loop  # noqa: E402
 
 MAIN = ROOT / "sweeps" / "sample_complexity.yaml"
 
@@ -56,7 +57,7 @@ def vitsweep(tree: Path, spec: Path, home: Path, log: Path) -> dict:
     of ``tree``: the run's JSON summary, with its end-to-end seconds (end_to_end_s)."""
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(tree)}  # a worktree's services and vit_core, in Ray's workers too
-    command = [sys.executable, "-c", "from services.cli import entry; entry()"]
+    command = [sys.executable, "-c", "from services.app.cli import entry; entry()"]
     out = subprocess.run(
         [*command, "run", str(tree / spec.relative_to(ROOT)), "--home", str(home), "--no-cache", "--json"],
         capture_output=True,
@@ -84,7 +85,7 @@ def trainings(spec_path: Path, home: Path, sweep_id: str) -> list[dict]:
             )
             run["consumed"] = max(run.get("consumed", 0), r.n_train)
     for run in runs.values():
-        data, model, training = spec.plan(run["cell"]).configs
+        data, model, training = spec.resolved_cell(run["cell"]).configs
         run["configs"] = (
             data,
             model,
@@ -152,7 +153,7 @@ def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> flo
         eval_subset=100,
         stability_window=0.0,
     )
-    spent, sample = [0.0], trainer.sample
+    spent, sample = [0.0], batches.sample
 
     def timed(*args, **kw):
         start = time.perf_counter()
@@ -163,7 +164,7 @@ def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> flo
             spent[0] += time.perf_counter() - start
         return out
 
-    trainer.sample = timed
+    batches.sample = training_loop.sample = timed  # the fresh batches' draws and the test set's
     try:
         start = time.perf_counter()
         train_pack(
@@ -177,7 +178,7 @@ def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> flo
         )
         total = time.perf_counter() - start
     finally:
-        trainer.sample = sample
+        batches.sample = training_loop.sample = sample
     return spent[0] / total
 
 

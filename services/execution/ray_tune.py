@@ -121,14 +121,18 @@ def run_sweep(
 
 
 def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
-    """A Tuner whose trials the round planner of the spec's search mode suggests."""
-    searcher = PlanSearcher(planner(spec, trial_slots(spec)))
+    """A Tuner whose trials the round planner of the spec's search mode suggests, as many at once
+    as the cluster has trial slots."""
+    slots = trial_slots(spec)
     return tune.Tuner(
         trainable,
         param_space={},
         tune_config=tune.TuneConfig(
-            search_alg=searcher,
+            search_alg=PlanSearcher(planner(spec, slots)),
             num_samples=-1,
+            # Tune starts a searcher's trials one at a time unless told how many may run at once
+            # (a concurrency limit): all the cluster's slots, so a round's packs spread over its nodes
+            max_concurrent_trials=slots,
             reuse_actors=True,
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
