@@ -11,6 +11,6 @@ PROJECT = "/opt/vitsweep"  # where docker/Dockerfile puts the project
 if __name__ == "__main__":
     os.environ.setdefault("RAY_ADDRESS", "auto")  # the cluster this head belongs to
     os.chdir(PROJECT)
-    from services.cli import app
+    from services.app.cli import app
 
     app(["run", *sys.argv[1:], "--home", "/ray-storage/runs"], prog_name="vitsweep")

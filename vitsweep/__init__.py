@@ -4,13 +4,13 @@
     sweep = vitsweep.load_sweep()               # the latest sweep under ./runs
     sweep.cells[["cell", "n_star", "n_star_ci_lo", "n_star_ci_hi"]]
 
-The command line (`vitsweep run`, `report`, `export`, `compare`, ...) is ``services.cli``.
+The command line (`vitsweep run`, `report`, `export`, `compare`, ...) is ``services.app.cli``.
 """
 
 from pathlib import Path
 
-from services.frames import SweepFrames
-from services.uris import embedded_uri
+from services.report.frames import SweepFrames
+from services.store.uris import embedded_uri
 
 __all__ = ["SweepFrames", "load_sweep"]
 
@@ -22,6 +22,6 @@ def load_sweep(sweep_id: str | None = None, home: str | Path = "runs", tracking_
     numbers `vitsweep report` prints. ``sweep_id``: None for the latest sweep in the store;
     ``tracking_uri``: an MLflow store or server, else the embedded SQLite store under ``home``.
     Raises LookupError when the store has no such sweep."""
-    from services import runs
+    from services.app import runs
 
     return runs.frames(tracking_uri or embedded_uri(Path(home)), sweep_id)
