@@ -10,6 +10,7 @@ once, through the object store (tune.with_parameters); a trial's config holds it
 Optuna sample, with its cell resolved in the driver).
 """
 
+import gc
 import json
 import logging
 import math
@@ -61,7 +62,16 @@ def start_ray(address: str | None) -> Callable[[], None] | None:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         start_local_ray(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    return ray.shutdown
+    return _shutdown
+
+
+def _shutdown() -> None:
+    """ray.shutdown, after collecting the garbage that still holds Ray objects (a sweep's Tuner
+    and results hold ObjectRefs in cycles): freed later, by a collection in another thread after
+    the shutdown, such a ref makes Ray end the whole process ("The core worker has already been
+    shutdown ... The process will exit")."""
+    gc.collect()
+    ray.shutdown()
 
 
 def start_local_ray(**init) -> None:
