@@ -31,11 +31,13 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"
+GPU_FILE = DOCKER / "docker-compose.gpu.yml"  # the GPU variant, on top of COMPOSE_FILE (up --gpus N)
 CACHE = Path(os.environ.get("VITSWEEP_STACK_CACHE", Path.home() / ".cache" / "vitsweep" / "stack"))
 ENGINE_FILE = CACHE / "engine.json"  # the private dockerd this script started: its pid and socket
 EXEC_ROOT = Path("/run/vitsweep-stack")  # short: containerd's sockets live under it
@@ -321,9 +323,11 @@ def settings(path: Path) -> dict[str, str]:
 class Stack:
     """The compose project on one engine."""
 
-    def __init__(self, eng: dict, project: str, env: Path, image_vars: dict[str, str] | None = None):
+    def __init__(self, eng: dict, project: str, env: Path, image_vars: dict[str, str] | None = None, gpu=False):
         self.eng, self.project, self.env = eng, project, env
-        self.command = [*compose_command(), "--project-name", project, "--env-file", str(env), "-f", str(COMPOSE_FILE)]
+        files = [COMPOSE_FILE, *([GPU_FILE] if gpu else [])]
+        self.command = [*compose_command(), "--project-name", project, "--env-file", str(env)]
+        self.command += [arg for file in files for arg in ("-f", str(file))]
         self.environ = {**os.environ, "DOCKER_HOST": eng["host"], **(image_vars or {})}
 
     def __call__(self, *args: str, timeout: float | None = None) -> str:
@@ -348,6 +352,28 @@ class Stack:
                 raise RuntimeError(
                     f"not healthy after {deadline_s:.0f} s: {state}\n{self('logs', '--tail', '30')[-4000:]}"
                 )
+            time.sleep(1)
+
+    def wait_for_ray_nodes(self, expected: int, dashboard: str, deadline_s: float = HEALTHY_S) -> None:
+        """Until the Ray head counts ``expected`` live nodes: a worker's container is healthy once its
+        raylet runs, which can be before the head has registered it (a sweep started then would see
+        fewer slots)."""
+        token = settings(self.env).get("RAY_AUTH_TOKEN", "")
+        request = urllib.request.Request(
+            f"{dashboard}/api/v0/nodes?limit=100&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        deadline = time.monotonic() + deadline_s
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    alive = len(json.load(answer)["data"]["result"]["result"])
+            except OSError:
+                alive = 0
+            if alive >= expected:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Ray head counts {alive} live nodes of {expected} after {deadline_s:.0f} s")
             time.sleep(1)
 
 
@@ -390,15 +416,19 @@ def build(laps: Laps) -> tuple[dict, dict[str, str]]:
 
 
 def up(args) -> dict:
-    """Build what is missing, `compose up`, wait until every container is healthy."""
+    """Build what is missing, `compose up`, wait until every container is healthy and Ray counts every worker."""
     laps = Laps()
+    if args.gpus:  # a CUDA build of PyTorch (TORCH_VARIANT, read by build) and the GPU file's reservations
+        os.environ.setdefault("TORCH_VARIANT", "cu130")
+        os.environ["RAY_WORKER_GPUS"] = str(args.gpus)
     eng, image_vars = build(laps)
-    stack = Stack(eng, args.project, env_file(Path(args.env_file).resolve()), image_vars)
+    stack = Stack(eng, args.project, env_file(Path(args.env_file).resolve()), image_vars, gpu=bool(args.gpus))
     log(f"docker compose up: PostgreSQL, MLflow, a Ray head and {args.workers} workers")
     stack("up", "-d", "--no-build", "--scale", f"ray-worker={args.workers}")
     state = stack.wait_healthy(expected=3 + args.workers)
-    laps("up_s")
     ports = {"MLFLOW_PORT": "5000", "RAY_DASHBOARD_PORT": "8265", **settings(stack.env)}
+    stack.wait_for_ray_nodes(1 + args.workers, f"http://127.0.0.1:{ports['RAY_DASHBOARD_PORT']}")
+    laps("up_s")
     return {
         "mlflow": f"http://127.0.0.1:{ports['MLFLOW_PORT']}",
         "dashboard": f"http://127.0.0.1:{ports['RAY_DASHBOARD_PORT']}",
@@ -463,6 +493,9 @@ def main() -> int:
     parser.add_argument("--project", default="vitsweep", help="compose project name (volumes are named after it)")
     parser.add_argument("--env-file", default=str(DOCKER / ".env"), help="secrets and sizes (written if missing)")
     parser.add_argument("--workers", type=int, default=2, help="Ray worker containers")
+    parser.add_argument(
+        "--gpus", type=int, default=0, help="up: NVIDIA GPUs per worker (docker-compose.gpu.yml; CUDA PyTorch)"
+    )
     parser.add_argument("--volumes", action="store_true", help="down: delete the named volumes too (the data!)")
     parser.add_argument("--json", action="store_true", help="up, build: one JSON line of the result and the timings")
     args = parser.parse_args()

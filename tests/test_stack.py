@@ -52,6 +52,27 @@ def test_compose_file_validates_with_the_example_env(tmp_path):
     )  # secrets come from .env only
 
 
+@pytest.mark.skipif(
+    shutil.which("docker-compose") is None, reason="needs Debian's docker-compose (make test installs it as root)"
+)
+def test_the_gpu_variant_reserves_gpus_for_workers_that_offer_them_to_ray(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text((DOCKER / ".env.example").read_text() + "RAY_WORKER_GPUS=2\n")
+    files = [arg for name in ("docker-compose.yml", "docker-compose.gpu.yml") for arg in ("-f", str(DOCKER / name))]
+    command = ["docker-compose", "--env-file", str(env), *files, "config"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    worker = services["ray-worker"]
+    (device,) = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and "gpu" in device["capabilities"] and int(device["count"]) == 2
+    assert "--num-gpus=2" in worker["command"] and "--address=ray-head:6379" in worker["command"]
+    for node in ("ray-head", "ray-worker"):  # one image, a CUDA build of torch, the rest as the CPU file has it
+        assert services[node]["build"]["args"]["TORCH_VARIANT"].startswith("cu")
+        assert services[node]["healthcheck"] == _compose()["services"][node]["healthcheck"]
+    assert "deploy" not in services["ray-head"] and "deploy" not in services["mlflow"]
+
+
 def test_every_service_is_healthchecked_gated_and_published_on_loopback_only():
     compose = _compose()
     services = compose["services"]
