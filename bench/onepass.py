@@ -20,7 +20,9 @@ one-pass step spent making samples (the main job's measurement pack at alpha* = 
 the same at B = 16, the batch the first wave measured 63% at for the CNN).
 
     make bench-onepass                 # or: .venv/bin/python bench/onepass.py [--baseline REV] [--out FILE]
-    make bench-onepass DEVICE=cuda     # (b) and data_share on a GPU
+    make bench-onepass DEVICE=cuda     # all on a GPU: (c) on a copy of the spec whose trials ask for
+                                       # --gpus-per-trial of it, (a) likewise, (b) and data_share on it;
+                                       # the FLOP and generator fractions against the GPU's
 
 The last line of stdout is one JSON object (also written to --out).
 """
@@ -37,11 +39,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
+from bench.fig1 import _timed, matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
 from services.spec import load_spec  # noqa: E402
 from services.store import state  # noqa: E402
 from vit_core import train_pack  # noqa: E402
@@ -56,10 +59,11 @@ def vitsweep(tree: Path, spec: Path, home: Path, log: Path) -> dict:
     """(c): one `vitsweep run --no-cache` of ``spec`` (a path inside the repository) with the code
     of ``tree``: the run's JSON summary, with its end-to-end seconds (end_to_end_s)."""
     start = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(tree)}  # a worktree's services and vit_core, in Ray's workers too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-c", "from services.app.cli import entry; entry()"]
+    path = tree / spec.relative_to(ROOT) if spec.is_relative_to(ROOT) else spec  # a GPU variant lies outside
     out = subprocess.run(
-        [*command, "run", str(tree / spec.relative_to(ROOT)), "--home", str(home), "--no-cache", "--json"],
+        [*command, "run", str(path), "--home", str(home), "--no-cache", "--json"],
         capture_output=True,
         text=True,
         cwd=tree,
@@ -109,15 +113,27 @@ def loop(work: list[dict], device: str) -> float:
     return time.perf_counter() - start
 
 
-def ray_per_trial(work: list[dict], storage: Path) -> float:
-    """(a): seconds for Ray Tune to run one trial per run, Ray's start included."""
+def ray_per_trial(work: list[dict], storage: Path, device: str, gpus: float) -> float:
+    """(a): seconds for Ray Tune to run one trial per run, Ray's start included (on a GPU, each
+    trial asks for ``gpus`` of it)."""
     from ray import tune
 
     def trainable(config: dict) -> None:
-        result = train_one(work[config["index"]])
+        result = train_one(work[config["index"]], device)
         tune.report({"steps": int(result.steps[0])})
 
+    if device != "cpu":
+        trainable = tune.with_resources(trainable, {"cpu": 1, "gpu": gpus})
     return tune_grid_seconds(trainable, {"index": tune.grid_search(list(range(len(work))))}, storage)
+
+
+def on_gpus(spec: Path, gpus: float, folder: Path) -> Path:
+    """A copy of ``spec`` whose trials each ask for ``gpus`` GPUs (and so train on CUDA)."""
+    text = yaml.safe_load(spec.read_text())
+    text.setdefault("resources", {})["gpus_per_trial"] = gpus
+    path = folder / spec.name
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    return path
 
 
 def flops(work: list[dict], every: int) -> float:
@@ -131,11 +147,12 @@ def flops(work: list[dict], every: int) -> float:
     return sum(np.mean(counts[r["cell"].model]) for r in work)
 
 
-def normals_rate(n: int = 4_000_000) -> float:
-    """Seconds a normal of torch's CPU generator (the fastest here; numpy's are 2-4x slower)."""
-    generator = torch.Generator().manual_seed(0)
-    torch.randn(n, generator=generator)
-    return min(_seconds(lambda: torch.randn(n, generator=generator)) for _ in range(5)) / n
+def normals_rate(device: str, n: int = 4_000_000) -> float:
+    """Seconds a normal of torch's generator on ``device`` (on a CPU the fastest here; numpy's are
+    2-4x slower)."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    torch.randn(n, generator=generator, device=device)
+    return min(_timed(lambda: torch.randn(n, generator=generator, device=device), device) for _ in range(5)) / n
 
 
 def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> float:
@@ -156,9 +173,11 @@ def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> flo
     spent, sample = [0.0], batches.sample
 
     def timed(*args, **kw):
+        if device.startswith("cuda"):  # kernels are asynchronous: wait for the step's, then the sampler's
+            torch.cuda.synchronize()
         start = time.perf_counter()
         out = sample(*args, **kw)
-        if device.startswith("cuda"):  # the device's kernels are asynchronous: wait for them
+        if device.startswith("cuda"):
             torch.cuda.synchronize()
         if args[3:4] == (Stream.TRAIN_DATA,):
             spent[0] += time.perf_counter() - start
@@ -198,31 +217,32 @@ def baseline(args, tmp: Path, end_to_end_s: float) -> dict:
     }
 
 
-def _seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="a git revision to run (c) on as well, in a worktree of it (today's main)")
     parser.add_argument("--a-every", type=int, default=20, help="(a) trains every k-th run of W2")
     parser.add_argument("--b-every", type=int, default=20, help="(b) trains every k-th run of W2")
     parser.add_argument("--flop-every", type=int, default=40, help="count the FLOPs of every k-th run")
-    parser.add_argument("--device", default="cpu", help="where (b) and data_share train: cpu or cuda")
+    parser.add_argument("--device", default="cpu", help="where (a), (b), (c) and data_share train: cpu or cuda")
+    parser.add_argument(
+        "--gpus-per-trial", type=float, default=0.125, help="with --device cuda: each trial's share of the GPU"
+    )
     parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
     args = parser.parse_args()
     args.spec = args.spec.resolve()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result: dict = {"workload": str(args.spec.relative_to(ROOT)), "cpus": os.cpu_count(), "torch": torch.__version__}
-    core = matmul_flops(1)
-    peak = max(matmul_flops(os.cpu_count()), os.cpu_count() * core)
-    per_normal = normals_rate()
+    if args.device == "cpu":  # every core's matmuls and generators, or the GPU's
+        peak, generators = max(matmul_flops(os.cpu_count()), os.cpu_count() * matmul_flops(1)), os.cpu_count()
+    else:
+        peak, generators = matmul_flops(None, device=args.device), 1
+        result["gpu"] = torch.cuda.get_device_name(args.device)
+    per_normal = normals_rate(args.device)
     with tempfile.TemporaryDirectory(prefix="vitsweep-onepass-") as tmp:
-        c = vitsweep(ROOT, args.spec, Path(tmp) / "c", args.out.with_suffix(".run.txt"))
-        work = trainings(args.spec, Path(tmp) / "c", c["sweep_id"])
+        spec = args.spec if args.device == "cpu" else on_gpus(args.spec, args.gpus_per_trial, Path(tmp))
+        c = vitsweep(ROOT, spec, Path(tmp) / "c", args.out.with_suffix(".run.txt"))
+        work = trainings(spec, Path(tmp) / "c", c["sweep_id"])
         c_rate = len(work) / c["end_to_end_s"]
         print(f"(c) vitsweep: {len(work)} runs in {c['end_to_end_s']:.1f} s end to end", flush=True)
         result |= {
@@ -241,7 +261,7 @@ def main() -> None:
         print(f"(b) loop: {len(b_work)} runs in {b:.1f} s", flush=True)
         result |= {"b_runs": len(b_work), "b_wall_s": round(b, 2), "ratio_vs_loop": round(c_rate * b / len(b_work), 2)}
         a_work = work[:: args.a_every]
-        a = ray_per_trial(a_work, Path(tmp) / "per-trial")
+        a = ray_per_trial(a_work, Path(tmp) / "per-trial", args.device, args.gpus_per_trial)
         print(f"(a) one model per Ray Tune trial: {len(a_work)} runs in {a:.1f} s", flush=True)
         result |= {
             "a_runs": len(a_work),
@@ -258,7 +278,7 @@ def main() -> None:
         "flop_fraction": round(total_flops / c["wall_s"] / peak, 4),
         "normal_ns": round(per_normal * 1e9, 2),
         "w2_normals": int(normals),
-        "rng_fraction": round(normals * per_normal / c["wall_s"] / os.cpu_count(), 4),
+        "rng_fraction": round(normals * per_normal / c["wall_s"] / generators, 4),
         "data_share": {
             model: {f"B={b}": round(data_share(run, b, args.device), 3) for b in (1, 16)}
             for model, run in kinds.items()
