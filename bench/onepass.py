@@ -17,7 +17,7 @@ FlopCounterMode over every --flop-every-th training: SGD steps and evaluations) 
 machine's matmul rate (flop_fraction), and W2's random numbers (its samples' noise, L x d normals
 a sample) at torch's generator rate (rng_fraction). data_share: per model kind, the share of a
 one-pass step spent making samples (the main job's measurement pack at alpha* = 0.05, B = 1, and
-the same at B = 16, the batch the first wave measured 63% at for the CNN).
+the same at B = 16).
 
     make bench-onepass                 # or: .venv/bin/python bench/onepass.py [--baseline REV] [--out FILE]
     make bench-onepass DEVICE=cuda     # all on a GPU: (c) on a copy of the spec whose trials ask for

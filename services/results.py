@@ -54,6 +54,11 @@ class Cell:
         return cls(raw["model"], raw["values"])
 
 
+# MLflow's log_table writes floats to 10 decimal places (pandas' to_json): a record keeps no more, so
+# that a sweep read back from MLflow (report, export) is the sweep that ran (run), to the last digit.
+METRIC_DECIMALS = 10
+
+
 @dataclass(frozen=True)
 class ModelRecord:
     """One trained model at one N (one pass: one per evaluated N of its run), as vit_core reports
@@ -86,12 +91,14 @@ class ModelRecord:
 
     @classmethod
     def from_dict(cls, row: dict) -> "ModelRecord":
-        """A record from vit_core's flat dict (or a table row); every other number is a metric.
-        Older names: services.store.legacy.record_row."""
+        """A record from vit_core's flat dict (or a table row); every other number is a metric, kept
+        to METRIC_DECIMALS places. Older names: services.store.legacy.record_row."""
         row = legacy.record_row(row)
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}
-        metrics = {k: float("nan") if v is None else float(v) for k, v in row.items() if k not in named}
+        metrics = {
+            k: float("nan") if v is None else round(float(v), METRIC_DECIMALS) for k, v in row.items() if k not in named
+        }
         return cls(**known | {"outcome": Outcome(known["outcome"])}, metrics=metrics)
 
     def as_dict(self) -> dict:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def trial_cell(spec: "SweepSpec", config: dict) -> Cell:
     """The cell a trial trains: its pack's cell, with the values a searcher sampled for it."""
     cell = spec.cells[config["pack"]["cell"]]
-    sampled = {k: (int(v) if spec.search.space[k].integer else v) for k, v in config.get("sampled", {}).items()}
+    sampled = spec.search.typed(config["sampled"]) if "sampled" in config else {}
     return Cell(cell.model, {**cell.values, **sampled})
 
 

@@ -54,9 +54,8 @@ class OptunaPlanner(RoundPlanner):
     def trial_config(self, trial_id: str, pack: Pack) -> dict:
         """The pack, the values sampled, and its cell with them resolved here (the trial has no schema)."""
         sampled = self.asked[trial_id].params
-        values = {k: int(v) if self.search.space[k].integer else v for k, v in sampled.items()}
         cell = self.spec.cells[pack.cell]
-        resolved = self.spec.resolve(Cell(cell.model, {**cell.values, **values}))
+        resolved = self.spec.resolve(Cell(cell.model, {**cell.values, **self.search.typed(sampled)}))
         return super().trial_config(trial_id, pack) | {"sampled": sampled, "resolved": resolved.to_config()}
 
     def complete(self, trial_id: str, records: "list[ModelRecord] | None", metrics: dict | None = None) -> None:

@@ -183,6 +183,11 @@ class OptunaMode(Mode):
     def objective(self) -> tuple[str, str] | None:
         return self.metric, self.direction
 
+    def typed(self, sampled: dict[str, Any]) -> dict[str, Any]:
+        """A trial's sampled values as its fields take them: integers where a range is of integers
+        (Optuna, and Tune's saved state, may hand back floats)."""
+        return {k: int(v) if self.space[k].integer else v for k, v in sampled.items()}
+
     def problems(self, spec: Sweep) -> list[Problem]:
         """Optuna tunes the fields of `space` in one cell, one pack per trial."""
         problems = []
