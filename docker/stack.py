@@ -390,6 +390,12 @@ class Laps:
         return {**self.steps, "total_s": round(time.monotonic() - self.start, 1)}
 
 
+def git_head() -> str:
+    """The checkout's commit, for the image's runs to tag (empty outside a checkout)."""
+    head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return head.stdout.strip() if head.returncode == 0 else ""
+
+
 def build(laps: Laps) -> tuple[dict, dict[str, str]]:
     """An engine, the base images and the project's image (vitsweep:latest, as the compose file
     names it): (the engine, the compose file's image variables)."""
@@ -405,6 +411,7 @@ def build(laps: Laps) -> tuple[dict, dict[str, str]]:
             eng, "build", "-q", "-t", "vitsweep:latest", "-f", str(DOCKER / "Dockerfile"),
             "--build-arg", f"BASE_IMAGE={image_vars['VITSWEEP_BASE_IMAGE']}",
             "--build-arg", f"TORCH_VARIANT={os.environ.get('TORCH_VARIANT', 'cpu')}",
+            "--build-arg", f"GIT_COMMIT={git_head()}",
             str(ROOT),
         )  # fmt: skip
     finally:

@@ -172,6 +172,8 @@ def test_a_submitted_sweep_runs_on_both_workers_into_mlflow_on_postgres(stack, f
     client = MlflowClient(stack.up["mlflow"])  # from the host, through 127.0.0.1
     parent = client.get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags["vitsweep.sweep_id"] == summary["sweep_id"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    assert parent.data.tags["mlflow.source.git.commit"] == head  # the upload has no .git: submit told the job
     assert "summary.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
     database = stack.docker(
         "exec",

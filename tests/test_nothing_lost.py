@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from services.app.cli import app
 from services.spec import parse_spec
-from services.store.cache import ResultCache, code_version, curve_sums, model_entries, model_keys
+from services.store.cache import ResultCache, curve_sums, model_entries, model_keys, vit_core_hash
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 
 runner = CliRunner()
@@ -43,7 +43,7 @@ def test_keys_change_with_everything_that_determines_a_model():
         model_keys(data, model, training, [4], [0], "cuda"),
     ]
     assert all(k[0] != base[0] for k in changed)
-    assert len(code_version()) == 16
+    assert len(vit_core_hash()) == 16
 
 
 def test_entries_round_trip_and_sum_to_the_packs_curves(tmp_path):
@@ -161,5 +161,5 @@ def test_the_same_command_finds_its_newest_sweep_and_changed_science_is_another(
         state.mark_sweep(SPEC_, ids[-1], tmp_path, SPEC)
     assert len(set(ids)) == 3 and state.latest_sweep(SPEC_, tmp_path) == ids[-1]
     assert state.latest_sweep(parse_spec(SPEC.replace("seeds: 3", "seeds: 4"), "spec"), tmp_path) is None
-    monkeypatch.setattr(state, "code_version", lambda: "another vit_core")
+    monkeypatch.setattr(state, "vit_core_hash", lambda: "another vit_core")
     assert state.latest_sweep(SPEC_, tmp_path) is None

@@ -2,6 +2,7 @@
 success is a known function of N (no training), then a tiny real sweep and its report."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from typer.testing import CliRunner
 from services.analysis import full_grid_size
 from services.app.cli import app
 from services.spec import parse_spec
+from services.store.cache import vit_core_hash
 
+ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 SYNTHETIC = """name: synthetic
 models: [vit, cnn]
@@ -82,7 +85,9 @@ def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path
     assert summary.stats["adaptive"]["full_grid_trainings"] == grid
 
 
-TINY = """name: tiny
+TINY = """# tiny: a sample-complexity sweep small enough for a test.
+#   Its run carries this comment as its description.
+name: tiny
 models: [vit, cnn]
 data: {n_tokens: 30, dim: 12, n_patterns: 12}
 model: {width: 16}
@@ -107,6 +112,13 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     assert not width["met"] and width["value"] == 16 and width["bound"] > 144  # m = 16 < M^2 log N, M = 12
     assert difficulty["cnn alpha_star=0.3"]["mean_token_error"] == 0  # fixed counts: the mean separates
     client = MlflowClient(summary["tracking_uri"])
+    tags = client.get_run(summary["mlflow_parent_run_id"]).data.tags
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    assert tags["mlflow.source.git.commit"] == head and tags["vitsweep.git_dirty"] in ("true", "false")
+    assert tags["vitsweep.vit_core_hash"] == vit_core_hash()  # what keys the result cache
+    assert tags["mlflow.note.content"] == "tiny: a sample-complexity sweep small enough for a test.\n" + (
+        "  Its run carries this comment as its description."
+    )
     logged = {a.path for a in client.list_artifacts(summary["mlflow_parent_run_id"])}
     assert {
         "phase_diagram.png",

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from services import process
+from services.store import provenance
 
 process.apply_environment(process.CLIENT_ENVIRONMENT)
 from ray.job_submission import JobSubmissionClient  # noqa: E402  (after: Ray reads RAY_AUTH_MODE at import)
@@ -26,7 +27,7 @@ def submit(
     job_id = submit_when_ready(
         client,
         entrypoint=" ".join(map(shlex.quote, command)),
-        runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES},
+        runtime_env={"working_dir": str(PROJECT_ROOT), "excludes": UPLOAD_EXCLUDES, "env_vars": provenance.shipped()},
         metadata={"vitsweep.spec": spec_name},
     )
     return client, job_id

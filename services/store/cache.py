@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @cache
-def code_version() -> str:
+def vit_core_hash() -> str:
     """A hash of vit_core's source: any change to the science invalidates every entry."""
     digest = hashlib.sha256()
     root = Path(vit_core.__file__).parent
@@ -48,7 +48,7 @@ def model_keys(
     base = {
         "data": _config(data),
         "model": _config(model),
-        "vit_core": code_version(),
+        "vit_core": vit_core_hash(),
         "torch": version("torch"),
         "device": device.split(":")[0],
     }

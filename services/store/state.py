@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.results import SweepResult
-from services.store.cache import code_version
+from services.store.cache import vit_core_hash
 from services.store.files import write_atomic
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def new_sweep_id(spec: "SweepSpec", home: Path) -> str:
 def spec_key(spec: "SweepSpec") -> str:
     """What identifies a sweep's work: a hash of its resolved spec and of vit_core's code (a
     sweep of the same spec on changed science is another sweep)."""
-    text = json.dumps({"spec": spec.model_dump(mode="json"), "vit_core": code_version()}, sort_keys=True)
+    text = json.dumps({"spec": spec.model_dump(mode="json"), "vit_core": vit_core_hash()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

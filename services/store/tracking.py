@@ -7,7 +7,6 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 """
 
 import json
-import subprocess
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -22,7 +21,7 @@ from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import OptunaMode, SweepSpec, spec_from_dict
 from services.stats import statistics
 from services.stats.rows import CellRow, Summary
-from services.store import legacy
+from services.store import legacy, provenance
 from services.store.uris import redact
 from vit_core.outcomes import OUTCOMES
 
@@ -36,7 +35,7 @@ SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = (
     "vitsweep.model",
     "vitsweep.failures",
 )
-CODE_TAG, STORAGE_TAG, PARENT_TAG = "vitsweep.code_version", "vitsweep.ray_storage", "mlflow.parentRunId"
+STORAGE_TAG, PARENT_TAG = "vitsweep.ray_storage", "mlflow.parentRunId"
 SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "spec.yaml",
     "resolved_spec.yaml",
@@ -52,17 +51,6 @@ EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_deve
 # MLflow 3.17's UI opens an experiment in the GenAI view unless the URL (or the browser's last
 # choice) asks for the model-training one; the experiment's kind tag alone does not switch it
 TRAINING_VIEW = "workflowType=machine_learning"
-
-
-def code_version() -> str:
-    """The git commit of the code that ran, or 'unknown' outside a checkout."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10
-        )
-    except OSError:
-        return "unknown"
-    return out.stdout.strip() or "unknown"
 
 
 def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) -> str:
@@ -135,7 +123,8 @@ def record_sweep(
     if result.best:
         params |= {f"best.{k}": v for k, v in result.best["values"].items()}
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
-    _log(client, pid, params=params, metrics=metrics, tags={CODE_TAG: code_version(), STORAGE_TAG: result.storage})
+    tags = provenance.run_tags(spec_text) | {STORAGE_TAG: result.storage}
+    _log(client, pid, params=params, metrics=metrics, tags=tags)
     _log_spec(client, pid, spec, spec_text)
     for cell, row in zip(result.cells, summary.cells):
         _record_cell(client, experiment, pid, spec, cell, row)
