@@ -4,7 +4,9 @@ runs ``vitsweep ARGS...`` and, the K-th time it reaches PHASE, does ACTION:
 - ``kill``: SIGKILL to its whole process group (the driver and the Ray it started), as
   ``kill -9 -PGID`` would; the tests start it in its own session;
 - ``int``: SIGINT to the driver (Ctrl-C);
-- ``stop``: SIGSTOP to the driver, which freezes there while what it started runs on.
+- ``stop``: SIGSTOP to the driver, which freezes there while what it started runs on;
+- ``hold``: the driver's thread that got there waits until the file named by the environment's
+  KILL_AT_GATE exists, while its other threads (the live MLflow record) go on.
 
 PHASE is one of PHASES: each names a function of the driver and whether ACTION comes before or
 after it runs. ACTION comes from inside so that it lands exactly there, whatever the machine's speed.
@@ -13,6 +15,7 @@ after it runs. ACTION comes from inside so that it lands exactly there, whatever
 import os
 import signal
 import sys
+import time
 from functools import wraps
 
 from ray import tune
@@ -32,7 +35,7 @@ PHASES = {
     ),  # the K-th trial was started (trials are being created)
     "trial_result": (ray_tune._TrialDone, "on_trial_result", "after"),  # the K-th result reached the driver
     "trial_complete": (ray_tune._TrialDone, "on_trial_complete", "after"),  # the K-th trial finished
-    "saved": (state, "save_result", "after"),  # every trial done and the results saved; MLflow has nothing
+    "saved": (state, "save_result", "after"),  # every trial done and the results saved; MLflow has the live record
     "record_cell": (tracking, "_record_cell", "before"),  # MLflow has the parent run and K-1 of its children
     "recorded": (tracking, "record_sweep", "after"),  # MLflow has the whole record; the marker does not say so
     "marked": (state, "set_recorded", "after"),  # recorded and marked; the process has not exited
@@ -49,7 +52,10 @@ def arm(action: str, phase: str, k: int) -> None:
     calls = 0
 
     def strike() -> None:
-        if action == "kill":
+        if action == "hold":
+            while not os.path.exists(os.environ["KILL_AT_GATE"]):
+                time.sleep(0.1)
+        elif action == "kill":
             os.killpg(os.getpgrp(), signal.SIGKILL)
         else:
             os.kill(os.getpid(), SIGNALS[action])

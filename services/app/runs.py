@@ -11,7 +11,6 @@ needs (``status`` of a home with no Tune state loads none of them).
 
 import json
 import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from services.report.compare import Comparison, PaperGrid
     from services.report.frames import SweepFrames
     from services.stats.rows import Summary
+    from services.store.live import LiveRecord
     from services.store.tracking import Record
 
 
@@ -54,8 +54,8 @@ class Interrupted(Exception):
         super().__init__(
             f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in Ray Tune's state "
             "at "
-            f"{result.storage} and in the result cache; nothing was logged to MLflow yet. Run the same command again "
-            "to resume."
+            f"{result.storage} and in the result cache; its live MLflow record (where the server answered) ends "
+            "KILLED. Run the same command again to resume: it goes on in the same runs."
         )
 
 
@@ -107,7 +107,9 @@ def run(
     step, stop_ray = find(spec, home, new), None
     result = step.result
     if step.stage is not Stage.FINISHED:
-        warn_if_unreachable(uri, f"training goes on; results are kept under {home} and logged when it is back", say)
+        reachable = warn_if_unreachable(
+            uri, f"training goes on; results are kept under {home} and logged when it is back", say
+        )
         if step.stage is Stage.RESUME:
             say(
                 f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished "
@@ -116,8 +118,17 @@ def run(
         else:
             step.sweep_id = state.new_sweep_id(spec, home)
             state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
-        _open_store_in_background(uri)
-        result, stop_ray = train(spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress)
+        live = _live_record(spec, step.sweep_id, uri, home, spec_text, say) if reachable else None
+        try:
+            result, stop_ray = train(
+                spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
+            )
+        except BaseException as stopped:
+            if live is not None:
+                live.close("KILLED" if isinstance(stopped, (Interrupted, KeyboardInterrupt)) else "FAILED")
+            raise
+        if live is not None:
+            live.close(None)
         result.estimated_s = saved_wall_s(spec, home, result.slots)
         state.save_result(result, home)
     record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
@@ -140,19 +151,35 @@ def train(
     cache: Path | None,
     resume: bool,
     progress: Progress,
+    live: "LiveRecord | None" = None,
 ) -> tuple[SweepResult, Callable[[], None] | None]:
     """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
-    None); Interrupted when it stopped before every trial finished."""
+    None); Interrupted when it stopped before every trial finished. ``live``: the sweep's live
+    MLflow record, told as trials start and end."""
+    from services.execution.monitors import monitor_nodes
     from services.execution.ray_tune import run_sweep, start_ray, trial_slots
     from services.execution.trial import train_pack_trial
     from services.search.planners import trial_count
+    from services.store.live import SYSTEM_METRICS_S
 
     stop_ray = start_ray(ray_address)
     slots = trial_slots(spec)
     progress.start(sweep_id, trial_count(spec, slots), slots)
-    result = run_sweep(
-        spec, sweep_id, home, train_pack_trial, on_trial_done=progress.advance, resume=resume, cache=cache
-    )
+    parent = live.parent_run() if live is not None else None
+    stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
+    try:
+        result = run_sweep(
+            spec,
+            sweep_id,
+            home,
+            train_pack_trial,
+            on_trial_done=progress.advance,
+            resume=resume,
+            cache=cache,
+            live=live,
+        )
+    finally:
+        stop_monitors()
     if result.unfinished:
         raise Interrupted(result)
     return result, stop_ray
@@ -325,24 +352,16 @@ def warn_if_unreachable(uri: str, consequence: str, say: Callable[[str], None]) 
     return why is None
 
 
-def _open_store_in_background(uri: str) -> threading.Thread:
-    """Load MLflow and open a SQLite store in a thread while Ray starts and the sweep runs, so that
-    recording starts at once: loading takes ~2 s, creating a new store's tables ~2 s more (MLflow
-    keeps the store it opened for this URI). Not a daemon thread: an interrupted sweep waits for it,
-    so a store is never left half-created. Returns the thread."""
+def _live_record(
+    spec: SweepSpec, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+) -> "LiveRecord":
+    """The sweep's live MLflow record, opening in the background while Ray starts (MLflow loads
+    in ~2 s, a new SQLite store's tables take ~2 s more)."""
+    from services.store.live import LiveRecord
 
-    def open_store() -> None:
-        try:
-            from mlflow.tracking import MlflowClient
-
-            if uri.startswith("sqlite:"):
-                MlflowClient(uri).search_experiments(max_results=1)
-        except Exception:  # recording the sweep meets the same error and reports it
-            pass
-
-    thread = threading.Thread(target=open_store, name="open-mlflow-store")
-    thread.start()
-    return thread
+    live = LiveRecord(spec, sweep_id, uri, home, spec_text, say)
+    live.open()
+    return live
 
 
 def stderr(message: str) -> None:

@@ -97,6 +97,7 @@ def run_sweep(
     on_trial_done=None,
     resume: bool = False,
     cache: Path | None = None,
+    live=None,
 ) -> SweepResult:
     """Run every pack of the spec through Ray Tune; Ray must already be started.
 
@@ -105,7 +106,8 @@ def run_sweep(
     the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
     folder (services.store.cache), None for none. ``trainable(config, sweep, cache)``: what a trial
-    runs, ``sweep`` the spec resolved (services.spec.ResolvedSweep).
+    runs, ``sweep`` the spec resolved (services.spec.ResolvedSweep). ``live``: told as each trial
+    starts and ends (``started(cell)``, ``ended(cell, records or None)``: services.store.live).
     """
     start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
@@ -114,12 +116,13 @@ def run_sweep(
         {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial},
     )
     path = storage / sweep_id
+    _TrialDone.current = (on_trial_done, live, spec)
+    follow = [_TrialDone(on_trial_done, live, spec)] if on_trial_done or live else []
     if resume and _restorable(path):
-        _TrialDone.current = on_trial_done
         with _quiet("ray.tune.analysis.experiment_analysis"):
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
-        tuner = _new_tuner(spec, trainable, sweep_id, storage, [_TrialDone(on_trial_done)] if on_trial_done else [])
+        tuner = _new_tuner(spec, trainable, sweep_id, storage, follow)
     grid = tuner.fit()
     result = _collect(spec, grid)
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
@@ -204,11 +207,11 @@ def _best_sample(spec: "SweepSpec", grid: tune.ResultGrid, metric: str, directio
 
 
 def _note_times(cell: CellResult, metrics: dict) -> None:
-    """Widen the cell's [started_at, ended_at] to a trial's, from what Tune adds to every result:
-    its wall-clock timestamp and the trial's running time."""
+    """Widen the cell's [started_at, ended_at] to a trial's: its end (as the trial reported it,
+    else Tune's timestamp, in whole seconds) less the trial's running time."""
     if "timestamp" not in metrics or "time_total_s" not in metrics:
         return
-    end = float(metrics["timestamp"])
+    end = float(metrics.get("ended_at", metrics["timestamp"]))
     start = end - float(metrics["time_total_s"])
     cell.started_at = start if cell.started_at is None else min(cell.started_at, start)
     cell.ended_at = end if cell.ended_at is None else max(cell.ended_at, end)
@@ -284,18 +287,20 @@ class PlanSearcher(Searcher):
 
 
 class _TrialDone(tune.Callback):
-    """Calls ``fn(trials_done, trials_failed, models_trained, train_s, running_since)`` as trials
-    start and end (for a progress bar or progress lines; train_s: the seconds finished trials
-    spent training; running_since: when each running trial started, time.monotonic()).
+    """Follows trials as they start and end: calls ``fn(trials_done, trials_failed, models_trained,
+    train_s, running_since)`` (a progress bar or progress lines; train_s: the seconds finished
+    trials spent training; running_since: when each running trial started, time.monotonic()),
+    and tells ``live`` (the sweep's live MLflow record) each trial's cell and records.
 
     Tune pickles its run config with the experiment state, and a function of the caller's (a
-    progress bar) does not pickle: a restored sweep's callback calls ``_TrialDone.current``, the
-    function that run_sweep was given this time."""
+    progress bar) does not pickle: a restored sweep's callback follows ``_TrialDone.current``,
+    what run_sweep was given this time."""
 
-    current = None
+    current: tuple = (None, None, None)  # (fn, live, spec)
 
-    def __init__(self, fn):
-        self.fn, self.done, self.errored, self.models, self.train_s = fn, 0, 0, 0, 0.0
+    def __init__(self, fn, live=None, spec: "SweepSpec | None" = None):
+        self.fn, self.live, self.spec = fn, live, spec
+        self.done, self.errored, self.models, self.train_s = 0, 0, 0, 0.0
         self.running: dict[str, float] = {}
 
     def __getstate__(self) -> dict:
@@ -303,19 +308,27 @@ class _TrialDone(tune.Callback):
 
     def __setstate__(self, saved: dict) -> None:
         # trials running when a state was saved start again
-        self.__dict__.update(legacy.progress_state(saved), fn=_TrialDone.current, running={})
+        fn, live, spec = _TrialDone.current
+        self.__dict__.update(legacy.progress_state(saved), fn=fn, live=live, spec=spec, running={})
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running[trial.trial_id] = time.monotonic()
+        if self.live is not None:
+            self.live.started(trial_cell(self.spec, trial.config))
         self._tell()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         result = trial.last_result or {}
         self.models += sum(result.get(key, 0) for key in ("trainings", "cache_hits"))
         self.train_s += result.get("pack_wall_s", 0.0)
+        if self.live is not None and "records" in result:
+            records = [ModelRecord.from_dict(r) for r in json.loads(result["records"])]
+            self.live.ended(trial_cell(self.spec, trial.config), records)
         self._count(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        if self.live is not None:
+            self.live.ended(trial_cell(self.spec, trial.config), None)
         self._count(trial, errored=True)
 
     def _count(self, trial, errored: bool) -> None:

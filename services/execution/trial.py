@@ -3,6 +3,7 @@ records. Runs on a worker; the driver only names it (run_sweep's ``trainable``).
 
 import dataclasses
 import json
+import time
 
 import numpy as np
 import ray
@@ -63,6 +64,7 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
             "node_id": ray.get_runtime_context().get_node_id(),  # which node trained it (multi-node checks)
             **trial_metrics([ModelRecord.from_dict(r) for r in records], training.max_steps),
             "pack_wall_s": wall_s,
+            "ended_at": time.time(),  # Tune's own timestamp is in whole seconds
             "records": json.dumps(records),
             "curves": json.dumps(curve_sums(entries)),
         }

@@ -7,6 +7,7 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 """
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -36,6 +37,8 @@ SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = (
     "vitsweep.failures",
 )
 STORAGE_TAG, PARENT_TAG = "vitsweep.ray_storage", "mlflow.parentRunId"
+# A run's record: "live" while the sweep runs (or after it stopped), "whole" once its end is logged
+RECORD_TAG, LIVE, WHOLE = "vitsweep.record", "live", "whole"
 SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "spec.yaml",
     "resolved_spec.yaml",
@@ -70,7 +73,13 @@ def _ms(epoch_s: float | None) -> int | None:
     return None if epoch_s is None else int(epoch_s * 1000)
 
 
-def _log(
+def now_ms() -> int:
+    """A metric's timestamp: MLflow shows, per metric, the value logged last at its largest step
+    (by timestamp), so a value logged again mid-sweep or at the end must carry the present."""
+    return int(time.time() * 1000)
+
+
+def log_batch(
     client: MlflowClient,
     run_id: str,
     params: dict | None = None,
@@ -98,6 +107,58 @@ class Record(NamedTuple):
     earlier: bool
 
 
+def experiment_of(client: MlflowClient, spec: SweepSpec, tracking_uri: str, home: Path) -> str:
+    """The id of the experiment a spec's sweeps are logged in (created where new)."""
+    return _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
+
+
+def open_parent(
+    client: MlflowClient,
+    experiment: str,
+    spec: SweepSpec,
+    sweep_id: str,
+    spec_text: str,
+    storage: str,
+    started_at: float,
+) -> tuple[str, bool]:
+    """The sweep's parent run, RUNNING, with its params, spec and provenance: the live record an
+    earlier run of the command left (a resume attaches to it), else a new one. (run id, whether
+    the record is whole already: then nothing is changed)."""
+    whole, live = _parents(client, experiment, sweep_id)
+    if whole is not None:
+        return whole, True
+    if live is None:
+        live = client.create_run(
+            experiment, start_time=_ms(started_at), run_name=sweep_id, tags={SWEEP_TAG: sweep_id, RECORD_TAG: LIVE}
+        ).info.run_id
+    else:
+        client.update_run(live, status="RUNNING")
+    tags = provenance.run_tags(spec_text) | {STORAGE_TAG: storage}
+    log_batch(client, live, params=_sweep_params(spec), tags=tags)  # the same values again on a resume: allowed
+    _log_spec(client, live, spec, spec_text)
+    return live, False
+
+
+def open_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell, started_at: float | None) -> str:
+    """A cell's child run, RUNNING: the one already under the parent (a resume, or the final
+    record of a live sweep), else a new one."""
+    found = _children(client, experiment, parent_id, cell.key)
+    if found:
+        client.update_run(found[0].info.run_id, status="RUNNING")
+        return found[0].info.run_id
+    tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
+    return client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
+
+
+def end_live(client: MlflowClient, experiment: str, parent_id: str, status: str) -> None:
+    """A sweep that stopped before its end was logged: its parent and every child still RUNNING
+    end ``status`` (KILLED, FAILED); its record stays live, for a resume to attach to."""
+    for child in _children(client, experiment, parent_id):
+        if child.info.status == "RUNNING":
+            client.set_terminated(child.info.run_id, status)
+    client.set_terminated(parent_id, status)
+
+
 def record_sweep(
     spec: SweepSpec,
     result: SweepResult,
@@ -108,33 +169,41 @@ def record_sweep(
     figures: dict[str, Figure],
     summary_md: str,
 ) -> Record:
-    """Log the sweep to MLflow with its report (the summary, its figures and its Markdown table),
-    once: a sweep already recorded whole is not logged again."""
+    """Log the sweep's end to MLflow with its report (the summary, its figures and its Markdown
+    table), into the runs its live record opened (or new ones), once: a sweep already recorded
+    whole is not logged again."""
     client = MlflowClient(tracking_uri)
-    experiment = _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
-    earlier = _earlier_record(client, experiment, result.sweep_id)
-    if earlier is not None:
-        return Record(earlier, True)
-    parent = client.create_run(
-        experiment, start_time=_ms(result.started_at), run_name=result.sweep_id, tags={SWEEP_TAG: result.sweep_id}
-    )
-    pid = parent.info.run_id
-    params, metrics = _sweep_params(spec), _sweep_metrics(result, summary)
+    experiment = experiment_of(client, spec, tracking_uri, home)
+    pid, whole = open_parent(client, experiment, spec, result.sweep_id, spec_text, result.storage, result.started_at)
+    if whole:
+        return Record(pid, True)
+    metrics = _sweep_metrics(result, summary)
     if result.best:
-        params |= {f"best.{k}": v for k, v in result.best["values"].items()}
-        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], 0, 0))
-    tags = provenance.run_tags(spec_text) | {STORAGE_TAG: result.storage}
-    _log(client, pid, params=params, metrics=metrics, tags=tags)
-    _log_spec(client, pid, spec, spec_text)
+        log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
+        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], now_ms(), 0))
+    log_batch(client, pid, metrics=metrics)
+    children = _children(client, experiment, pid)
+    done = {c.data.tags[CELL_TAG]: c.info.run_id for c in children if c.data.tags.get(RECORD_TAG) == WHOLE}
+    mine = set(done.values())  # cells an earlier run of the command logged whole before it was stopped
     for cell, row in zip(result.cells, summary.cells):
-        _record_cell(client, experiment, pid, spec, cell, row)
-    for name, fig in figures.items():
-        client.log_figure(pid, fig, name)
+        if cell.cell.key not in done:
+            mine.add(_record_cell(client, experiment, pid, spec, cell, row))
+    for child in children:
+        if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
+            client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
+    log_report(client, pid, figures, summary)
     client.log_text(pid, summary_md, SUMMARY_MD)
-    client.log_dict(pid, summary.to_dict(), SUMMARY_JSON)
     failed = any(c.failures for c in result.cells)
-    client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))  # last: the record is whole
+    client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))
+    client.set_tag(pid, RECORD_TAG, WHOLE)  # last: the record is whole
     return Record(pid, False)
+
+
+def log_report(client: MlflowClient, parent_id: str, figures: dict[str, Figure], summary: Summary) -> None:
+    """The sweep's figures and summary JSON on its parent run (mid-sweep: the sweep so far)."""
+    for name, fig in figures.items():
+        client.log_figure(parent_id, fig, name)
+    client.log_dict(parent_id, summary.to_dict(), SUMMARY_JSON)
 
 
 def _sweep_params(spec: SweepSpec) -> dict:
@@ -170,14 +239,19 @@ def _sweep_params(spec: SweepSpec) -> dict:
 def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
     """The parent run's metrics: trainings, wall time, failed cells, each fitted N* exponent and
     the registered statistics' own."""
-    failed = sum(bool(c.failures) for c in result.cells)
+    failed, now = sum(bool(c.failures) for c in result.cells), now_ms()
     metrics = [
-        Metric("trainings", result.trainings, 0, 0),
-        Metric("wall_s", result.wall_s, 0, 0),
-        *([Metric("busy_fraction", result.busy_fraction, 0, 0)] if result.busy_fraction is not None else []),
-        *([Metric("estimated_wall_s", result.estimated_s, 0, 0)] if result.estimated_s is not None else []),
-        Metric("failed_cells", failed, 0, 0),
+        Metric("trainings", result.trainings, now, 0),
+        Metric("wall_s", result.wall_s, now, 0),
+        *([Metric("busy_fraction", result.busy_fraction, now, 0)] if result.busy_fraction is not None else []),
+        *([Metric("estimated_wall_s", result.estimated_s, now, 0)] if result.estimated_s is not None else []),
+        Metric("failed_cells", failed, now, 0),
     ]
+    return metrics + fitted_metrics(summary)
+
+
+def fitted_metrics(summary: Summary) -> list[Metric]:
+    """Each fitted N* exponent of a summary and the registered statistics' own metrics."""
     fitted = {
         f"{key}.{group}": fit.value
         for key in ("exponent", "exponent_first_zero", "exponent_difference")
@@ -185,7 +259,8 @@ def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         if fit.value is not None
     }
     fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
-    return metrics + [Metric(_metric_name(name), value, 0, 0) for name, value in fitted.items()]
+    now = now_ms()
+    return [Metric(_metric_name(name), value, now, 0) for name, value in fitted.items()]
 
 
 def _metric_name(name: str) -> str:
@@ -201,78 +276,106 @@ def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str
     client.log_text(run_id, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
 
 
-def _earlier_record(client: MlflowClient, experiment: str, sweep_id: str) -> str | None:
-    """The parent run of an earlier, whole record of this sweep (its status set, which is logged
-    last), or None. What a killed recording left (a parent still RUNNING and some children) is
-    deleted, so that the sweep ends with exactly one parent run and one child per cell."""
-    whole = None
-    for parent in client.search_runs([experiment], f"tags.`{SWEEP_TAG}` = '{sweep_id}'"):
-        if parent.info.status != "RUNNING" and whole is None:
-            whole = parent.info.run_id
-            continue
-        for child in _children(client, experiment, parent.info.run_id):
-            client.delete_run(child.info.run_id)
-        client.delete_run(parent.info.run_id)
-    return whole
+def _parents(client: MlflowClient, experiment: str, sweep_id: str) -> tuple[str | None, str | None]:
+    """(the parent run of a whole record of this sweep, else None; else the parent of its live
+    record, else None). Any other parent of the sweep (a duplicate a kill left) is deleted with its
+    children, so that the sweep ends with exactly one parent run and one child per cell."""
+    found = client.search_runs(
+        [experiment], f"tags.`{SWEEP_TAG}` = '{sweep_id}'", order_by=["attributes.start_time ASC"]
+    )
+    whole = [p for p in found if legacy.whole_record(p.data.tags.get(RECORD_TAG), p.info.status)]
+    keep = (whole or found or [None])[0]
+    for parent in found:
+        if parent is not keep:
+            for child in _children(client, experiment, parent.info.run_id):
+                client.delete_run(child.info.run_id)
+            client.delete_run(parent.info.run_id)
+    if keep is None:
+        return None, None
+    return (keep.info.run_id, None) if whole else (None, keep.info.run_id)
+
+
+def per_n_metrics(rows: list[dict]) -> list[Metric]:
+    """A cell's per-N metrics (step = N: the success-rate curve) from its rows (CellResult.by_n)."""
+    now = now_ms()
+    return [Metric(name, float(row[name]), now, row["n"]) for row in rows for name in PER_N if row[name] is not None]
+
+
+def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], float]:
+    """The per-N metrics a run holds: (name, N) -> the value logged last."""
+    names = [name for name in client.get_run(run_id).data.metrics if name in PER_N]
+    last: dict[tuple[str, int], tuple[int, float]] = {}
+    for name in names:
+        for m in client.get_metric_history(run_id, name):
+            if (name, m.step) not in last or m.timestamp >= last[name, m.step][0]:
+                last[name, m.step] = (m.timestamp, m.value)
+    return {key: value for key, (_, value) in last.items()}
+
+
+def changed(metrics: list[Metric], logged: dict[tuple[str, int], float]) -> list[Metric]:
+    """The metrics whose value differs from what is logged at their step (to the 12th digit)."""
+    return [
+        m
+        for m in metrics
+        if (m.key, m.step) not in logged or abs(logged[m.key, m.step] - m.value) > 1e-12 * max(1.0, abs(m.value))
+    ]
 
 
 def _record_cell(
     client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult, row: CellRow
-) -> None:
-    """One child run per cell: its values as params, per-N metrics (step = N: the success-rate
-    curve), N*, a per-model table; one pass also each seed's first and stable N (step = seed);
-    a tuned cell the setting chosen (params) and its selection (tuning.json)."""
-    run = client.create_run(
-        experiment,
-        start_time=_ms(cell.started_at),
-        run_name=cell.cell.label,
-        tags={PARENT_TAG: parent_id, CELL_TAG: cell.cell.key, MODEL_TAG: cell.cell.model},
-    )
-    rows = cell.by_n()
-    metrics = [Metric(name, float(row[name]), 0, row["n"]) for row in rows for name in PER_N if row[name] is not None]
+) -> str:
+    """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
+    curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
+    first and stable N (step = seed); a tuned cell the setting chosen (params) and its selection
+    (tuning.json). Returns the run's id."""
+    run_id = open_child(client, experiment, parent_id, cell.cell, cell.started_at)
+    now = now_ms()
+    metrics = changed(per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
-        Metric(f"{name}_n{n}", value, 0, step)
+        Metric(f"{name}_n{n}", value, now, step)
         for name in cell.curve_names()
         for n, curve in cell.curves(name).items()
         for step, value in curve
     ]
     n_star = cell.n_star(spec.success_rate)
     if n_star is not None:
-        metrics.append(Metric("n_star", n_star, 0, 0))
+        metrics.append(Metric("n_star", n_star, now, 0))
     per_seed = cell.per_seed() or {"seeds": []}
     metrics += [
-        Metric(name, per_seed[name][i], 0, seed)
+        Metric(name, per_seed[name][i], now, seed)
         for i, seed in enumerate(per_seed["seeds"])
         for name in ("n_first_zero", "n_stable")
     ]
-    metrics.append(Metric("trainings", len(cell.records), 0, 0))
+    metrics.append(Metric("trainings", len(cell.records), now, 0))
     if row.n_star_first_zero is not None:
-        metrics.append(Metric("n_star_first_zero", row.n_star_first_zero, 0, 0))
+        metrics.append(Metric("n_star_first_zero", row.n_star_first_zero, now, 0))
     tuned = {f"tuned.{k}": v for k, v in row.tuning.chosen.items()} if row.tuning else {}
     premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in row.premises}
-    metrics += [Metric(f"difficulty.{name}", value, 0, 0) for name, value in row.difficulty.items()]
+    metrics += [Metric(f"difficulty.{name}", value, now, 0) for name, value in row.difficulty.items()]
     if row.premises:
-        metrics.append(Metric("premises_violated", len(row.violated), 0, 0))
-    _log(
+        metrics.append(Metric("premises_violated", len(row.violated), now, 0))
+    log_batch(
         client,
-        run.info.run_id,
+        run_id,
         params={"model": cell.cell.model, **cell.cell.values, **tuned, **premises},
         metrics=metrics,
         tags={FAILURES_TAG: "\n".join(cell.failures)[:4000]} if cell.failures else None,
     )
-    if cell.records:
+    if cell.records and MODELS_FILE not in {a.path for a in client.list_artifacts(run_id)}:  # log_table appends
         rows = [r.as_dict() for r in cell.records]
         client.log_table(
-            run.info.run_id, data={key: [row.get(key) for row in rows] for key in rows[0]}, artifact_file=MODELS_FILE
+            run_id, data={key: [row.get(key) for row in rows] for key in rows[0]}, artifact_file=MODELS_FILE
         )
     if cell.curve_parts:
-        client.log_dict(run.info.run_id, cell.curve_parts, CURVES_FILE)
+        client.log_dict(run_id, cell.curve_parts, CURVES_FILE)
     if row.tuning:
         window = asdict(row.window) if row.window else None
-        client.log_dict(run.info.run_id, asdict(row.tuning) | {"window": window}, TUNING_FILE)
+        client.log_dict(run_id, asdict(row.tuning) | {"window": window}, TUNING_FILE)
     if row.premises:
-        client.log_dict(run.info.run_id, [asdict(p) for p in row.premises], PREMISES_FILE)
-    client.set_terminated(run.info.run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
+        client.log_dict(run_id, [asdict(p) for p in row.premises], PREMISES_FILE)
+    client.set_terminated(run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
+    client.set_tag(run_id, RECORD_TAG, WHOLE)  # last: a stopped recording goes on from the next cell
+    return run_id
 
 
 def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure) -> str:
@@ -287,7 +390,7 @@ def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure)
         for group, diff in comparison.difference.items()
         if diff.value is not None
     ]
-    _log(
+    log_batch(
         client, run.info.run_id, params={"sweep_a": comparison.sweep_a, "sweep_b": comparison.sweep_b}, metrics=metrics
     )
     client.log_figure(run.info.run_id, figure, COMPARE_FIGURE)
@@ -303,15 +406,19 @@ def record_paper_grid(tracking_uri: str, grid: PaperGrid, figure: Figure) -> str
     last = _parent(client, tracking_uri, grid.sweeps[-1])
     sweeps = ", ".join(grid.sweeps)
     run = client.create_run(last.info.experiment_id, run_name=f"paper grid {sweeps}", tags={GRID_TAG: sweeps})
-    _log(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(grid.sweeps)}, metrics=[])
+    log_batch(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(grid.sweeps)}, metrics=[])
     client.log_figure(run.info.run_id, figure, GRID_FIGURE)
     client.log_dict(run.info.run_id, grid.to_dict(), GRID_JSON)
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
 
 
-def _children(client: MlflowClient, experiment: str, parent_id: str) -> list:
-    return client.search_runs([experiment], f"tags.{PARENT_TAG} = '{parent_id}'")
+def _children(client: MlflowClient, experiment: str, parent_id: str, cell_key: str | None = None) -> list:
+    """A parent run's children, oldest first (``cell_key``: that cell's only)."""
+    where = f"tags.`{PARENT_TAG}` = '{parent_id}'"
+    if cell_key is not None:
+        where += f" AND tags.`{CELL_TAG}` = '{cell_key}'"
+    return client.search_runs([experiment], where, order_by=["attributes.start_time ASC"])
 
 
 def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str, list[CellResult]]:
@@ -328,29 +435,35 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     return spec, parent.data.tags[SWEEP_TAG], cells
 
 
-def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None):
+def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None, whole: bool = True):
     """A sweep's parent run: ``sweep_id``'s, else the latest sweep of the spec so named, or the
-    latest sweep of all when None; LookupError: none."""
+    latest sweep of all when None; with ``whole``, only a sweep whose end is logged (a sweep
+    still running, or stopped before its end, is passed over when not named, and refused when
+    named). LookupError: none."""
     experiments = [e.experiment_id for e in client.search_experiments()]
     wheres = (
         [f"tags.`{SWEEP_TAG}` = '{sweep_id}'", f"tags.`{SWEEP_TAG}` LIKE '{sweep_id}-%'"]
         if sweep_id
         else [f"tags.`{SWEEP_TAG}` LIKE '%'"]
     )
-    parents = []
     for where in wheres if experiments else []:
-        parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"], max_results=1)
-        if parents:
-            break
-    if not parents:
-        raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
-    return parents[0]
+        parents = client.search_runs(experiments, where, order_by=["attributes.start_time DESC"])
+        done = [p for p in parents if legacy.whole_record(p.data.tags.get(RECORD_TAG), p.info.status)]
+        if parents and whole and not done and sweep_id:
+            found = parents[0]
+            raise LookupError(
+                f"sweep {found.data.tags[SWEEP_TAG]} is {found.info.status} in {redact(tracking_uri)}: its record is "
+                "live, written whole when the sweep ends (run its spec again to resume it)"
+            )
+        if done if whole else parents:
+            return (done if whole else parents)[0]
+    raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
 
 
 def run_page(tracking_uri: str, ui_url: str, sweep_id: str | None = None) -> tuple[str, str]:
     """(sweep id, URL of its parent run in the UI at ``ui_url``, in the model-training view) for a
-    sweep, the latest when ``sweep_id`` is None; LookupError: none."""
-    parent = _parent(MlflowClient(tracking_uri), tracking_uri, sweep_id)
+    sweep, the latest when ``sweep_id`` is None (a running sweep's included); LookupError: none."""
+    parent = _parent(MlflowClient(tracking_uri), tracking_uri, sweep_id, whole=False)
     path = f"#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
     return parent.data.tags[SWEEP_TAG], f"{ui_url.rstrip('/')}/{path}?{TRAINING_VIEW}"
 

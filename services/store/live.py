@@ -1,0 +1,160 @@
+"""A sweep in MLflow while it runs: the parent run exists (RUNNING) from the start, with its spec,
+description and provenance; each cell's child run opens when its first pack starts and gets its
+per-N metrics as packs report; N*, the fits and the figures of the sweep so far are refreshed
+as trials end. The final record (tracking.record_sweep) completes these runs; a sweep stopped
+before it leaves them KILLED or FAILED, and running its spec again attaches to them.
+
+MLflow is written from one background thread, so that a slow tracking server never holds up
+Ray Tune's scheduling loop (the callbacks only queue); a live record that fails stops with one
+warning, and the sweep goes on: its end is logged whole as before.
+"""
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from services.results import Cell, CellResult, ModelRecord, latest_budget
+from services.spec import SweepSpec
+from services.store import tracking
+from services.store.uris import redact
+
+REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summary and figures
+SYSTEM_METRICS_S = 10.0  # MLflow's system metrics: one sample per this many seconds
+
+
+class LiveRecord:
+    """The MLflow runs of one running sweep: ``open`` first; ``started`` and ``ended`` as trials
+    start and end (from Ray Tune's callbacks); ``close`` at the end."""
+
+    def __init__(
+        self, spec: SweepSpec, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+    ):
+        self.spec, self.sweep_id, self.uri, self.home, self.spec_text, self.say = (
+            spec,
+            sweep_id,
+            uri,
+            home,
+            spec_text,
+            say,
+        )
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="mlflow-live")
+        self.cells: dict[str, CellResult] = {}  # cell key -> its records so far
+        self.children: dict[str, str] = {}  # cell key -> child run id
+        self.logged: dict[str, dict[tuple[str, int], float]] = {}  # child run id -> its per-N metrics
+        self.parent: str | None = None
+        self.stopped = False
+        self.monitor = None
+        self.next_refresh = time.monotonic() + REFRESH_S
+
+    def open(self) -> None:
+        """Create the sweep's parent run (resuming: attach to the one an earlier run left) and
+        start its system metrics; in the background, while Ray starts."""
+        self.opened = self.pool.submit(self._guarded, self._open)
+
+    def parent_run(self) -> str | None:
+        """The parent run's id once it is open (None: the live record stopped)."""
+        self.opened.result()
+        return None if self.stopped else self.parent
+
+    def started(self, cell: Cell) -> None:
+        """A trial of ``cell`` started: its child run opens (RUNNING) if it is not open yet."""
+        self._queue(self._child, cell, time.time())
+
+    def ended(self, cell: Cell, records: list[ModelRecord] | None) -> None:
+        """A trial of ``cell`` ended with these records (None: it failed)."""
+        self._queue(self._ended, cell, records)
+
+    def close(self, status: str | None) -> None:
+        """Log what is queued and stop. ``status``: the sweep stopped before its end (KILLED,
+        FAILED), and its runs still RUNNING end so; None: its final record ends them."""
+        if status is not None:
+            self._queue(self._end, status)
+        self.pool.shutdown(wait=True)
+        if self.monitor is not None:
+            self.monitor.finish()
+
+    def _queue(self, work, *args) -> None:
+        if not self.stopped:
+            self.pool.submit(self._guarded, work, *args)
+
+    def _guarded(self, work, *args) -> None:
+        if self.stopped:
+            return
+        try:
+            work(*args)
+        except Exception as error:
+            self.stopped = True
+            self.say(
+                f"warning: the live MLflow record at {redact(self.uri)} stopped ({type(error).__name__}: {error}); the "
+                "sweep goes on, and is logged whole when it ends"
+            )
+
+    def _open(self) -> None:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start and stop lines
+        self.client = MlflowClient(self.uri)
+        self.experiment = tracking.experiment_of(self.client, self.spec, self.uri, self.home)
+        storage = str((self.home / "ray").resolve() / self.sweep_id)
+        self.parent, whole = tracking.open_parent(
+            self.client, self.experiment, self.spec, self.sweep_id, self.spec_text, storage, time.time()
+        )
+        if whole:  # recorded whole elsewhere already: nothing to follow
+            self.stopped = True
+            return
+        self.monitor = SystemMetricsMonitor(
+            self.parent, sampling_interval=SYSTEM_METRICS_S, resume_logging=True, tracking_uri=self.uri
+        )
+        self.monitor.start()
+
+    def _child(self, cell: Cell, started_at: float) -> str:
+        if cell.key not in self.children:
+            run_id = tracking.open_child(self.client, self.experiment, self.parent, cell, started_at)
+            self.children[cell.key] = run_id
+            self.logged[run_id] = tracking.logged_per_n(self.client, run_id)  # a resume's, else none
+        return self.children[cell.key]
+
+    def _ended(self, cell: Cell, records: list[ModelRecord] | None) -> None:
+        run_id = self._child(cell, time.time())
+        result = self.cells.setdefault(cell.key, CellResult(cell))
+        if records is None:
+            result.failures.append("a trial failed")
+            return
+        result.records = latest_budget(result.records + records)
+        complete = [row for row in result.by_n() if row["models"] >= self.spec.seeds]  # every seed reported
+        metrics = tracking.changed(tracking.per_n_metrics(complete), self.logged[run_id])
+        metrics.append(Metric("trainings", len(result.records), tracking.now_ms(), 0))
+        tracking.log_batch(self.client, run_id, metrics=metrics)
+        self.logged[run_id] |= {(m.key, m.step): m.value for m in metrics}
+        if time.monotonic() >= self.next_refresh:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """N* per cell, the fits and the figures of the sweep so far; the next refresh no sooner
+        than REFRESH_S, or ten times what this one took."""
+        from services.report import figures
+        from services.stats.summarize import summarize
+
+        began = time.monotonic()
+        order = {cell.key: i for i, cell in enumerate(self.spec.cells)}
+        cells = sorted(self.cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), str(c.cell.values)))
+        summary = summarize(self.spec, self.sweep_id, cells)
+        now = tracking.now_ms()
+        for cell in cells:
+            n_star = None if cell.failures else cell.n_star(self.spec.success_rate)
+            if n_star is not None:
+                tracking.log_batch(
+                    self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]
+                )
+        trainings = Metric("trainings", sum(len(c.records) for c in cells), now, 0)
+        tracking.log_batch(self.client, self.parent, metrics=[trainings, *tracking.fitted_metrics(summary)])
+        tracking.log_report(self.client, self.parent, figures.figures(self.spec, summary, cells), summary)
+        self.next_refresh = time.monotonic() + max(REFRESH_S, 10 * (time.monotonic() - began))
+
+    def _end(self, status: str) -> None:
+        tracking.end_live(self.client, self.experiment, self.parent, status)

@@ -1,0 +1,90 @@
+"""A sweep is in MLflow while it runs: the parent run RUNNING from the start with its provenance,
+a child per cell with per-N metrics as packs report, system metrics; stopped by Ctrl-C its runs
+end KILLED, and running the command again goes on in the same runs to one FINISHED record."""
+
+import os
+import subprocess
+import sys
+
+from chaos import BIN, ROOT, KilledSweep, wait_gone
+from conftest import wait_until
+from mlflow.tracking import MlflowClient
+
+from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
+from services.store.uris import embedded_uri
+
+SPEC = """# live: two cells, two packs each (one N, both seeds), so a cell's first pack completes its row
+name: live
+models: [vit, cnn]
+data: {n_tokens: 20, dim: 10, n_patterns: 8, alpha_star: 0.2}
+model: {width: 8}
+training: {n_test: 100, max_steps: 300}
+n_train: [4, 16]
+seeds: 2
+resources: {models_per_pack: 2}
+"""
+
+
+def runs(client: MlflowClient) -> tuple[list, list]:
+    """(the sweep's parent runs, their children), as MLflow holds them now."""
+    found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    parents = [r for r in found if SWEEP_TAG in r.data.tags]
+    return parents, [r for r in found if PARENT_TAG in r.data.tags]
+
+
+def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(tmp_path):
+    sweep = KilledSweep(SPEC, tmp_path)
+    client = MlflowClient(embedded_uri(sweep.home))
+
+    stopped = sweep.run(("trial_complete", 1), action="int")  # Ctrl-C once the first pack reported
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    (parent,), children = runs(client)
+    assert parent.info.status == "KILLED" and parent.data.tags[RECORD_TAG] == "live"
+    assert children and {c.info.status for c in children} == {"KILLED"}
+    assert "mlflow.source.git.commit" in parent.data.tags and parent.data.tags["mlflow.note.content"].startswith(
+        "live:"
+    )
+
+    # Again, held in the driver after its first pack: the record is live, in the same runs
+    gate = tmp_path / "go"
+    env = {**os.environ, "KILL_AT_GATE": str(gate), "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "1"}
+    argv = ["trial_complete", "1", "run", str(sweep.spec), "--home", str(sweep.home), "--json"]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "kill_at.py"), "hold", *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+    def live() -> bool:
+        (now,), kids = runs(client)
+        metrics = client.get_run(now.info.run_id).data.metrics
+        return (
+            now.info.status == "RUNNING"
+            and any(k.info.status == "RUNNING" and "success_rate" in k.data.metrics for k in kids)
+            and any(name.startswith("system/") for name in metrics)
+        )
+
+    try:
+        wait_until(live, "the live record", proc)
+        (held,), _ = runs(client)
+        assert held.info.run_id == parent.info.run_id  # attached, not a second parent
+    finally:
+        gate.touch()
+        out, err = proc.communicate()
+        wait_gone(proc.pid)
+    assert proc.returncode == 0, err[-2000:]
+
+    (final,), children = runs(client)
+    assert final.info.run_id == parent.info.run_id
+    assert final.info.status == "FINISHED" and final.data.tags[RECORD_TAG] == "whole"
+    assert len({c.data.tags[CELL_TAG] for c in children}) == len(children) == 2  # one child per cell
+    assert {c.info.status for c in children} == {"FINISHED"}
+    for child in children:
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "success_rate")]
+        assert sorted(steps) == [4, 16]  # each N once: the final record logs only what the live one lacked
+    done = subprocess.run([str(BIN / "vitsweep"), "report", "--home", str(sweep.home), "--json"], capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
