@@ -1,13 +1,16 @@
 """A sweep is in MLflow while it runs: the parent run RUNNING from the start with its provenance,
-a child per cell with per-N metrics as packs report, system metrics; stopped by Ctrl-C its runs
-end KILLED, and running the command again goes on in the same runs to one FINISHED record."""
+a child per cell with per-N metrics as packs report, system metrics, all of it in MLflow's UI
+(headless Chromium); stopped by Ctrl-C its runs end KILLED, and running the command again goes on
+in the same runs to one FINISHED record. On a cluster, every node's system metrics."""
 
 import os
+import re
 import subprocess
 import sys
 
+import pytest
 from chaos import BIN, ROOT, KilledSweep, wait_gone
-from conftest import wait_until
+from conftest import answers, chromium_page, wait_until
 from mlflow.tracking import MlflowClient
 
 from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
@@ -32,7 +35,33 @@ def runs(client: MlflowClient) -> tuple[list, list]:
     return parents, [r for r in found if PARENT_TAG in r.data.tags]
 
 
-def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(tmp_path):
+def seen_in_the_ui(home, parent, child, port: int) -> None:
+    """`vitsweep ui` points at the running sweep; headless Chromium shows its parent run Running
+    with the child, and the child's page its per-N metrics (skipped where Chromium is missing)."""
+    ui = subprocess.Popen(
+        [str(BIN / "vitsweep"), "ui", "--home", str(home), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = ui.stdout.readline()
+        assert line.startswith(f"latest sweep, {parent.data.tags[SWEEP_TAG]}: "), line  # the live one
+        url = line.split(": ", 1)[1].strip()
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), "vitsweep ui", ui)
+        page = chromium_page(url)
+        if page is None:
+            pytest.skip("the live record is there; the page check needs Debian's chromium (make test installs it)")
+        assert "Status Running" in page and f"Child runs {child.info.run_name}" in page, page[:3000]
+        page = chromium_page(url.replace(parent.info.run_id, child.info.run_id))
+        assert "Status Running" in page and f"Parent run {parent.info.run_name}" in page, page[:3000]
+        assert re.search(r"Metric Value .*success_rate \d", page), page[:3000]  # its metrics table, with values
+    finally:
+        ui.terminate()
+        ui.wait()
+
+
+def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(tmp_path, free_port):
     sweep = KilledSweep(SPEC, tmp_path)
     client = MlflowClient(embedded_uri(sweep.home))
 
@@ -70,8 +99,9 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
 
     try:
         wait_until(live, "the live record", proc)
-        (held,), _ = runs(client)
+        (held,), kids = runs(client)
         assert held.info.run_id == parent.info.run_id  # attached, not a second parent
+        seen_in_the_ui(sweep.home, held, next(k for k in kids if "success_rate" in k.data.metrics), free_port())
     finally:
         gate.touch()
         out, err = proc.communicate()
@@ -88,3 +118,28 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
         assert sorted(steps) == [4, 16]  # each N once: the final record logs only what the live one lacked
     done = subprocess.run([str(BIN / "vitsweep"), "report", "--home", str(sweep.home), "--json"], capture_output=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_node_of_a_cluster_logs_its_system_metrics_to_the_tracking_server(tmp_path, free_port, monkeypatch):
+    """With a tracking server, a node other than the driver's runs MLflow's system metrics monitor
+    too (an actor), logging under its own prefix to the sweep's parent run."""
+    from conftest import mlflow_server_at
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "1")  # nodes and driver read it at start
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    try:
+        with mlflow_server_at(free_port(), tmp_path / "mlflow") as url:
+            args = ["run", str(tmp_path / "spec.yaml"), "--home", str(tmp_path / "home"), "--json"]
+            args += ["--ray-address", cluster.address, "--tracking-uri", url]
+            done = subprocess.run([str(BIN / "vitsweep"), *args], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-3000:]
+            (parent,), _ = runs(MlflowClient(url))
+    finally:
+        cluster.shutdown()
+    names = set(parent.data.metrics)
+    assert "system/cpu_utilization_percentage" in names  # the driver's machine
+    assert [n for n in names if re.fullmatch(r"system/[^/]+/cpu_utilization_percentage", n)]  # the other node

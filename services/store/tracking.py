@@ -147,7 +147,9 @@ def open_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
     tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
-    return client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
+    run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
+    log_batch(client, run_id, params={"model": cell.model, **cell.values})
+    return run_id
 
 
 def end_live(client: MlflowClient, experiment: str, parent_id: str, status: str) -> None:
