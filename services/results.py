@@ -54,9 +54,17 @@ class Cell:
         return cls(raw["model"], raw["values"])
 
 
-# MLflow's log_table writes floats to 10 decimal places (pandas' to_json): a record keeps no more, so
-# that a sweep read back from MLflow (report, export) is the sweep that ran (run), to the last digit.
-METRIC_DECIMALS = 10
+# MLflow's log_table writes floats as pandas' to_json does: 10 decimal places, or 10 significant
+# digits in exponent form below 1e-15 and above 1e16 (its JSON encoder's thresholds). A record keeps
+# what MLflow keeps, so that a sweep read back from MLflow (report, export) is the sweep that ran (run).
+METRIC_DIGITS, EXPONENT_BELOW, EXPONENT_ABOVE = 10, 1e-15, 1e16 - 1
+
+
+def as_logged(value: float) -> float:
+    """``value`` as MLflow's table stores it (see METRIC_DIGITS)."""
+    if value != 0 and not EXPONENT_BELOW <= abs(value) <= EXPONENT_ABOVE:
+        return float(f"{value:.{METRIC_DIGITS}g}")
+    return round(value, METRIC_DIGITS)
 
 
 @dataclass(frozen=True)
@@ -92,12 +100,12 @@ class ModelRecord:
     @classmethod
     def from_dict(cls, row: dict) -> "ModelRecord":
         """A record from vit_core's flat dict (or a table row); every other number is a metric, kept
-        to METRIC_DECIMALS places. Older names: services.store.legacy.record_row."""
+        as MLflow keeps it (as_logged). Older names: services.store.legacy.record_row."""
         row = legacy.record_row(row)
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}
         metrics = {
-            k: float("nan") if v is None else round(float(v), METRIC_DECIMALS) for k, v in row.items() if k not in named
+            k: float("nan") if v is None else as_logged(float(v)) for k, v in row.items() if k not in named
         }
         return cls(**known | {"outcome": Outcome(known["outcome"])}, metrics=metrics)
 

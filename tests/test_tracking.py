@@ -92,3 +92,23 @@ def test_a_saved_sweep_result_reads_back_whole_with_its_times():
     assert again.to_json() == result.to_json()
     assert [(c.started_at, c.ended_at) for c in again.cells] == [(c.started_at, c.ended_at) for c in result.cells]
     assert again.started_at == result.started_at and again.ended_at is not None
+
+
+def test_a_record_keeps_each_number_as_mlflow_s_table_stores_it():
+    """ModelRecord.from_dict rounds as MLflow's log_table writes (pandas' to_json): 10 decimal
+    places, but 10 significant digits for the tiny and the huge, which plain rounding would zero."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from services.results import as_logged
+
+    values = [2.4945877041234e-21, -3.3e-18, 0.474999994039535, 1.23456789012e-9, 123.456789012345, 1e17 + 12345, 0.0]
+    spread = np.random.default_rng(0).uniform(-1, 1, 2000) * 10.0 ** np.random.default_rng(1).uniform(-25, 20, 2000)
+    values += [float(v) for v in spread]  # Python floats, as from_dict reads them
+    stored = [
+        row[0] for row in json.loads(pd.DataFrame({"x": values}).to_json(orient="split", double_precision=10))["data"]
+    ]
+    assert [as_logged(v) for v in values] == stored
+    assert as_logged(2.4945877041234e-21) == 2.494587704e-21  # not 0.0
