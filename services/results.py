@@ -104,9 +104,7 @@ class ModelRecord:
         row = legacy.record_row(row)
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}
-        metrics = {
-            k: float("nan") if v is None else as_logged(float(v)) for k, v in row.items() if k not in named
-        }
+        metrics = {k: float("nan") if v is None else as_logged(float(v)) for k, v in row.items() if k not in named}
         return cls(**known | {"outcome": Outcome(known["outcome"])}, metrics=metrics)
 
     def as_dict(self) -> dict:

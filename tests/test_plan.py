@@ -21,7 +21,7 @@ runner = CliRunner()
 def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and no pilot's model stops: the budgets alone decide the plan."""
     monkeypatch.setattr(plan, "pilot", lambda spec, cell: plan.Pilot(4, 0, 0.0))
-    monkeypatch.setattr(plan, "step_time", lambda spec, cell, size: 1e-3)
+    monkeypatch.setattr(plan, "step_time", lambda spec, cell, size: (1e-3, 0.0))
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -35,6 +35,9 @@ def test_every_bundled_spec_has_a_plan_within_its_budgets(path, unit_steps, tmp_
         assert c.seconds == pytest.approx(c.model_steps * 1e-3)
     assert sum(c.trainings for c in made.cells) == spec.trainings
     assert made.wall_s(1) >= made.wall_s(2) >= made.wall_s(10_000) == pytest.approx(made.start_s + made.longest_s)
+    for slots in (1, 2, 10_000):  # the bound: every cell at its budget, its longest chain of rounds besides
+        assert made.most_wall_s(slots) >= made.wall_s(slots)
+        assert made.most_wall_s(slots) >= made.start_s + sum(c.model_steps_most for c in made.cells) * 1e-3 / slots
 
 
 def test_a_grid_counts_its_models_and_step_budgets(unit_steps, tmp_path):
@@ -66,8 +69,9 @@ def test_a_pilot_counts_the_steps_to_stop_and_a_step_is_timed_per_model_kind():
     vit = plan.pilot(spec, spec.cells[0])
     assert vit.stopped == vit.models == 4 and 0 < vit.steps(3000) < 3000  # the ViT's settle long before max_steps
     assert plan.Pilot(4, 1, 100.0).steps(3000) == (100 + 3 * 3000) / 4  # the others count at their budget
-    vit_s, cnn_s = (plan.step_time(spec, cell, 8) for cell in (spec.cells[0], spec.cells[2]))
+    (vit_s, vit_pack_s), (cnn_s, _) = (plan.step_time(spec, cell, 8) for cell in (spec.cells[0], spec.cells[2]))
     assert 0 < cnn_s < vit_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
+    assert plan.TRIAL_S <= vit_pack_s < 10  # a pack's set-up: its test set, models, Ray Tune's own
 
 
 def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
@@ -80,6 +84,7 @@ def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
     assert made["cluster_wall_s"] <= made["wall_s"]
     refused = runner.invoke(app, ["run", "sweeps/smoke.yaml", "--home", str(tmp_path), "--max-minutes", "0.01"])
     assert refused.exit_code == 2
-    bound = "estimated at most" if made["upper_bound"] else "estimated"
+    bound = " or less expected, at most " if made["upper_bound"] else " expected, at most "
     assert bound in refused.output and "beyond --max-minutes 0.01" in refused.output
+    assert made["wall_s"] <= made["most_wall_s"]
     assert not (tmp_path / "ray").exists()  # nothing started

@@ -110,6 +110,7 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
     summary = _run("--home", str(tmp_path))
     assert summary["estimated_wall_s"] == before["wall_s"]  # this machine's 2 slots, as the local Ray's
     assert 0.5 <= summary["wall_s"] / summary["estimated_wall_s"] <= 2
+    assert summary["wall_s"] <= before["most_wall_s"]  # the bound holds
     after = _plan(tmp_path)  # the sweep just run sets the steps and the rate
     assert {c["basis"] for c in after["cells"]} == {f"history {summary['sweep_id']}"} and not after["upper_bound"]
     assert after["model_steps"] < before["model_steps"]

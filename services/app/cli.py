@@ -220,9 +220,13 @@ def plan_command(
     show(f"this machine, {made.slots} slots: {estimate(made)} in the sweep (starting Ray and logging come on top)")
     if cluster:
         show(f"{cpus:g} CPUs, {gpus:g} GPUs ({cluster} slots): {estimate(made, cluster)}")
+    show(
+        "at most: every training at its step budget and every round its search may take, each chain of "
+        "rounds after the other, at the rates timed here"
+    )
     if made.bounded:
         show(
-            "at most: runs that stop early (settled, a window confirmed) and adaptive rounds take a fraction of "
+            "or less: runs that stop early (settled, a window confirmed) and adaptive rounds take a fraction of "
             "their budget that only a run shows; after one sweep of this name under the home, plan estimates from it"
         )
 

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from services.results import Cell
 
 START_S = 6.0  # a sweep's time beside its trials' without an earlier one to learn it from: the smoke sweep's, 2 cores
+# Ray Tune's own cost per trial (suggest, start on a reused actor, report): 40 trials that train
+# nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
+TRIAL_S = 0.05
 PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
 PILOT_MODELS = 4  # models in a pilot's pack
 TIMING_S = 0.5  # a step time is measured once a try takes this long
@@ -57,11 +60,27 @@ class CellPlan:
     step_s: float  # seconds one model-step takes here (timed, at the history's rate where there is one)
     basis: str  # where model_steps comes from: "budget" (fixed steps), "history SWEEP_ID" or "pilot: ..."
     bounded: bool = False  # some of its expected steps are only a budget: the estimate is an upper bound
+    pack_s: float = 0.0  # a trial's cost besides its steps: building the pack, its test set, Tune's own
+    size: int = 1  # models per pack
+    rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
+    steps_most: int = 0  # the most steps one training takes
 
     @property
     def seconds(self) -> float:
-        """The cell's expected training time on one slot."""
-        return self.model_steps * self.step_s
+        """The cell's expected time on one slot: its model-steps and its first round's trials."""
+        return self.model_steps * self.step_s + self.packs * self.pack_s
+
+    @property
+    def most_s(self) -> float:
+        """The most time the cell can take on one slot: every training it may run at its step
+        budget, in packs of ``size`` (each round's last pack may be smaller)."""
+        packs = math.ceil(self.trainings_most / self.size) + self.rounds_most
+        return self.model_steps_most * self.step_s + packs * self.pack_s
+
+    @property
+    def chain_s(self) -> float:
+        """The most time its chain of rounds can take, each round's longest pack after the other."""
+        return self.rounds_most * (self.pack_s + self.size * self.steps_most * self.step_s)
 
 
 @dataclass(frozen=True)
@@ -92,8 +111,19 @@ class SweepPlan:
         """The expected wall time on ``slots`` trials at once (default: this machine's)."""
         return wall_s(self.start_s, self.work_s, self.longest_s, slots or self.slots)
 
+    def most_wall_s(self, slots: int | None = None) -> float:
+        """An upper bound of the wall time on ``slots``, at the timed rates: Ray Tune starts a
+        trial whenever a slot is free and a pack is planned, and such a schedule of work W with
+        dependent rounds ends within W / slots plus its longest chain (Graham, 1966)."""
+        most = sum(c.most_s for c in self.cells) / (slots or self.slots)
+        return self.start_s + most + max((c.chain_s for c in self.cells), default=0.0)
+
     def to_dict(self, cluster_slots: int | None = None) -> dict:
-        cluster = {"cluster_slots": cluster_slots, "cluster_wall_s": round(self.wall_s(cluster_slots), 1)}
+        cluster = {
+            "cluster_slots": cluster_slots,
+            "cluster_wall_s": round(self.wall_s(cluster_slots), 1),
+            "cluster_most_wall_s": round(self.most_wall_s(cluster_slots), 1),
+        }
         return {
             "name": self.name,
             "cells": [dataclasses.asdict(c) | {"seconds": round(c.seconds, 2)} for c in self.cells],
@@ -107,6 +137,7 @@ class SweepPlan:
             "start_basis": self.start_basis,
             "slots": self.slots,
             "wall_s": round(self.wall_s(), 1),
+            "most_wall_s": round(self.most_wall_s(), 1),
             "upper_bound": self.bounded,
             **(cluster if cluster_slots else {}),
         }
@@ -156,8 +187,9 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
         key = _timing_key(spec, cell, size)
         if key not in timing:
             timing[key] = step_time(spec, cell, size)
-        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, timing[key], basis, bounded)
-        cells.append(CellPlan(*row))
+        step_s, pack_s = timing[key]
+        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, step_s, basis, bounded)
+        cells.append(CellPlan(*row, pack_s, size, spec.mode.most_rounds(spec, cell), per_model))
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
@@ -244,19 +276,21 @@ def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
         limit = min(training.max_steps, 2 * limit)
 
 
-def step_time(spec: "SweepSpec", cell: "Cell", size: int) -> float:
-    """Seconds one model-step of ``cell`` takes here in a pack of ``size`` models: trained with a
-    step size of 1e-9 (no model stops; a step's cost does not depend on it) under limits doubling
-    from 10 until a try takes TIMING_S; the slope between the last two tries, so that a pack's
-    set-up cancels. A short run evaluates more often per step than a long one-pass run does."""
+def step_time(spec: "SweepSpec", cell: "Cell", size: int) -> tuple[float, float]:
+    """(seconds one model-step of ``cell`` takes here in a pack of ``size`` models, seconds a pack
+    costs besides its steps): trained with a step size of 1e-9 (no model stops; a step's cost does
+    not depend on it) under limits doubling from 10 until a try takes TIMING_S; the slope and the
+    intercept through the last two tries (and Ray Tune's TRIAL_S). A short run evaluates more
+    often per step than a long one-pass run does."""
     configs = _piloted(spec, cell)
     limit, before = min(10, configs[2].max_steps), None
     while True:
         took, steps = _train(spec, cell, configs, limit, size, lr=1e-9)
         if took >= TIMING_S or limit >= configs[2].max_steps:
             if before and steps.sum() > before[1] and took > before[0]:
-                return (took - before[0]) / float(steps.sum() - before[1])
-            return took / max(1, int(steps.sum()))
+                slope = (took - before[0]) / float(steps.sum() - before[1])
+                return slope, max(0.0, took - slope * float(steps.sum())) + TRIAL_S
+            return took / max(1, int(steps.sum())), TRIAL_S
         before, limit = (took, int(steps.sum())), min(configs[2].max_steps, 2 * limit)
 
 

@@ -5,6 +5,7 @@ sweep's mode: its search section's, or Tuned where a tuning section searches eve
 
 import dataclasses
 import functools
+import math
 import operator
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -87,6 +88,10 @@ class Mode(BaseModel):
         """The most SGD steps one training of the cell takes."""
         return spec.resolved_cell(cell).training.max_steps
 
+    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+        """The longest chain of a cell's rounds, each waiting for the one before (1: no round waits)."""
+        return 1
+
     def n_limit(self, spec: Sweep) -> int:
         """The largest N the sweep may train."""
         return spec.largest_n
@@ -148,6 +153,14 @@ class SampleComplexityMode(Mode):
         """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
         searched = not spec.resolved_cell(cell).one_pass
         return (searched and self.max_steps_cap) or spec.resolved_cell(cell).training.max_steps
+
+    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+        """Multi-pass: a round per N it may try, each maybe followed by retries that double the
+        step budget up to max_steps_cap (one pass: its one round)."""
+        if spec.resolved_cell(cell).one_pass:
+            return 1
+        budget, cap = spec.resolved_cell(cell).training.max_steps, self.max_steps_cap or 0
+        return self.most_n(spec, cell) * (1 + max(0, math.ceil(math.log2(cap / budget))) if cap > budget else 1)
 
     def n_limit(self, spec: Sweep) -> int:
         return self.n_max or 16 * spec.largest_n
@@ -352,6 +365,19 @@ class Tuned:
         )
         retried = 0 if spec.resolved_cell(cell).one_pass else getattr(self.search, "max_steps_cap", None) or 0
         return max(steps, retried)
+
+    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+        """Each selection round moves at least one setting (extensions included) one cap (one
+        pass) or one N* search round (multi-pass) on; then the measurement: one round, or a search."""
+        tuning = spec.tuning_of(cell.model)
+        if tuning.sampler == "optuna":
+            return math.ceil(tuning.num_samples / tuning.parallel) + 1
+        settings = self.settings(spec, cell.model) + tuning.most_extensions
+        if spec.resolved_cell(cell).one_pass:
+            training = spec.resolved_cell(cell).training
+            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + 1
+        search = self.search.most_rounds(spec, cell)
+        return (settings + 1) * search
 
     def n_limit(self, spec: Sweep) -> int:
         return self.search.n_limit(spec)
