@@ -52,7 +52,8 @@ def seen_in_the_ui(home, parent, child, port: int) -> None:
         page = chromium_page(url)
         if page is None:
             pytest.skip("the live record is there; the page check needs Debian's chromium (make test installs it)")
-        assert "Status Running" in page and f"Child runs {child.info.run_name}" in page, page[:3000]
+        children = page[page.index("Child runs") : page.index("Source")]  # the run's list of its child runs
+        assert "Status Running" in page and child.info.run_name in children.split(), page[:3000]
         page = chromium_page(url.replace(parent.info.run_id, child.info.run_id))
         assert "Status Running" in page and f"Parent run {parent.info.run_name}" in page, page[:3000]
         assert re.search(r"Metric Value .*success_rate \d", page), page[:3000]  # its metrics table, with values
@@ -143,3 +144,19 @@ def test_every_node_of_a_cluster_logs_its_system_metrics_to_the_tracking_server(
     names = set(parent.data.metrics)
     assert "system/cpu_utilization_percentage" in names  # the driver's machine
     assert [n for n in names if re.fullmatch(r"system/[^/]+/cpu_utilization_percentage", n)]  # the other node
+
+
+def test_the_sweep_so_far_is_summarized_after_every_trial_of_a_tuned_sweep(tmp_path, monkeypatch):
+    """Refreshed after every trial (no 30 s between), the live record summarizes cells still
+    selecting their setting, measured ones and a mix, and never stops with a warning."""
+    from conftest import run_spec
+
+    from services.store import live
+
+    monkeypatch.setattr(live, "REFRESH_S", 0.0)
+    summary, output = run_spec((ROOT / "tests" / "tiny_tuned.yaml").read_text(), tmp_path)
+    assert "live MLflow record" not in output, output[-3000:]
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_parent_run_id"])
+    refreshed = client.get_metric_history(parent.info.run_id, "trainings")
+    assert len(refreshed) >= 2  # the sweep so far, then its end

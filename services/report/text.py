@@ -193,7 +193,7 @@ def _tuning_lines(summary: "Summary") -> list[str]:
         lines.append(
             f"tuned, {r.label}: B = {t.chosen['batch_size']}, eta = {t.chosen['lr']:g}, chosen on seeds "
             f"{_span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
-            f" N* measured on seeds {_span(t.measurement_seeds)}"
+            + (f" N* measured on seeds {_span(t.measurement_seeds)}" if t.measurement_seeds else " N* not measured")
             + (f"; {SMALLEST_BATCH}" if SMALLEST_BATCH in t.at_edge else "")
             + (f"; AT THE EDGE of the space: {', '.join(edge)}" if (edge := _open_edges(t.at_edge)) else "")
         )

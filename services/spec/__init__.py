@@ -3,20 +3,10 @@ checks that read a YAML file into a spec or one problem per field (checks)."""
 
 from services.spec.base import Problem, SpecError
 from services.spec.checks import check_sweep, load_spec, parse_spec
-from services.spec.modes import (
-    DIMENSIONS,
-    SEARCH_MODES,
-    GridMode,
-    Mode,
-    OptunaMode,
-    Range,
-    SampleComplexityMode,
-    Setting,
-    Tuned,
-    Tuning,
-)
+from services.spec.modes import SEARCH_MODES, GridMode, Mode, OptunaMode, Range, SampleComplexityMode, Tuned
 from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, spec_class, spec_from_dict
+from services.spec.tuning import DIMENSIONS, Setting, Tuning
 
 __all__ = [
     "DEFAULT_FAMILY",

@@ -15,8 +15,9 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model
 
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, Tuning, TuningSpace, search_union
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, search_union
 from services.spec.resolved import ResolvedCell, ResolvedSweep
+from services.spec.tuning import Tuning, TuningSpace
 from services.store import legacy
 from vit_core.configs import TrainConfig
 from vit_core.family import Family, families

@@ -19,7 +19,7 @@ class IterationGap(Statistic):
         favoured, beaten = spec.FAMILY.favoured
         by_values: dict[str, dict[str, CellResult]] = {}
         for c in cells:
-            if c.records and not c.failures:
+            if c.measured() and not c.failures:
                 by_values.setdefault(c.cell.setting, {})[c.cell.model] = c
         gaps = {
             values: steps_ratio(pair[beaten].outcomes(), pair[favoured].outcomes())

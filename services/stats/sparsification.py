@@ -20,7 +20,7 @@ class Sparsification(Statistic):
     def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
         by_group: dict[str, dict[int, np.ndarray]] = {}
         for c in cells:
-            if c.records and not c.failures:
+            if c.measured() and not c.failures:
                 data = spec.resolved_cell(c.cell).data
                 by_group.setdefault(c.cell.group(("sparsify_k",)), {})[data.sparsify_k] = c.outcomes().test_loss[-1]
         out = {}

@@ -58,7 +58,7 @@ class Structure(Statistic):
         run's its evaluations: those keep their largest only)."""
         out = self.empty()
         for c in cells:
-            if not c.records:
+            if not c.measured():
                 continue
             bayes = spec.FAMILY.bayes_error(spec.resolved_cell(c.cell).data)
             if bayes is not None:

@@ -57,7 +57,8 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
         batch_size=(measured[0].batch_size or training.batch_size) if measured else training.batch_size,
         n_test=training.n_test,
     )
-    if not cell.records:
+    if not measured:  # nothing measured yet (a sweep so far), or every measurement pack failed
+        row.tuning = _tuning_row(spec, cell) if cell.records else None
         return row
     by_n = cell.by_n()
     row.not_converged_share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)
@@ -145,10 +146,10 @@ def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic
 
 def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, list[CellResult]]:
     """The cells a fit along ``axis`` uses, per group of cells differing only in it (at least two
-    values of it; cells that failed or are flagged left out)."""
+    values of it; cells that failed, are flagged or have nothing measured left out)."""
     groups: dict[str, list[CellResult]] = {}
     for c in cells:
-        if c.records and not c.failures and c.cell.label not in flagged:
+        if c.measured() and not c.failures and c.cell.label not in flagged:
             groups.setdefault(c.cell.group((axis,)), []).append(c)
     return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
 

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, latest_budget
 from services.spec import SweepSpec
-from services.store import tracking
+from services.store import run_values, tracking
 from services.store.uris import redact
 
 REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summary and figures
@@ -127,8 +127,8 @@ class LiveRecord:
             return
         result.records = latest_budget(result.records + records)
         complete = [row for row in result.by_n() if row["models"] >= self.spec.seeds]  # every seed reported
-        metrics = tracking.changed(tracking.per_n_metrics(complete), self.logged[run_id])
-        metrics.append(Metric("trainings", len(result.records), tracking.now_ms(), 0))
+        metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
+        metrics.append(Metric("trainings", len(result.records), run_values.now_ms(), 0))
         tracking.log_batch(self.client, run_id, metrics=metrics)
         self.logged[run_id] |= {(m.key, m.step): m.value for m in metrics}
         if time.monotonic() >= self.next_refresh:
@@ -142,9 +142,12 @@ class LiveRecord:
 
         began = time.monotonic()
         order = {cell.key: i for i, cell in enumerate(self.spec.cells)}
-        cells = sorted(self.cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), str(c.cell.values)))
+        measured = [c for c in self.cells.values() if c.measured()]  # a tuned cell still selecting has no N* yet
+        if not measured:
+            return
+        cells = sorted(measured, key=lambda c: (order.get(c.cell.key, len(order)), str(c.cell.values)))
         summary = summarize(self.spec, self.sweep_id, cells)
-        now = tracking.now_ms()
+        now = run_values.now_ms()
         for cell in cells:
             n_star = None if cell.failures else cell.n_star(self.spec.success_rate)
             if n_star is not None:
@@ -152,7 +155,7 @@ class LiveRecord:
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]
                 )
         trainings = Metric("trainings", sum(len(c.records) for c in cells), now, 0)
-        tracking.log_batch(self.client, self.parent, metrics=[trainings, *tracking.fitted_metrics(summary)])
+        tracking.log_batch(self.client, self.parent, metrics=[trainings, *run_values.fitted_metrics(summary)])
         tracking.log_report(self.client, self.parent, figures.figures(self.spec, summary, cells), summary)
         self.next_refresh = time.monotonic() + max(REFRESH_S, 10 * (time.monotonic() - began))
 

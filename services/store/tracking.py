@@ -7,7 +7,6 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 """
 
 import json
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -19,15 +18,12 @@ from mlflow.tracking import MlflowClient
 
 from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult, ModelRecord, SweepResult
-from services.spec import OptunaMode, SweepSpec, spec_from_dict
-from services.stats import statistics
+from services.spec import SweepSpec, spec_from_dict
 from services.stats.rows import CellRow, Summary
-from services.store import legacy, provenance
+from services.store import legacy, provenance, run_values
 from services.store.uris import redact
-from vit_core.outcomes import OUTCOMES
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
-PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
 
 # The schema: what vitsweep writes, and reads back
 SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = (
@@ -73,12 +69,6 @@ def _ms(epoch_s: float | None) -> int | None:
     return None if epoch_s is None else int(epoch_s * 1000)
 
 
-def now_ms() -> int:
-    """A metric's timestamp: MLflow shows, per metric, the value logged last at its largest step
-    (by timestamp), so a value logged again mid-sweep or at the end must carry the present."""
-    return int(time.time() * 1000)
-
-
 def log_batch(
     client: MlflowClient,
     run_id: str,
@@ -94,10 +84,6 @@ def log_batch(
     metrics = metrics or []
     for i in range(0, len(metrics), METRICS_PER_BATCH):
         client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_BATCH])
-
-
-def _flat(prefix: str, values: dict) -> dict:
-    return {f"{prefix}.{k}": v for k, v in values.items()}
 
 
 class Record(NamedTuple):
@@ -134,7 +120,9 @@ def open_parent(
     else:
         client.update_run(live, status="RUNNING")
     tags = provenance.run_tags(spec_text) | {STORAGE_TAG: storage}
-    log_batch(client, live, params=_sweep_params(spec), tags=tags)  # the same values again on a resume: allowed
+    log_batch(
+        client, live, params=run_values.sweep_params(spec), tags=tags
+    )  # the same values again on a resume: allowed
     _log_spec(client, live, spec, spec_text)
     return live, False
 
@@ -179,10 +167,10 @@ def record_sweep(
     pid, whole = open_parent(client, experiment, spec, result.sweep_id, spec_text, result.storage, result.started_at)
     if whole:
         return Record(pid, True)
-    metrics = _sweep_metrics(result, summary)
+    metrics = run_values.sweep_metrics(result, summary)
     if result.best:
         log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
-        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], now_ms(), 0))
+        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], run_values.now_ms(), 0))
     log_batch(client, pid, metrics=metrics)
     children = _children(client, experiment, pid)
     done = {c.data.tags[CELL_TAG]: c.info.run_id for c in children if c.data.tags.get(RECORD_TAG) == WHOLE}
@@ -206,68 +194,6 @@ def log_report(client: MlflowClient, parent_id: str, figures: dict[str, Figure],
     for name, fig in figures.items():
         client.log_figure(parent_id, fig, name)
     client.log_dict(parent_id, summary.to_dict(), SUMMARY_JSON)
-
-
-def _sweep_params(spec: SweepSpec) -> dict:
-    """The parent run's params: the spec's own values, each model's own grid, the first cell's
-    configs (less what the axes sweep) and the search settings."""
-    params = {
-        "name": spec.name,
-        "family": spec.family,
-        "models": ",".join(spec.models),
-        "n_train": ",".join(map(str, spec.n_train or [])),
-        "seeds": spec.seeds,
-        "success_rate_p": spec.success_rate,
-        **_flat("axes", spec.axes.model_dump(exclude_none=True)),
-    }
-    for model, rule in spec.scaling_rules.items():
-        params |= _flat(f"{spec.FAMILY.scaling.rule}.{model}", rule.model_dump())
-    for model, own in spec.per_model.items():
-        params |= _flat(f"per_model.{model}.axes", own.model_dump(exclude_none=True).get("axes", {}))
-        params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
-        params |= (
-            _flat(f"per_model.{model}.training", own.training.model_dump(exclude_none=True)) if own.training else {}
-        )
-    for section, cfg in zip(("data", "model", "training"), spec.resolved_cell(spec.cells[0]).configs):
-        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept}
-    params.pop("model.kind")
-    params |= _flat("search", spec.search.model_dump(exclude={"space"}))
-    return params | {
-        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}"
-        for k, r in (spec.search.space if isinstance(spec.search, OptunaMode) else {}).items()
-    }
-
-
-def _sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
-    """The parent run's metrics: trainings, wall time, failed cells, each fitted N* exponent and
-    the registered statistics' own."""
-    failed, now = sum(bool(c.failures) for c in result.cells), now_ms()
-    metrics = [
-        Metric("trainings", result.trainings, now, 0),
-        Metric("wall_s", result.wall_s, now, 0),
-        *([Metric("busy_fraction", result.busy_fraction, now, 0)] if result.busy_fraction is not None else []),
-        *([Metric("estimated_wall_s", result.estimated_s, now, 0)] if result.estimated_s is not None else []),
-        Metric("failed_cells", failed, now, 0),
-    ]
-    return metrics + fitted_metrics(summary)
-
-
-def fitted_metrics(summary: Summary) -> list[Metric]:
-    """Each fitted N* exponent of a summary and the registered statistics' own metrics."""
-    fitted = {
-        f"{key}.{group}": fit.value
-        for key in ("exponent", "exponent_first_zero", "exponent_difference")
-        for group, fit in getattr(summary, key).items()
-        if fit.value is not None
-    }
-    fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
-    now = now_ms()
-    return [Metric(_metric_name(name), value, now, 0) for name, value in fitted.items()]
-
-
-def _metric_name(name: str) -> str:
-    """A name MLflow accepts (no '='): "exponent_difference.cnn - vit" -> "exponent_difference.cnn_minus_vit"."""
-    return name.replace(" - ", "_minus_").replace("=", "_")
 
 
 def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
@@ -297,30 +223,15 @@ def _parents(client: MlflowClient, experiment: str, sweep_id: str) -> tuple[str 
     return (keep.info.run_id, None) if whole else (None, keep.info.run_id)
 
 
-def per_n_metrics(rows: list[dict]) -> list[Metric]:
-    """A cell's per-N metrics (step = N: the success-rate curve) from its rows (CellResult.by_n)."""
-    now = now_ms()
-    return [Metric(name, float(row[name]), now, row["n"]) for row in rows for name in PER_N if row[name] is not None]
-
-
 def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], float]:
     """The per-N metrics a run holds: (name, N) -> the value logged last."""
-    names = [name for name in client.get_run(run_id).data.metrics if name in PER_N]
+    names = [name for name in client.get_run(run_id).data.metrics if name in run_values.PER_N]
     last: dict[tuple[str, int], tuple[int, float]] = {}
     for name in names:
         for m in client.get_metric_history(run_id, name):
             if (name, m.step) not in last or m.timestamp >= last[name, m.step][0]:
                 last[name, m.step] = (m.timestamp, m.value)
     return {key: value for key, (_, value) in last.items()}
-
-
-def changed(metrics: list[Metric], logged: dict[tuple[str, int], float]) -> list[Metric]:
-    """The metrics whose value differs from what is logged at their step (to the 12th digit)."""
-    return [
-        m
-        for m in metrics
-        if (m.key, m.step) not in logged or abs(logged[m.key, m.step] - m.value) > 1e-12 * max(1.0, abs(m.value))
-    ]
 
 
 def _record_cell(
@@ -331,8 +242,8 @@ def _record_cell(
     first and stable N (step = seed); a tuned cell the setting chosen (params) and its selection
     (tuning.json). Returns the run's id."""
     run_id = open_child(client, experiment, parent_id, cell.cell, cell.started_at)
-    now = now_ms()
-    metrics = changed(per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
+    now = run_values.now_ms()
+    metrics = run_values.changed(run_values.per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
         Metric(f"{name}_n{n}", value, now, step)
         for name in cell.curve_names()

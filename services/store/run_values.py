@@ -1,0 +1,102 @@
+"""The params and metrics of a sweep's MLflow runs: the parent's (the spec's values, the fits
+and the registered statistics' own) and a cell's per-N metrics (step = N), with the timestamp
+MLflow orders them by. services.store.tracking logs them; services.store.live too, mid-sweep."""
+
+import time
+
+from mlflow.entities import Metric
+
+from services.results import SweepResult
+from services.spec import OptunaMode, SweepSpec
+from services.stats import statistics
+from services.stats.rows import Summary
+from vit_core.outcomes import OUTCOMES
+
+PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
+
+
+def now_ms() -> int:
+    """A metric's timestamp: MLflow shows, per metric, the value logged last at its largest step
+    (by timestamp), so a value logged again mid-sweep or at the end must carry the present."""
+    return int(time.time() * 1000)
+
+
+def _flat(prefix: str, values: dict) -> dict:
+    return {f"{prefix}.{k}": v for k, v in values.items()}
+
+
+def sweep_params(spec: SweepSpec) -> dict:
+    """The parent run's params: the spec's own values, each model's own grid, the first cell's
+    configs (less what the axes sweep) and the search settings."""
+    params = {
+        "name": spec.name,
+        "family": spec.family,
+        "models": ",".join(spec.models),
+        "n_train": ",".join(map(str, spec.n_train or [])),
+        "seeds": spec.seeds,
+        "success_rate_p": spec.success_rate,
+        **_flat("axes", spec.axes.model_dump(exclude_none=True)),
+    }
+    for model, rule in spec.scaling_rules.items():
+        params |= _flat(f"{spec.FAMILY.scaling.rule}.{model}", rule.model_dump())
+    for model, own in spec.per_model.items():
+        params |= _flat(f"per_model.{model}.axes", own.model_dump(exclude_none=True).get("axes", {}))
+        params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
+        params |= (
+            _flat(f"per_model.{model}.training", own.training.model_dump(exclude_none=True)) if own.training else {}
+        )
+    for section, cfg in zip(("data", "model", "training"), spec.resolved_cell(spec.cells[0]).configs):
+        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept}
+    params.pop("model.kind")
+    params |= _flat("search", spec.search.model_dump(exclude={"space"}))
+    return params | {
+        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}"
+        for k, r in (spec.search.space if isinstance(spec.search, OptunaMode) else {}).items()
+    }
+
+
+def sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
+    """The parent run's metrics: trainings, wall time, failed cells, each fitted N* exponent and
+    the registered statistics' own."""
+    failed, now = sum(bool(c.failures) for c in result.cells), now_ms()
+    metrics = [
+        Metric("trainings", result.trainings, now, 0),
+        Metric("wall_s", result.wall_s, now, 0),
+        *([Metric("busy_fraction", result.busy_fraction, now, 0)] if result.busy_fraction is not None else []),
+        *([Metric("estimated_wall_s", result.estimated_s, now, 0)] if result.estimated_s is not None else []),
+        Metric("failed_cells", failed, now, 0),
+    ]
+    return metrics + fitted_metrics(summary)
+
+
+def fitted_metrics(summary: Summary) -> list[Metric]:
+    """Each fitted N* exponent of a summary and the registered statistics' own metrics."""
+    fitted = {
+        f"{key}.{group}": fit.value
+        for key in ("exponent", "exponent_first_zero", "exponent_difference")
+        for group, fit in getattr(summary, key).items()
+        if fit.value is not None
+    }
+    fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
+    now = now_ms()
+    return [Metric(metric_name(name), value, now, 0) for name, value in fitted.items()]
+
+
+def metric_name(name: str) -> str:
+    """A name MLflow accepts (no '='): "exponent_difference.cnn - vit" -> "exponent_difference.cnn_minus_vit"."""
+    return name.replace(" - ", "_minus_").replace("=", "_")
+
+
+def per_n_metrics(rows: list[dict]) -> list[Metric]:
+    """A cell's per-N metrics (step = N: the success-rate curve) from its rows (CellResult.by_n)."""
+    now = now_ms()
+    return [Metric(name, float(row[name]), now, row["n"]) for row in rows for name in PER_N if row[name] is not None]
+
+
+def changed(metrics: list[Metric], logged: dict[tuple[str, int], float]) -> list[Metric]:
+    """The metrics whose value differs from what is logged at their step (to the 12th digit)."""
+    return [
+        m
+        for m in metrics
+        if (m.key, m.step) not in logged or abs(logged[m.key, m.step] - m.value) > 1e-12 * max(1.0, abs(m.value))
+    ]
