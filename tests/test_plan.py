@@ -88,3 +88,14 @@ def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
     assert bound in refused.output and "beyond --max-minutes 0.01" in refused.output
     assert made["wall_s"] <= made["most_wall_s"]
     assert not (tmp_path / "ray").exists()  # nothing started
+
+
+def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_end():
+    from services.app.progress import _eta
+
+    assert _eta(10, 0.0, None) is None  # nothing done, never planned: no ETA
+    assert _eta(10, 0.0, 100) == 90  # the plan, less the time spent
+    assert _eta(10, 0.5, 100) == pytest.approx(0.5 * 90 + 0.5 * 10)  # half done: half the plan, half the rate
+    assert _eta(10, 0.5, None) == pytest.approx(10)  # the rate alone
+    assert _eta(200, 0.9, 100) == pytest.approx(0.9 * 200 * 0.1 / 0.9)  # past the plan: the rate decides
+    assert _eta(10, 1.0, 100) == 0.0

@@ -6,13 +6,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-if TYPE_CHECKING:
-    pass
 
 
 @contextmanager
@@ -36,7 +32,7 @@ class ProgressBar:
     def __init__(self, bar: Progress, spec):
         self.bar, self.spec, self.task, self.sweep_id = bar, spec, None, ""
 
-    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
+    def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
         self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
 
     def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
@@ -56,7 +52,7 @@ class ProgressLines:
 
     def __init__(self, spec, every: float):
         self.spec, self.every = spec, every
-        self.sweep_id, self.trials, self.slots = "", None, 1
+        self.sweep_id, self.trials, self.slots, self.planned_s = "", None, 1, None
         self.done = self.failed = self.models = 0
         self.train_s, self.began, self.printed = 0.0, time.monotonic(), float("-inf")
         self.running: list[float] = []
@@ -69,8 +65,8 @@ class ProgressLines:
     def __exit__(self, *exc) -> None:
         self.stopped.set()
 
-    def start(self, sweep_id: str, trials: int | None, slots: int) -> None:
-        self.sweep_id, self.trials, self.slots = sweep_id, trials, max(1, slots)
+    def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
+        self.sweep_id, self.trials, self.slots, self.planned_s = sweep_id, trials, max(1, slots), planned_s
         self.began = time.monotonic()
 
     def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
@@ -89,7 +85,7 @@ class ProgressLines:
             self.printed = now = time.monotonic()
             elapsed = now - self.began
             total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
-            eta = elapsed * (total - done) / done if done and total and total > done else None
+            eta = _eta(elapsed, done / total if total else 0.0, self.planned_s)
             busy_s = self.train_s + sum(
                 now - start for start in self.running
             )  # finished trials, and running ones so far
@@ -102,6 +98,16 @@ class ProgressLines:
                 file=sys.stderr,
                 flush=True,
             )
+
+
+def _eta(elapsed: float, share: float, planned_s: float | None) -> float | None:
+    """Seconds left: the plan's expectation less the time spent, refined by the share of the work
+    done (the rate so far extrapolated), weighted by that share; None with neither."""
+    extrapolated = elapsed * (1 - share) / share if 0 < share < 1 else None
+    if planned_s is None or share >= 1:
+        return extrapolated if share < 1 else 0.0
+    planned = max(0.0, planned_s - elapsed)
+    return planned if extrapolated is None else (1 - share) * planned + share * extrapolated
 
 
 def _clock(seconds: float) -> str:

@@ -40,9 +40,10 @@ class Stage(Enum):
 
 class Progress(Protocol):
     """Follows a sweep's trials (a progress bar, or progress lines): ``start`` once Ray knows how
-    many trials run (None: the searcher decides) on how many slots."""
+    many trials run (None: the searcher decides) on how many slots, and how long the spec's plan
+    expects the sweep to take there (None: never planned)."""
 
-    def start(self, sweep_id: str, trials: int | None, slots: int) -> None: ...
+    def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None: ...
 
     def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None: ...
 
@@ -164,7 +165,7 @@ def train(
 
     stop_ray = start_ray(ray_address)
     slots = trial_slots(spec)
-    progress.start(sweep_id, trial_count(spec, slots), slots)
+    progress.start(sweep_id, trial_count(spec, slots), slots, saved_wall_s(spec, home, slots))
     parent = live.parent_run() if live is not None else None
     stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
     try:
