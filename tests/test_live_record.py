@@ -9,23 +9,17 @@ import subprocess
 import sys
 
 import pytest
-from chaos import BIN, ROOT, KilledSweep, wait_gone
+from chaos import BIN, GRID, ROOT, KilledSweep, wait_gone
 from conftest import answers, chromium_page, wait_until
 from mlflow.tracking import MlflowClient
 
 from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
 from services.store.uris import embedded_uri
 
-SPEC = """# live: two cells, two packs each (one N, both seeds), so a cell's first pack completes its row
-name: live
-models: [vit, cnn]
-data: {n_tokens: 20, dim: 10, n_patterns: 8, alpha_star: 0.2}
-model: {width: 8}
-training: {n_test: 100, max_steps: 300}
-n_train: [4, 16]
-seeds: 2
-resources: {models_per_pack: 2}
-"""
+# chaos's grid sweep, its packs two models each (one N, both seeds): a cell's first pack completes its row
+SPEC = "# live: the chaos grid in packs of one N\n" + GRID.replace("chaos-grid", "live").replace(
+    "models_per_pack: 1", "models_per_pack: 2"
+)
 
 
 def runs(client: MlflowClient) -> tuple[list, list]:

@@ -107,7 +107,7 @@ def run_sweep(
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
     folder (services.store.cache), None for none. ``trainable(config, sweep, cache)``: what a trial
     runs, ``sweep`` the spec resolved (services.spec.ResolvedSweep). ``live``: told as each trial
-    starts and ends (``started(cell)``, ``ended(cell, records or None)``: services.store.live).
+    starts and ends (``started(cell)``, ``ended(cell, records or None, curve parts)``: services.store.live).
     """
     start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
@@ -179,8 +179,7 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
             continue
         target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
         _note_times(target, trial.metrics)
-        if pack.max_steps is None and pack.phase != SELECTION:  # a retry's would count its models twice
-            target.curve_parts.extend(json.loads(trial.metrics["curves"]))
+        target.curve_parts.extend(_curve_parts(pack, trial.metrics))
         result.trainings += trial.metrics["trainings"]
         result.cache_hits += trial.metrics.get("cache_hits", 0)
         result.train_s += trial.metrics.get("pack_wall_s", 0.0)
@@ -193,6 +192,12 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), sorted(c.cell.values.items()))
     )
     return result
+
+
+def _curve_parts(pack: Pack, metrics: dict) -> list[dict]:
+    """The curves a finished trial adds to its cell: none from a retry (its models would count
+    twice) or a tuning selection run (not the cell's measured models)."""
+    return json.loads(metrics["curves"]) if pack.max_steps is None and pack.phase != SELECTION else []
 
 
 def _best_sample(spec: "SweepSpec", grid: tune.ResultGrid, metric: str, direction: str) -> dict | None:
@@ -323,7 +328,8 @@ class _TrialDone(tune.Callback):
         self.train_s += result.get("pack_wall_s", 0.0)
         if self.live is not None and "records" in result:
             records = [ModelRecord.from_dict(r) for r in json.loads(result["records"])]
-            self.live.ended(trial_cell(self.spec, trial.config), records)
+            curves = _curve_parts(Pack.from_config(trial.config["pack"]), result)
+            self.live.ended(trial_cell(self.spec, trial.config), records, curves)
         self._count(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):

@@ -105,7 +105,7 @@ class Structure(Statistic):
 
     def figures(self, spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> dict:
         figs = {}
-        if not spec.FAMILY.reference:
+        if not spec.FAMILY.reference and any(c.curve_parts for c in cells):
             figs["structure.png"] = _curves(spec, summary, cells)
         if any(c.mean_scores() for c in cells):
             figs["learned_attention.png"] = _scores(spec, cells)

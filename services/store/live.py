@@ -65,9 +65,9 @@ class LiveRecord:
         """A trial of ``cell`` started: its child run opens (RUNNING) if it is not open yet."""
         self._queue(self._child, cell, time.time())
 
-    def ended(self, cell: Cell, records: list[ModelRecord] | None) -> None:
-        """A trial of ``cell`` ended with these records (None: it failed)."""
-        self._queue(self._ended, cell, records)
+    def ended(self, cell: Cell, records: list[ModelRecord] | None, curves: list[dict] | None = None) -> None:
+        """A trial of ``cell`` ended with these records and curve parts (None: it failed)."""
+        self._queue(self._ended, cell, records, curves or [])
 
     def close(self, status: str | None) -> None:
         """Log what is queued and stop. ``status``: the sweep stopped before its end (KILLED,
@@ -119,13 +119,14 @@ class LiveRecord:
             self.logged[run_id] = tracking.logged_per_n(self.client, run_id)  # a resume's, else none
         return self.children[cell.key]
 
-    def _ended(self, cell: Cell, records: list[ModelRecord] | None) -> None:
+    def _ended(self, cell: Cell, records: list[ModelRecord] | None, curves: list[dict]) -> None:
         run_id = self._child(cell, time.time())
         result = self.cells.setdefault(cell.key, CellResult(cell))
         if records is None:
             result.failures.append("a trial failed")
             return
         result.records = latest_budget(result.records + records)
+        result.curve_parts += curves
         complete = [row for row in result.by_n() if row["models"] >= self.spec.seeds]  # every seed reported
         metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
         metrics.append(Metric("trainings", len(result.records), run_values.now_ms(), 0))
