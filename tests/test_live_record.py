@@ -97,6 +97,11 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
         (held,), kids = runs(client)
         assert held.info.run_id == parent.info.run_id  # attached, not a second parent
         seen_in_the_ui(sweep.home, held, next(k for k in kids if "success_rate" in k.data.metrics), free_port())
+        sweep_id = held.data.tags[SWEEP_TAG]
+        report = subprocess.run(
+            [str(BIN / "vitsweep"), "report", sweep_id, "--home", str(sweep.home)], capture_output=True, text=True
+        )
+        assert report.returncode == 2 and f"sweep {sweep_id} is RUNNING" in report.stderr  # a live record is no report
     finally:
         gate.touch()
         out, err = proc.communicate()
