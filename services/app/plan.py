@@ -309,7 +309,7 @@ def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     return data, model, training
 
 
-def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, lr: float | None = None):
+def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int):
     """(seconds, steps per model) of ``size`` models of the cell trained at most ``limit`` steps,
     with the threads and device a trial has."""
     import torch
@@ -324,8 +324,7 @@ def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: in
     try:
         began = time.perf_counter()
         tried = dataclasses.replace(training, max_steps=limit)
-        lrs = None if lr is None else [lr] * size
-        result = train_pack(data, model, tried, [n] * size, list(range(size)), lrs, device)
+        result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device)
         return time.perf_counter() - began, result.steps
     finally:
         torch.set_num_threads(threads)

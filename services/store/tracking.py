@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import yaml
 from matplotlib.figure import Figure
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, Run, RunTag
 from mlflow.tracking import MlflowClient
 
 from services.report.compare import Comparison, PaperGrid
@@ -120,9 +120,8 @@ def open_parent(
     else:
         client.update_run(live, status="RUNNING")
     tags = provenance.run_tags(spec_text) | {STORAGE_TAG: storage}
-    log_batch(
-        client, live, params=run_values.sweep_params(spec), tags=tags
-    )  # the same values again on a resume: allowed
+    # on a resume, the same values again: MLflow allows that
+    log_batch(client, live, params=run_values.sweep_params(spec), tags=tags)
     _log_spec(client, live, spec, spec_text)
     return live, False
 
@@ -134,6 +133,11 @@ def open_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
+    return _new_child(client, experiment, parent_id, cell, started_at)
+
+
+def _new_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell, started_at: float | None) -> str:
+    """A new child run of ``cell`` under the parent, with the cell's values as params."""
     tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
     run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
     log_batch(client, run_id, params={"model": cell.model, **cell.values})
@@ -173,11 +177,17 @@ def record_sweep(
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], run_values.now_ms(), 0))
     log_batch(client, pid, metrics=metrics)
     children = _children(client, experiment, pid)
-    done = {c.data.tags[CELL_TAG]: c.info.run_id for c in children if c.data.tags.get(RECORD_TAG) == WHOLE}
-    mine = set(done.values())  # cells an earlier run of the command logged whole before it was stopped
+    by_cell: dict[str, Run] = {}
+    for child in children:  # oldest first: a later one of the same cell is a duplicate
+        by_cell.setdefault(child.data.tags.get(CELL_TAG), child)
+    mine = set()
     for cell, row in zip(result.cells, summary.cells):
-        if cell.cell.key not in done:
-            mine.add(_record_cell(client, experiment, pid, spec, cell, row))
+        found = by_cell.get(cell.cell.key)
+        if found is not None and found.data.tags.get(RECORD_TAG) == WHOLE:  # logged whole by a run that was stopped
+            mine.add(found.info.run_id)
+            continue
+        run_id = found.info.run_id if found else _new_child(client, experiment, pid, cell.cell, cell.started_at)
+        mine.add(_record_cell(client, run_id, spec, cell, row))
     for child in children:
         if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
             client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
@@ -234,14 +244,11 @@ def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], flo
     return {key: value for key, (_, value) in last.items()}
 
 
-def _record_cell(
-    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: CellResult, row: CellRow
-) -> str:
+def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, row: CellRow) -> str:
     """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
     curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
     first and stable N (step = seed); a tuned cell the setting chosen (params) and its selection
-    (tuning.json). Returns the run's id."""
-    run_id = open_child(client, experiment, parent_id, cell.cell, cell.started_at)
+    (tuning.json), into its child run ``run_id``. Returns the run's id."""
     now = run_values.now_ms()
     metrics = run_values.changed(run_values.per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
