@@ -43,17 +43,30 @@ def seen_in_the_ui(home, parent, child, port: int) -> None:
         assert line.startswith(f"latest sweep, {parent.data.tags[SWEEP_TAG]}: "), line  # the live one
         url = line.split(": ", 1)[1].strip()
         wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), "vitsweep ui", ui)
-        page = chromium_page(url)
-        if page is None:
+        if chromium_page(url) is None:
             pytest.skip("the live record is there; the page check needs Debian's chromium (make test installs it)")
+        page = rendered(url, "Child runs", ui)
         children = page[page.index("Child runs") : page.index("Source")]  # the run's list of its child runs
         assert "Status Running" in page and child.info.run_name in children.split(), page[:3000]
-        page = chromium_page(url.replace(parent.info.run_id, child.info.run_id))
+        page = rendered(url.replace(parent.info.run_id, child.info.run_id), "success_rate", ui)
         assert "Status Running" in page and f"Parent run {parent.info.run_name}" in page, page[:3000]
         assert re.search(r"Metric Value .*success_rate \d", page), page[:3000]  # its metrics table, with values
     finally:
         ui.terminate()
         ui.wait()
+
+
+def rendered(url: str, shown: str, ui: subprocess.Popen) -> str:
+    """The text of MLflow's page at ``url`` once it shows ``shown``: a run's details arrive after
+    the page's first requests, later than Chromium's virtual time waits on a busy machine."""
+    page = {}
+
+    def loaded() -> bool:
+        page["text"] = chromium_page(url)
+        return shown in page["text"]
+
+    wait_until(loaded, f"MLflow's page {url}", ui)
+    return page["text"]
 
 
 def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(tmp_path, free_port):
