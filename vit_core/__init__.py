@@ -20,6 +20,7 @@ _HOME = {
     "vit_core.fields": ("ConfigError",),
     "vit_core.layout": ("TokenKind", "make_patterns"),
     "vit_core.models": ("PackedModel", "ShallowCNN", "ShallowViT", "build_model"),
+    "vit_core.linear": ("LinearPatches",),
     "vit_core.positional": ("PositionalAttention",),
     "vit_core.sparsify": ("keep_mask",),
     "vit_core.spatial": ("sample_patches",),

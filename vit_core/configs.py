@@ -337,17 +337,23 @@ class ImageDataConfig:
 class PositionalConfig:
     """Architecture, initialisation and relative step size of one positional-attention model."""
 
-    kind: Literal["positional", "vanilla"] = param(
+    kind: Literal["positional", "vanilla", "linear"] = param(
         "positional",
         "positional: attention scores A that depend on positions only (model T); vanilla: scores from patches plus "
-        "learned positional encodings",
+        "learned positional encodings; linear: sum_i <w_i, X_i>, no attention (Thm 3.1's class)",
     )
     activation: Literal["cubic", "relu", "identity"] = param("cubic", "sigma, applied to each patch's mixed value")
     diag: float = param(4.0, "positional: the fixed diagonal of A (each patch's score for itself)")
+    scaled_logits: bool = param(
+        False,
+        "positional: the softmax reads A / sqrt(d) (the usual QK^T / sqrt(d) scaling, its fixed diagonal too), not A",
+    )
     a_init: float = param(
         0.0, "positional: std of A's off-diagonal entries at initialisation; vanilla: of the encodings P"
     )
-    v_init: float = param(0.01, "norm of v at initialisation (a uniformly random direction)")
+    v_init: float = param(
+        0.01, "norm of v (linear: of all its weights) at initialisation, in a uniformly random direction"
+    )
     width: int = param(
         0,
         "0: the paper's value vector v; m > 0: values W_V x (m rows) read out by ReLU and fixed +-1/sqrt(m) signs, "
@@ -383,6 +389,10 @@ class PositionalConfig:
             raise ConfigError("width", self.width, "must be >= 0")
         if self.heads < 1 or (self.heads > 1 and self.width):
             raise ConfigError("heads", self.heads, "must be >= 1, and 1 where width > 0 (one head with a ReLU layer)")
+        if self.kind == "linear":
+            for field, plain in (("width", 0), ("heads", 1), ("transfer", False), ("scaled_logits", False)):
+                if getattr(self, field) != plain:
+                    raise ConfigError(field, getattr(self, field), f"must be {plain} for kind linear (no attention)")
         for field in ("pretrain_n", "pretrain_steps"):
             if getattr(self, field) < 1:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")

@@ -16,7 +16,7 @@ from vit_core.configs import (
     check_positional_fits,
     set_matrix,
 )
-from vit_core.family import Family
+from vit_core.family import Family, Premise
 
 REFERENCE = Path(__file__).parent / "reference" / "jelassi2022_results.csv"  # the paper's values, read off its figures
 TEST_ERRORS = {  # data labels -> (experiment, quantity) rows of the reference, named
@@ -34,10 +34,13 @@ class _PositionalModels(Family):
     model = PositionalConfig
 
     def build(self, model, data, seeds, device):
-        """Paper B's attention, pre-trained first where it transfers (Thm 5.1)."""
+        """Paper B's attention, pre-trained first where it transfers (Thm 5.1), or Thm 3.1's linear models."""
+        from vit_core.linear import build_linear
         from vit_core.positional import build_positional
         from vit_core.training.pretrain import pretrained_attention
 
+        if model.kind == "linear":
+            return build_linear(model, data, seeds, device)
         attention = pretrained_attention(model, data, seeds, device) if model.transfer else None
         return build_positional(model, data, seeds, device, attention)
 
@@ -45,7 +48,10 @@ class _PositionalModels(Family):
         check_positional_fits(model, data)
 
     def sample_cost(self, data: SpatialDataConfig | ImageDataConfig, model: PositionalConfig) -> float:
-        """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors)."""
+        """Each head's attention over D patches (D²·d) and the values (D·d·m, m = heads for value vectors);
+        a linear model's D·d."""
+        if model.kind == "linear":
+            return data.n_patches * data.dim
         return model.heads * data.n_patches**2 * data.dim + data.n_patches * data.dim * max(model.heads, model.width)
 
 
@@ -61,6 +67,16 @@ class Jelassi2022(_PositionalModels):
 
     def bayes_error(self, data: SpatialDataConfig) -> float:
         return bayes_error(data)
+
+    def premises(self, data: SpatialDataConfig, model: PositionalConfig, batch_size: int, lr: float, n: int):
+        """Theorem 3.1's one premise a finite cell can be checked on (linear models): its scales
+        (q = poly(C)/D) put more spurious +-w* patches in a sample, (D - C) q on average, than the
+        signal set's C. Its other scales (d = poly(D), C = polylog(d)) are asymptotic."""
+        if model.kind != "linear":
+            return []
+        spurious = (data.n_patches - data.set_size) * data.q
+        statement = "(D - C) q > C: more spurious +-w* patches a sample than the signal set's (q = poly(C)/D)"
+        return [Premise("spurious patches", spurious > data.set_size, spurious, data.set_size, statement)]
 
     def true_sets(self, data: SpatialDataConfig) -> np.ndarray:
         return set_matrix(data)

@@ -5,7 +5,7 @@ and a vanilla-attention variant beside it, packed over K models like Paper A's.
 
 The scores A (D x D) depend on positions only. Its off-diagonal entries and the value vector v
 are trained; the diagonal is fixed (``diag``). Choices the paper leaves open, made here: A is
-used directly as logits (no 1/sqrt(d)), A's step size is ``a_lr_scale`` times v's, and sigma is
+used directly as logits (``scaled_logits``: A / sqrt(d)), A's step size is ``a_lr_scale`` times v's, and sigma is
 cubic by default. Patch association (Def. 2.2): the top-C entries of row i of A are exactly the
 set of patch i. ``vanilla`` computes S from the patches plus learned positional encodings P;
 ``width`` > 0 replaces v by a ReLU layer (for real images); ``transfer`` pre-trains the
@@ -103,7 +103,8 @@ class PositionalAttention(PackedModels):
             return _qk(self.P.unsqueeze(1), *self._per_head(self.W_Q, self.W_K))
         (A,) = self._per_head(self.A)
         eye = torch.eye(A.shape[-1], dtype=torch.bool, device=A.device)
-        return torch.where(eye, torch.full_like(A, self.cfg.diag), A)
+        logits = torch.where(eye, torch.full_like(A, self.cfg.diag), A)
+        return logits / self._dim**0.5 if self.cfg.scaled_logits else logits
 
     def scores(self) -> Tensor:
         """(K, D, D): where each patch reads from. One head's logits; several heads': the log of
@@ -112,6 +113,11 @@ class PositionalAttention(PackedModels):
         if self.cfg.heads == 1:
             return logits.squeeze(1)
         return torch.logsumexp(torch.log_softmax(logits, dim=-1), dim=1) - np.log(self.cfg.heads)
+
+    @property
+    def _dim(self) -> int:
+        """d, the patches' dimension: the width of v (one per head) or of W_V."""
+        return self.W_V.shape[-1] if self.cfg.width else self.v.shape[-1] // self.cfg.heads
 
     def _per_head(self, *stacked: Tensor) -> tuple[Tensor, ...]:
         """Parameters stacked over heads along their first axis, (K, H r, c), as (K, H, r, c)."""
