@@ -130,3 +130,20 @@ def test_a_cell_of_several_n_reports_each_n_and_leaves_diverged_models_out():
     assert set(at_evaluations.stats["test_error"]) == {
         cell.label
     }  # a one-pass run's N are its evaluations: the largest only
+
+
+def test_an_axis_only_one_model_sweeps_is_fitted_over_that_models_cells_alone():
+    spec = parse_spec(
+        TINY.replace("models: [positional, vanilla]", "models: [linear, positional]").replace("lr: 0.01, ", "")
+        + "per_model:\n  linear: {axes: {lr: [0.03, 0.3]}}\n  positional: {training: {lr: 0.01}}\n"
+    )
+    assert [c.label for c in spec.cells] == ["linear lr=0.03", "linear lr=0.3", "positional"]
+    cells = [
+        CellResult(
+            cell,
+            [ModelRecord.from_dict(model_record(400, s, "failed", test_error=0.2, train_error=0.1)) for s in (0, 1)],
+        )
+        for cell in spec.cells
+    ]
+    summary = summarize(spec, "b-5", cells)  # raised KeyError 'lr' on the positional cell before
+    assert set(summary.stats["test_error"]) == {c.label for c in spec.cells}

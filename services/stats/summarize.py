@@ -146,10 +146,11 @@ def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic
 
 def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, list[CellResult]]:
     """The cells a fit along ``axis`` uses, per group of cells differing only in it (at least two
-    values of it; cells that failed, are flagged or have nothing measured left out)."""
+    values of it; cells that failed, are flagged, have nothing measured or whose model does not
+    sweep it (a per_model axis) left out)."""
     groups: dict[str, list[CellResult]] = {}
     for c in cells:
-        if c.measured() and not c.failures and c.cell.label not in flagged:
+        if axis in c.cell.values and c.measured() and not c.failures and c.cell.label not in flagged:
             groups.setdefault(c.cell.group((axis,)), []).append(c)
     return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
 
