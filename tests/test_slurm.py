@@ -1,0 +1,203 @@
+"""vitsweep through a real Slurm on this machine: munged, slurmctld and one slurmd on 127.0.0.1 with a
+config written here, the smoke sweep submitted with deploy/slurm/vitsweep.sbatch and read back with
+`vitsweep report`; then a sweep cancelled (scancel) mid-way and submitted again, which finishes with
+no model trained twice. Everything started here is stopped by its pid."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import BIN, mlflow_server_at, pick_free_port, wait_until
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "deploy" / "slurm" / "vitsweep.sbatch"
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel")
+SMOKE_MODELS = 32  # sweeps/smoke.yaml: 4 cells x 2 N x 4 seeds
+
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(d) is None for d in DAEMONS) or os.geteuid() != 0,
+    reason="needs Slurm and munge (make system-tools installs Debian's slurm-wlm and munge) and root, "
+    "which runs slurmd here",
+)
+
+CONFIG = """ClusterName=vitsweeptest
+SlurmctldHost={host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MinJobAge=3600
+ReturnToService=2
+MpiDefault=none
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+class Slurm:
+    """A one-node Slurm cluster in ``folder`` (short: munge's and Ray's socket paths)."""
+
+    def __init__(self, folder: Path):
+        self.dir, self.procs, self.jobs = folder, [], []
+        for sub in ("state", "spool"):
+            (folder / sub).mkdir()
+        key = folder / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self.conf = folder / "slurm.conf"
+        self.conf.write_text(
+            CONFIG.format(
+                host=socket.gethostname().split(".")[0],
+                ctld_port=pick_free_port(),
+                d_port=pick_free_port(),
+                dir=folder,
+                cpus=os.cpu_count(),
+            )
+        )
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        munge = ["munged", "-F", "--force", f"--key-file={key}", f"--socket={folder}/munge.sock"]
+        munge += [f"--pid-file={folder}/munged.pid", f"--seed-file={folder}/munge.seed"]
+        munge += [f"--log-file={folder}/munged.log"]
+        self._start(munge, "munged")
+        wait_until(lambda: (folder / "munge.sock").exists(), "munged's socket", self.procs[-1])
+        self._start(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")
+        self._start(["slurmd", "-D", "-f", str(self.conf)], "slurmd")
+        wait_until(lambda: self.run("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", "an idle slurmd")
+
+    def _start(self, command: list[str], name: str) -> None:
+        with open(self.dir / f"{name}.out", "w") as log:  # the daemon keeps its own copy of the file
+            self.procs.append(subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+
+    def run(self, *command: str, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(command, env=self.env, capture_output=True, text=True, **kwargs)
+
+    def submit(self, spec: str, home: Path, *extra: str, **env: str) -> str:
+        """sbatch of the project's script, from the project's folder, as a user types it."""
+        out = self.dir / "job-%j.out"
+        done = subprocess.run(
+            ["sbatch", "--parsable", f"--output={out}", str(SCRIPT), spec, "--json", *extra],
+            env={**self.env, "VITSWEEP_HOME": str(home), **env},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        self.jobs.append(done.stdout.strip().split(";")[0])
+        return self.jobs[-1]
+
+    def state(self, job: str) -> str:
+        shown = self.run("scontrol", "show", "job", job).stdout
+        return shown.split("JobState=")[1].split()[0] if "JobState=" in shown else "UNKNOWN"
+
+    def wait(self, job: str) -> str:
+        """Until the job has ended: its final state."""
+        wait_until(lambda: self.state(job) not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"), f"job {job}")
+        return self.state(job)
+
+    def output(self, job: str) -> str:
+        return (self.dir / f"job-{job}.out").read_text()
+
+    def stop(self) -> None:
+        """Its jobs cancelled and ended (their steps outlive the daemons), then the daemons, by pid."""
+        for job in self.jobs:
+            self.run("scancel", job)
+        for job in self.jobs:
+            self.wait(job)
+            wait_until(lambda job=job: no_ray_of(job), f"job {job}'s Ray to stop")
+            shutil.rmtree(f"/tmp/ray-{job}", ignore_errors=True)  # its Ray's logs (the script keeps them)
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    folder = Path(tempfile.mkdtemp(prefix="slurm", dir="/tmp"))
+    cluster = Slurm(folder)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tracking(tmp_path_factory):
+    """The MLflow server the jobs log to (the script's TRACKING_URI), as a cluster would have one."""
+    with mlflow_server_at(pick_free_port(), tmp_path_factory.mktemp("mlflow")) as url:
+        yield url
+
+
+def summary(output: str) -> dict:
+    """The last JSON line `vitsweep run --json` printed in a job's output."""
+    return json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
+
+
+def no_ray_of(job: str) -> bool:
+    """Whether no process of the job's Ray (its temp dir /tmp/ray-JOB) is left on this machine."""
+    listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return f"/tmp/ray-{job}" not in listed
+
+
+def test_the_smoke_sweep_runs_through_sbatch_and_its_report_reads_it_back(slurm, tracking, tmp_path):
+    home = tmp_path / "home"
+    job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking)
+    assert slurm.wait(job) == "COMPLETED", slurm.output(job)[-3000:]
+    ran = summary(slurm.output(job))
+    assert ran["trainings"] == SMOKE_MODELS and ran["tracking_uri"] == tracking
+    reported = subprocess.run(
+        [str(BIN / "vitsweep"), "report", "--home", str(home), "--tracking-uri", tracking, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    assert json.loads(reported.stdout.strip().splitlines()[-1])["n_star"] == ran["n_star"]
+    wait_until(lambda: no_ray_of(job), f"job {job}'s Ray to stop")
+
+
+def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(slurm, tracking, tmp_path):
+    home, gate = tmp_path / "home", tmp_path / "never"
+    # held once its first trial has reported (trials the driver has not started yet wait with it)
+    held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"
+    first = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
+    cached = home / "cache"
+    wait_until(lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "the first job's first models")
+    assert slurm.state(first) == "RUNNING"
+    assert slurm.run("scancel", first).returncode == 0
+    assert slurm.wait(first) == "CANCELLED"
+    wait_until(lambda: no_ray_of(first), f"job {first}'s Ray to stop")
+    trained_before = sum(1 for f in cached.rglob("*") if f.is_file())
+    assert 0 < trained_before < SMOKE_MODELS
+
+    second = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking)
+    assert slurm.wait(second) == "COMPLETED", slurm.output(second)[-3000:]
+    resumed = summary(slurm.output(second))
+    assert resumed["trainings"] == SMOKE_MODELS - trained_before  # each model trained once, in one job or the other
+    assert sum(1 for f in cached.rglob("*") if f.is_file()) == SMOKE_MODELS
