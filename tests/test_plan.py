@@ -99,3 +99,17 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
     assert _eta(10, 0.5, None) == pytest.approx(10)  # the rate alone
     assert _eta(200, 0.9, 100) == pytest.approx(0.9 * 200 * 0.1 / 0.9)  # past the plan: the rate decides
     assert _eta(10, 1.0, 100) == 0.0
+
+
+def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than_zero(capsys):
+    """transfer_tuned showed "ETA 0:00" for its last 8 minutes: its later rounds' models counted past 100%."""
+    from services.app.progress import ProgressLines
+
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
+    with ProgressLines(spec, every=3600) as lines:
+        lines.start("tiny-1", None, 2, None)  # trials unknown: tuning plans its rounds as results come in
+        lines.advance(1, 0, spec.trainings // 2, 1.0, [])
+        lines.printed = float("-inf")
+        lines.advance(2, 0, spec.trainings + 5, 2.0, [])
+    first, second = capsys.readouterr().err.strip().splitlines()
+    assert "ETA -" not in first and "ETA 0:00" not in second and "ETA -" in second

@@ -85,7 +85,9 @@ class ProgressLines:
             self.printed = now = time.monotonic()
             elapsed = now - self.began
             total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
-            eta = _eta(elapsed, done / total if total else 0.0, self.planned_s)
+            share = done / total if total else 0.0
+            # an adaptive sweep's later rounds add models beyond its first round's: its share done is then unknown
+            eta = None if share >= 1 and not self.trials else _eta(elapsed, share, self.planned_s)
             busy_s = self.train_s + sum(
                 now - start for start in self.running
             )  # finished trials, and running ones so far
