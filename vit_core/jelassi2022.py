@@ -68,7 +68,9 @@ class Jelassi2022(_PositionalModels):
     def bayes_error(self, data: SpatialDataConfig) -> float:
         return bayes_error(data)
 
-    def premises(self, data: SpatialDataConfig, model: PositionalConfig, batch_size: int, lr: float, n: int):
+    def premises(
+        self, data: SpatialDataConfig, model: PositionalConfig, batch_size: int, lr: float, n: int
+    ) -> list[Premise]:
         """Theorem 3.1's one premise a finite cell can be checked on (linear models): its scales
         (q = poly(C)/D) put more spurious +-w* patches in a sample, (D - C) q on average, than the
         signal set's C. Its other scales (d = poly(D), C = polylog(d)) are asymptotic."""
