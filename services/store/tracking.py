@@ -183,11 +183,10 @@ def record_sweep(
     mine = set()
     for cell, row in zip(result.cells, summary.cells):
         found = by_cell.get(cell.cell.key)
-        if found is not None and found.data.tags.get(RECORD_TAG) == WHOLE:  # logged whole by a run that was stopped
-            mine.add(found.info.run_id)
-            continue
         run_id = found.info.run_id if found else _new_child(client, experiment, pid, cell.cell, cell.started_at)
-        mine.add(_record_cell(client, run_id, spec, cell, row))
+        if found is None or found.data.tags.get(RECORD_TAG) != WHOLE:  # whole: logged by a run that was stopped
+            _record_cell(client, run_id, spec, cell, row)
+        mine.add(run_id)
     for child in children:
         if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
             client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
@@ -244,11 +243,11 @@ def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], flo
     return {key: value for key, (_, value) in last.items()}
 
 
-def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, row: CellRow) -> str:
+def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, row: CellRow) -> None:
     """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
     curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
     first and stable N (step = seed); a tuned cell the setting chosen (params) and its selection
-    (tuning.json), into its child run ``run_id``. Returns the run's id."""
+    (tuning.json), into its child run ``run_id``."""
     now = run_values.now_ms()
     metrics = run_values.changed(run_values.per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
@@ -295,7 +294,6 @@ def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellR
         client.log_dict(run_id, [asdict(p) for p in row.premises], PREMISES_FILE)
     client.set_terminated(run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
     client.set_tag(run_id, RECORD_TAG, WHOLE)  # last: a stopped recording goes on from the next cell
-    return run_id
 
 
 def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure) -> str:
