@@ -254,6 +254,7 @@ class SweepResult:
     storage: str
     best: dict | None = None  # optuna: the best trial's sampled values and objective
     unfinished: int = 0  # trials stopped before they finished (an interrupted sweep)
+    search_stopped: bool = False  # the search was stopped with packs still to plan (Ctrl-C between rounds)
     cache_hits: int = 0  # models read from the result cache instead of trained
     train_s: float = 0.0  # seconds the trials spent in train_pack, summed over trials
     started_at: float | None = None  # epoch seconds: when the sweep started (its first run, if resumed)

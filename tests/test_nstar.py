@@ -138,6 +138,35 @@ def test_state_survives_save_and_restore(tmp_path):
     assert restored.search.cells[0].outcomes == searcher.search.cells[0].outcomes
 
 
+def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_path):
+    """Ctrl-C when every trial in flight has reported but the next round is not planned yet left no
+    trial unfinished, and such a sweep was recorded as whole (test_live_record's first run, once
+    in four): whether the search ended is the searcher's to say, saved with its state."""
+    searcher = _searcher(cells=1)
+    PlanSearcher.ran_to_end = False
+    config = searcher.suggest("t0")
+    _report(searcher, "t0", config, [thresholds(30)])  # its first round reported: nothing in flight
+    searcher.save(str(tmp_path / "between.json"))
+    assert not searcher.finished and not PlanSearcher.ran_to_end
+    count = 1
+    while (config := searcher.suggest(f"t{count}")) != Searcher.FINISHED:
+        _report(searcher, f"t{count}", config, [thresholds(30)])
+        count += 1
+    assert searcher.finished and PlanSearcher.ran_to_end
+    searcher.save(str(tmp_path / "ended.json"))
+    for saved, ended in (("between.json", False), ("ended.json", True)):
+        PlanSearcher.ran_to_end = not ended
+        restored = _searcher(cells=1)
+        restored.restore(str(tmp_path / saved))
+        assert restored.finished is ended and PlanSearcher.ran_to_end is ended
+    legacy = json.loads((tmp_path / "between.json").read_text())
+    del legacy["search_finished"]  # a state saved before the searcher said: as those versions read it
+    (tmp_path / "legacy.json").write_text(json.dumps(legacy))
+    restored = _searcher(cells=1)
+    restored.restore(str(tmp_path / "legacy.json"))
+    assert restored.finished
+
+
 @pytest.mark.parametrize(
     "text, path",
     [

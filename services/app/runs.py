@@ -53,7 +53,9 @@ class Interrupted(Exception):
 
     def __init__(self, result: SweepResult):
         super().__init__(
-            f"interrupted: {result.unfinished} trials did not finish. The finished ones are kept in Ray Tune's state "
+            f"interrupted: {result.unfinished} trials did not finish"
+            + (", and the search had more to plan" if result.search_stopped else "")
+            + ". The finished ones are kept in Ray Tune's state "
             "at "
             f"{result.storage} and in the result cache; its live MLflow record (where the server answered) ends "
             "KILLED. Run the same command again to resume: it goes on in the same runs."
@@ -181,7 +183,7 @@ def train(
         )
     finally:
         stop_monitors()
-    if result.unfinished:
+    if result.unfinished or result.search_stopped:
         raise Interrupted(result)
     return result, stop_ray
 

@@ -123,8 +123,10 @@ def run_sweep(
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = _new_tuner(spec, trainable, sweep_id, storage, follow)
+    PlanSearcher.ran_to_end = False
     grid = tuner.fit()
     result = _collect(spec, grid)
+    result.search_stopped = not PlanSearcher.ran_to_end
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
     result.slots = trial_slots(spec)
     # a resumed sweep started when its earliest trial did, in an earlier run of the command
@@ -267,15 +269,23 @@ def trial_status(path: Path) -> tuple[dict[str, int], int]:
 
 class PlanSearcher(Searcher):
     """Any search mode's round planner (services.search.rounds.RoundPlanner) as a Ray Tune
-    searcher: each suggestion is the trial config of a pack; its state is saved with Tune's experiment."""
+    searcher: each suggestion is the trial config of a pack; its state is saved with Tune's experiment.
+
+    Whether the search ran to its end (its planner answered FINISHED, in this run or, saved with
+    its state, an earlier one) is kept on the class too, ``PlanSearcher.ran_to_end``: Tune stops
+    on Ctrl-C between two rounds with no trial left unfinished, and a restored sweep's searcher is
+    Tune's unpickled copy, not one run_sweep holds."""
+
+    ran_to_end = False
 
     def __init__(self, planner: RoundPlanner):
         super().__init__(metric="success_rate", mode="max")
-        self.search = planner
+        self.search, self.finished = planner, False
 
     def suggest(self, trial_id: str) -> dict | str | None:
         pack = self.search.suggest(trial_id)
         if pack == self.search.FINISHED:
+            self.finished = PlanSearcher.ran_to_end = True
             return Searcher.FINISHED
         return None if pack is None else self.search.trial_config(trial_id, pack)
 
@@ -285,10 +295,12 @@ class PlanSearcher(Searcher):
         self.search.complete(trial_id, records, result if ok else None)
 
     def save(self, checkpoint_path: str) -> None:
-        Path(checkpoint_path).write_text(json.dumps(self.search.get_state()))
+        Path(checkpoint_path).write_text(json.dumps(self.search.get_state() | {"search_finished": self.finished}))
 
     def restore(self, checkpoint_path: str) -> None:
-        self.search.set_state(json.loads(Path(checkpoint_path).read_text()))
+        saved = legacy.searcher_state(json.loads(Path(checkpoint_path).read_text()))
+        self.finished = PlanSearcher.ran_to_end = saved.pop("search_finished")
+        self.search.set_state(saved)
 
 
 class _TrialDone(tune.Callback):

@@ -26,6 +26,13 @@ def planner_state(saved: dict) -> dict:
     return {"failed": []} | saved
 
 
+def searcher_state(saved: dict) -> dict:
+    """PlanSearcher's saved state: before 2026-11-25 it did not say whether its search had ended;
+    then, as those versions read it, it had ended where no pack was queued or in flight."""
+    ended = not saved.get("queue") and not saved.get("in_flight")
+    return {"search_finished": ended} | saved
+
+
 def bracket_states(cells: list[dict]) -> tuple[list[dict], set[int]]:
     """The N* search's saved brackets, and the cells that had failed: before 2026-11-24 a bracket
     held its cell's ``failed`` flag itself."""
