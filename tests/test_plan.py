@@ -20,8 +20,7 @@ runner = CliRunner()
 @pytest.fixture
 def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and no pilot's model stops: the budgets alone decide the plan."""
-    monkeypatch.setattr(plan, "pilot", lambda spec, cell: plan.Pilot(4, 0, 0.0))
-    monkeypatch.setattr(plan, "step_time", lambda spec, cell, size: (1e-3, 0.0))
+    monkeypatch.setattr(plan, "probe", lambda spec, cell, size, pilot, timing=True: plan.Probe(1e-3, 0.0, 4))
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -66,12 +65,23 @@ def test_slots_of_a_cluster_follow_the_per_trial_resources():
 
 def test_a_pilot_counts_the_steps_to_stop_and_a_step_is_timed_per_model_kind():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    vit = plan.pilot(spec, spec.cells[0])
-    assert vit.stopped == vit.models == 4 and 0 < vit.steps(3000) < 3000  # the ViT's settle long before max_steps
-    assert plan.Pilot(4, 1, 100.0).steps(3000) == (100 + 3 * 3000) / 4  # the others count at their budget
-    (vit_s, vit_pack_s), (cnn_s, _) = (plan.step_time(spec, cell, 8) for cell in (spec.cells[0], spec.cells[2]))
-    assert 0 < cnn_s < vit_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
-    assert plan.TRIAL_S <= vit_pack_s < 10  # a pack's set-up: its test set, models, Ray Tune's own
+    vit, cnn = (plan.probe(spec, cell, 8, pilot=True) for cell in (spec.cells[0], spec.cells[2]))
+    assert vit.stopped == vit.models == 8 and 0 < vit.steps(3000) < 3000  # the ViT's settle long before max_steps
+    assert plan.Probe(1e-3, 0.0, 4, 1, 100.0).steps(3000) == (100 + 3 * 3000) / 4  # the others count at their budget
+    assert 0 < cnn.step_s < vit.step_s < 0.1  # the ViT's attention costs more than the CNN's mean over tokens
+    assert plan.TRIAL_S <= vit.pack_s < 10  # a pack's set-up: its test set, models, Ray Tune's own
+
+
+def test_a_step_is_timed_apart_from_a_packs_fixed_cost():
+    """linear_fails' linear cells score 20,000 training samples at the end of each try: a slope
+    through one try counted that as steps (22-60 ms a model-step against ~0.2 ms in a run)."""
+    spec = load_spec(ROOT / "sweeps" / "linear_fails.yaml")
+    cell = next(c for c in spec.cells if c.model == "linear")  # at N = 20,000 and 2,000
+    tried = plan.probe(spec, cell, 10, pilot=False)
+    configs = plan._piloted(spec, cell)
+    took, steps = plan._train(spec, cell, configs, 2000, 10)  # a longer run, timed whole
+    assert tried.pack_s + tried.step_s * steps.sum() == pytest.approx(took + plan.TRIAL_S, rel=0.5)
+    assert tried.step_s < 0.5 * took / steps.sum()  # the steps cost less than the run over its steps
 
 
 def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):

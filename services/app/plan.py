@@ -6,14 +6,14 @@ protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step 
 caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
 takes exactly its budget. Runs that stop early (settled, or a one-pass window confirmed) and
 adaptive searches take less, by how much only a run shows. So each cell gets a pilot here
-(``pilot``: one pack trained at the cell's own settings, under a step limit doubled until its
+(``probe``: one pack trained at the cell's own settings, under a step limit doubled until its
 models stop or a try takes PILOT_S): a model-step's time and, where its models stopped, the
 steps a model takes; where they did not, the budget, an upper bound said as such. The newest
 finished sweep of the same name under the home, where there is one, gives the steps per cell
 and the rate instead. The wall time on S slots is Ray Tune's own time plus the larger of the
-work over S and the longest cell's work over its packs. Like the time `run` reports, it counts
-from Ray Tune's start to the last trial's end: starting Ray and logging to MLflow (~15 s here)
-come on top.
+work over S and the longest cell's work over its packs; the bound ("at most") allows the trials
+to run IN_SWEEP slower than timed here. Like the time `run` reports, it counts from Ray Tune's
+start to the last trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
 """
 
 import dataclasses
@@ -41,9 +41,14 @@ START_S = 6.0  # a sweep's time beside its trials' without an earlier one to lea
 # Ray Tune's own cost per trial (suggest, start on a reused actor, report): 40 trials that train
 # nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
 TRIAL_S = 0.05
+# How much slower a trial's steps may run inside a sweep than this process times them alone: the
+# bound's allowance. association_sensitivity's packs took 16.4 s in the sweep against 12.7 s timed
+# (1.29x, 2 cores, 2026-11-25): two trials at once in Ray lose 1.07x, the driver (its live MLflow
+# record's figures) and Ray's own processes use ~0.17 of a core beside them.
+IN_SWEEP = 1.5
 PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
-PILOT_MODELS = 4  # models in a pilot's pack
-TIMING_S = 0.5  # a step time is measured once a try takes this long
+PILOT_MODELS = 4  # models in a pilot's pack where the step's time is known already
+TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 
 
 @dataclass(frozen=True)
@@ -112,11 +117,12 @@ class SweepPlan:
         return wall_s(self.start_s, self.work_s, self.longest_s, slots or self.slots)
 
     def most_wall_s(self, slots: int | None = None) -> float:
-        """An upper bound of the wall time on ``slots``, at the timed rates: Ray Tune starts a
-        trial whenever a slot is free and a pack is planned, and such a schedule of work W with
-        dependent rounds ends within W / slots plus its longest chain (Graham, 1966)."""
+        """An upper bound of the wall time on ``slots``, its trials up to IN_SWEEP slower than timed
+        here: Ray Tune starts a trial whenever a slot is free and a pack is planned, and such a
+        schedule of work W with dependent rounds ends within W / slots plus its longest chain
+        (Graham, 1966)."""
         most = sum(c.most_s for c in self.cells) / (slots or self.slots)
-        return self.start_s + most + max((c.chain_s for c in self.cells), default=0.0)
+        return self.start_s + IN_SWEEP * (most + max((c.chain_s for c in self.cells), default=0.0))
 
     def to_dict(self, cluster_slots: int | None = None) -> dict:
         cluster = {
@@ -167,29 +173,28 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
     first = first_packs(spec, slots)
-    timing: dict[str, float] = {}
+    timed: dict[str, Probe] = {}
     cells = []
     for index, cell in enumerate(spec.cells):
         trainings, most, per_model = _budget(spec, cell)
-        bounded = False
+        cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
+        size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
+        key, bounded = _timing_key(spec, cell, size), False
         if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
-        else:
-            tried = pilot(spec, cell)
+        else:  # a pilot, which times the step too where no cell alike was timed
+            timing = key not in timed
+            tried = probe(spec, cell, size if timing else min(PILOT_MODELS, trainings), pilot=True, timing=timing)
+            timed.setdefault(key, tried)
             expected = min(most * per_model, round(trainings * tried.steps(per_model)))
             bounded = tried.stopped < tried.models
             rest = ", the rest at their budget" if bounded else ""
             basis = f"pilot: {tried.stopped} of {tried.models} stopped{rest}"
-        cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
-        size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key = _timing_key(spec, cell, size)
-        if key not in timing:
-            timing[key] = step_time(spec, cell, size)
-        step_s, pack_s = timing[key]
-        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, step_s, basis, bounded)
-        cells.append(CellPlan(*row, pack_s, size, spec.mode.most_rounds(spec, cell), per_model))
+        rate = timed[key] = timed.get(key) or probe(spec, cell, size, pilot=False)
+        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis, bounded)
+        cells.append(CellPlan(*row, rate.pack_s, size, spec.mode.most_rounds(spec, cell), per_model))
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
@@ -248,52 +253,47 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
 
 
 @dataclass(frozen=True)
-class Pilot:
-    """What a few models of a cell trained here at its own settings showed: how many of them
-    stopped (settled, or their window confirmed) within the pilot, and their mean steps."""
+class Probe:
+    """What a pack of a cell trained here at its own settings showed: the seconds a model-step
+    takes and a pack costs besides its steps, and how many of its models stopped (settled, or their
+    window confirmed) before the last try's limit, with their mean steps."""
 
+    step_s: float
+    pack_s: float
     models: int
-    stopped: int
-    mean_stopped: float
+    stopped: int = 0
+    mean_stopped: float = 0.0
 
     def steps(self, budget: int) -> float:
         """A model's expected steps: those that stopped, theirs; the others, the ``budget`` (a bound)."""
         return (self.stopped * self.mean_stopped + (self.models - self.stopped) * budget) / self.models
 
 
-def pilot(spec: "SweepSpec", cell: "Cell") -> Pilot:
-    """PILOT_MODELS models of ``cell`` (its first seeds at its largest N; a tuned cell at its
-    smallest batch size and middle step size) trained under step limits doubling from 10 until
-    every model stops before the limit, the limit is the budget, or one try takes PILOT_S."""
-    data, model, training = _piloted(spec, cell)
-    size = max(1, min(PILOT_MODELS, spec.seeds * len(spec.resolved_cell(cell).n_values)))
-    limit = min(10, training.max_steps)
-    while True:
-        took, steps = _train(spec, cell, (data, model, training), limit, size)
-        done = steps < limit if limit < training.max_steps else np.full(len(steps), True)
-        if done.all() or took >= PILOT_S:
-            return Pilot(size, int(done.sum()), float(steps[done].mean()) if done.any() else 0.0)
-        limit = min(training.max_steps, 2 * limit)
-
-
-def step_time(spec: "SweepSpec", cell: "Cell", size: int) -> tuple[float, float]:
-    """(seconds one model-step of ``cell`` takes here in a pack of ``size`` models, seconds a pack
-    costs besides its steps): trained at the cell's own step size under limits doubling from 10
-    until a try takes TIMING_S; the slope and the intercept through the last two tries (and Ray
-    Tune's TRIAL_S). Not at a step size of ~0, as before: the test set is scored only for models
-    that moved, so a model that barely learns costs less (fig1_one_pass's ViT packs: 9.8 s at
-    1e-9, 24.9 s at its eta of 0.5). A short run evaluates more often per step than a long
-    one-pass run does."""
+def probe(spec: "SweepSpec", cell: "Cell", size: int, pilot: bool, timing: bool = True) -> Probe:
+    """``size`` models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest
+    batch size and middle step size) trained under step limits growing from 10 until the limit is
+    the budget, or until a step's time is measured (the last try took TIMING_S longer than the first,
+    or its steps stopped growing; only where ``timing``) and, as a ``pilot``, every model stopped
+    before the limit or a try took PILOT_S. The step's time is the slope through the first and the
+    last try, at the cell's own step size (the test set is scored only for models that moved); the
+    rest of the last try is the pack's own cost. A slope through one try alone counted a pack's
+    set-up and its training-set scoring as steps: linear_fails' linear cells, 22-60 ms a model-step
+    against ~0.2 ms in a run."""
     configs = _piloted(spec, cell)
-    limit, before = min(10, configs[2].max_steps), None
+    budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
     while True:
         took, steps = _train(spec, cell, configs, limit, size)
-        if took >= TIMING_S or limit >= configs[2].max_steps:
-            if before and steps.sum() > before[1] and took > before[0]:
-                slope = (took - before[0]) / float(steps.sum() - before[1])
-                return slope, max(0.0, took - slope * float(steps.sum())) + TRIAL_S
-            return took / max(1, int(steps.sum())), TRIAL_S
-        before, limit = (took, int(steps.sum())), min(configs[2].max_steps, 2 * limit)
+        tries.append((took, int(steps.sum())))
+        stopped = steps < limit if limit < budget else np.full(len(steps), True)
+        grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
+        timed = not timing or (len(tries) > 1 and (took - tries[0][0] >= TIMING_S or not grew))
+        if limit >= budget or (timed and (not pilot or stopped.all() or took >= PILOT_S)):
+            break
+        limit = min(budget, (2 if took - tries[0][0] >= TIMING_S / 8 else 8) * limit)  # 8x while set-up dominates
+    (first_s, first), (last_s, last) = tries[0], tries[-1]
+    step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
+    mean = float(steps[stopped].mean()) if stopped.any() else 0.0
+    return Probe(step_s, max(0.0, last_s - step_s * last) + TRIAL_S, size, int(stopped.sum()), mean)
 
 
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
