@@ -56,6 +56,21 @@ def test_a_tuned_cell_counts_its_settings_caps_and_measurement(unit_steps, tmp_p
         assert c.model_steps_most == c.trainings_most * 8 * 60 // 2  # each up to the sample budget at B = 2
 
 
+def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision(unit_steps, tmp_path):
+    """transfer_tuned's plan counted its first round alone (840 trainings; the sweep trained 1,828),
+    an expectation labelled an upper bound that its sweep took 2.9x."""
+    spec = load_spec(ROOT / "sweeps" / "transfer_tuned.yaml")  # N 8 .. 2,048 in steps of 4x, precision 0.1
+    cell = spec.cells[0]
+    assert spec.mode.search.expected_n(spec, cell) == 5 + 4  # the grid, then log2(log 4 / log 1.1) = 3.9 midpoints
+    runs = 3 * 4 + 16  # 3 step sizes on 4 selection seeds, then the measurement on 16 seeds: an N* search each
+    assert spec.mode.expected_trainings(spec, cell) == runs * 9
+    made = plan.make_plan(spec, tmp_path, 2)
+    first = made.cells[0]
+    assert (first.trainings, first.model_steps) == (runs * 5, runs * 9 * 4000)  # logistic loss: none stops early
+    assert first.later_packs == runs * 4 // 16  # a later round trains one N of each seed
+    assert not made.bounded  # how many rounds a search takes is a guess, not a bound
+
+
 def test_slots_of_a_cluster_follow_the_per_trial_resources():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     assert plan.slots_of(spec, 64, 0) == 64

@@ -222,12 +222,18 @@ def plan_command(
         show(f"{cpus:g} CPUs, {gpus:g} GPUs ({cluster} slots): {estimate(made, cluster)}")
     show(
         "at most: every training at its step budget and every round its search may take, each chain of "
-        "rounds after the other, at the rates timed here"
+        f"rounds after the other, the trials up to {plan.IN_SWEEP:g}x slower than timed here"
     )
     if made.bounded:
         show(
-            "or less: runs that stop early (settled, a window confirmed) and adaptive rounds take a fraction of "
-            "their budget that only a run shows; after one sweep of this name under the home, plan estimates from it"
+            "or less: runs that stop early (settled, a window confirmed) take a fraction of their budget that "
+            "only a run shows; after one sweep of this name under the home, plan estimates from it"
+        )
+    if not spec.mode.fixed:
+        show(
+            "expected, for an adaptive search: its first round, one grid step bisected per N* search, the pilots' "
+            "steps (a model that did not stop at its budget); how far a tuned one-pass cell's later caps go is not "
+            "counted"
         )
 
 

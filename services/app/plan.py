@@ -4,11 +4,13 @@ Per cell: its first round's packs and trainings (a grid's are all it trains; an 
 and tuning add rounds that depend on the results), the most trainings and model-steps its
 protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
 caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
-takes exactly its budget. Runs that stop early (settled, or a one-pass window confirmed) and
-adaptive searches take less, by how much only a run shows. So each cell gets a pilot here
-(``probe``: one pack trained at the cell's own settings, under a step limit doubled until its
-models stop or a try takes PILOT_S): a model-step's time and, where its models stopped, the
-steps a model takes; where they did not, the budget, an upper bound said as such. The newest
+takes exactly its budget; an adaptive search is expected to train what its mode expects
+(``expected_trainings``: an N* search its grid and one grid step bisected). Runs that stop early
+(settled, or a one-pass window confirmed) take less, by how much only a run shows. So each cell
+gets a pilot here (``probe``: one pack trained at the cell's own settings, under a step limit
+grown until its models stop or a try takes PILOT_S): a model-step's time and, where its models
+stopped, the steps a model takes; where they did not, the budget, an upper bound said as such
+in a grid (an adaptive search's later rounds are a guess, not a bound). The newest
 finished sweep of the same name under the home, where there is one, gives the steps per cell
 and the rate instead. The wall time on S slots is Ray Tune's own time plus the larger of the
 work over S and the longest cell's work over its packs; the bound ("at most") allows the trials
@@ -69,11 +71,12 @@ class CellPlan:
     size: int = 1  # models per pack
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
     steps_most: int = 0  # the most steps one training takes
+    later_packs: int = 0  # the packs its later rounds are expected to train (an adaptive search's)
 
     @property
     def seconds(self) -> float:
-        """The cell's expected time on one slot: its model-steps and its first round's trials."""
-        return self.model_steps * self.step_s + self.packs * self.pack_s
+        """The cell's expected time on one slot: its model-steps and its trials."""
+        return self.model_steps * self.step_s + (self.packs + self.later_packs) * self.pack_s
 
     @property
     def most_s(self) -> float:
@@ -179,7 +182,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
         trainings, most, per_model = _budget(spec, cell)
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key, bounded = _timing_key(spec, cell, size), False
+        key, bounded, later_packs = _timing_key(spec, cell, size), False, 0
         if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
@@ -188,13 +191,15 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
             timing = key not in timed
             tried = probe(spec, cell, size if timing else min(PILOT_MODELS, trainings), pilot=True, timing=timing)
             timed.setdefault(key, tried)
-            expected = min(most * per_model, round(trainings * tried.steps(per_model)))
-            bounded = tried.stopped < tried.models
+            later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
+            later_packs = math.ceil(later / min(size, spec.seeds))
+            expected = min(most * per_model, round((trainings + later) * tried.steps(per_model)))
+            bounded = spec.mode.fixed and tried.stopped < tried.models  # an adaptive search's rounds are a guess
             rest = ", the rest at their budget" if bounded else ""
             basis = f"pilot: {tried.stopped} of {tried.models} stopped{rest}"
         rate = timed[key] = timed.get(key) or probe(spec, cell, size, pilot=False)
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis, bounded)
-        cells.append(CellPlan(*row, rate.pack_s, size, spec.mode.most_rounds(spec, cell), per_model))
+        cells.append(CellPlan(*row, rate.pack_s, size, spec.mode.most_rounds(spec, cell), per_model, later_packs))
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"

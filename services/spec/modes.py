@@ -63,6 +63,10 @@ class Mode(BaseModel):
         """The most models a cell can train."""
         return self.first_trainings(spec, cell)
 
+    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """The models a cell is expected to train (`vitsweep plan`'s expectation)."""
+        return self.first_trainings(spec, cell)
+
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
         return spec.resolved_cell(cell).training.max_steps
@@ -119,6 +123,20 @@ class SampleComplexityMode(Mode):
         """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
         1 + precision up to n_max."""
         return len(spec.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
+
+    def expected_n(self, spec: Sweep, cell: Cell) -> int:
+        """The N one seed of a multi-pass cell is expected to train at: its grid, then a bisection
+        (on log N) of the grid's widest step down to the precision. N* beyond the grid's ends, or a
+        success rate that falls where N grows, trains more."""
+        grid = sorted(spec.resolved_cell(cell).n_values)
+        widest = max([hi / lo for lo, hi in zip(grid, grid[1:])] or [self.factor])
+        return len(grid) + max(0, math.ceil(math.log2(math.log(widest) / math.log1p(self.precision))))
+
+    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """Multi-pass: each seed at the grid and the bisection of one step of it."""
+        if spec.resolved_cell(cell).one_pass:
+            return self.first_trainings(spec, cell)
+        return self.expected_n(spec, cell) * spec.seeds
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
@@ -250,6 +268,14 @@ class Tuned:
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
         most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
         return (settings + spec.seeds) * (most_n or len(spec.resolved_cell(cell).n_values))
+
+    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
+        """One pass: its first round (how far later caps go, only a run shows); multi-pass: each
+        setting's N* search on the selection seeds and the measurement's, as the search expects."""
+        if spec.resolved_cell(cell).one_pass or not isinstance(self.search, SampleComplexityMode):
+            return self.first_trainings(spec, cell)
+        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
+        return runs * self.search.expected_n(spec, cell)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
