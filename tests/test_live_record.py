@@ -3,6 +3,7 @@ a child per cell with per-N metrics as packs report, system metrics, all of it i
 (headless Chromium); stopped by Ctrl-C its runs end KILLED, and running the command again goes on
 in the same runs to one FINISHED record. On a cluster, every node's system metrics."""
 
+import json
 import os
 import re
 import subprocess
@@ -51,6 +52,7 @@ def seen_in_the_ui(home, parent, child, port: int) -> None:
         page = rendered(url.replace(parent.info.run_id, child.info.run_id), "success_rate", ui)
         assert "Status Running" in page and f"Parent run {parent.info.run_name}" in page, page[:3000]
         assert re.search(r"Metric Value .*success_rate \d", page), page[:3000]  # its metrics table, with values
+        assert re.search(r"Datasets li2023 TokenDataConfig \([0-9a-f]{10}\) train", page), page[:3000]  # its data
     finally:
         ui.terminate()
         ui.wait()
@@ -129,6 +131,9 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
     for child in children:
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "success_rate")]
         assert sorted(steps) == [4, 16]  # each N once: the final record logs only what the live one lacked
+        (data,) = client.get_run(child.info.run_id).inputs.dataset_inputs  # once, though opened three times
+        assert data.dataset.name == "li2023 TokenDataConfig" and json.loads(data.dataset.profile)["alpha_star"] == 0.2
+        assert [(t.key, t.value) for t in data.tags] == [("mlflow.data.context", "train")]
     done = subprocess.run([str(BIN / "vitsweep"), "report", "--home", str(sweep.home), "--json"], capture_output=True)
     assert done.returncode == 0, done.stderr[-2000:]
 

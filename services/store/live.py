@@ -114,7 +114,7 @@ class LiveRecord:
 
     def _child(self, cell: Cell, started_at: float) -> str:
         if cell.key not in self.children:
-            run_id = tracking.open_child(self.client, self.experiment, self.parent, cell, started_at)
+            run_id = tracking.open_child(self.client, self.experiment, self.parent, self.spec, cell, started_at)
             self.children[cell.key] = run_id
             self.logged[run_id] = tracking.logged_per_n(self.client, run_id)  # a resume's, else none
         return self.children[cell.key]

@@ -6,6 +6,7 @@ per run): each call to a tracking server costs tens of milliseconds, so per-mode
 would dominate a sweep. The embedded default is a SQLite store under the sweep home.
 """
 
+import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import NamedTuple
 
 import yaml
 from matplotlib.figure import Figure
-from mlflow.entities import Metric, Param, Run, RunTag
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunTag
 from mlflow.tracking import MlflowClient
 
 from services.report.compare import Comparison, PaperGrid
@@ -33,6 +34,7 @@ SWEEP_TAG, CELL_TAG, MODEL_TAG, FAILURES_TAG = (
     "vitsweep.failures",
 )
 STORAGE_TAG, PARENT_TAG = "vitsweep.ray_storage", "mlflow.parentRunId"
+DATASET_CONTEXT_TAG = "mlflow.data.context"  # a run input's role, as mlflow.log_input tags it
 # A run's record: "live" while the sweep runs (or after it stopped), "whole" once its end is logged
 RECORD_TAG, LIVE, WHOLE = "vitsweep.record", "live", "whole"
 SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
@@ -126,22 +128,44 @@ def open_parent(
     return live, False
 
 
-def open_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell, started_at: float | None) -> str:
+def open_child(
+    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: Cell, started_at: float | None
+) -> str:
     """A cell's child run, RUNNING: the one already under the parent (a resume, or the final
     record of a live sweep), else a new one."""
     found = _children(client, experiment, parent_id, cell.key)
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
-    return _new_child(client, experiment, parent_id, cell, started_at)
+    return _new_child(client, experiment, parent_id, spec, cell, started_at)
 
 
-def _new_child(client: MlflowClient, experiment: str, parent_id: str, cell: Cell, started_at: float | None) -> str:
-    """A new child run of ``cell`` under the parent, with the cell's values as params."""
+def _new_child(
+    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: Cell, started_at: float | None
+) -> str:
+    """A new child run of ``cell`` under the parent, with the cell's values as params and its data
+    config as the run's training dataset."""
     tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
     run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
     log_batch(client, run_id, params={"model": cell.model, **cell.values})
+    client.log_inputs(run_id, datasets=[data_input(spec, cell)])
     return run_id
+
+
+def data_input(spec: SweepSpec, cell: Cell) -> DatasetInput:
+    """A cell's data as MLflow's Datasets panel shows a run's inputs: the family's generator
+    (source, of type code: the samples are drawn from the config and each model's seed, never
+    stored) and the config's fields as its profile, named by the family and hashed as its digest."""
+    data = spec.resolved_cell(cell).data
+    profile = json.dumps(asdict(data), sort_keys=True, default=str)
+    dataset = Dataset(
+        name=f"{spec.family} {type(data).__name__}",
+        digest=hashlib.sha256(profile.encode()).hexdigest()[:10],
+        source_type="code",
+        source=json.dumps({"generator": f"{type(data).__module__}.{type(data).__name__}"}),
+        profile=profile,
+    )
+    return DatasetInput(dataset, tags=[InputTag(DATASET_CONTEXT_TAG, "train")])
 
 
 def end_live(client: MlflowClient, experiment: str, parent_id: str, status: str) -> None:
@@ -183,7 +207,7 @@ def record_sweep(
     mine = set()
     for cell, row in zip(result.cells, summary.cells):
         found = by_cell.get(cell.cell.key)
-        run_id = found.info.run_id if found else _new_child(client, experiment, pid, cell.cell, cell.started_at)
+        run_id = found.info.run_id if found else _new_child(client, experiment, pid, spec, cell.cell, cell.started_at)
         if found is None or found.data.tags.get(RECORD_TAG) != WHOLE:  # whole: logged by a run that was stopped
             _record_cell(client, run_id, spec, cell, row)
         mine.add(run_id)
