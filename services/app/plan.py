@@ -277,13 +277,14 @@ class Probe:
 def probe(spec: "SweepSpec", cell: "Cell", size: int, pilot: bool, timing: bool = True) -> Probe:
     """``size`` models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest
     batch size and middle step size) trained under step limits growing from 10 until the limit is
-    the budget, or until a step's time is measured (the last try took TIMING_S longer than the first,
-    or its steps stopped growing; only where ``timing``) and, as a ``pilot``, every model stopped
-    before the limit or a try took PILOT_S. The step's time is the slope through the first and the
-    last try, at the cell's own step size (the test set is scored only for models that moved); the
-    rest of the last try is the pack's own cost. A slope through one try alone counted a pack's
-    set-up and its training-set scoring as steps: linear_fails' linear cells, 22-60 ms a model-step
-    against ~0.2 ms in a run."""
+    the budget, or until a step's time is measured (the last try took TIMING_S, and half the first
+    try, longer than the first; or its steps stopped growing; only where ``timing``) and, as a
+    ``pilot``, every model stopped before the limit or a try took PILOT_S. The step's time is the
+    slope through the first and the last try, at the cell's own step size (the test set is scored
+    only for models that moved); the rest of the last try is the pack's own cost. A slope through
+    one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
+    linear cells: 22-60 ms a model-step against ~0.2 ms in a run), and a difference of 0.5 s
+    beside a set-up of 6 s was that set-up's noise (linear at 32 patches: 3.2 ms)."""
     configs = _piloted(spec, cell)
     budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
     while True:
@@ -291,10 +292,11 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int, pilot: bool, timing: bool 
         tries.append((took, int(steps.sum())))
         stopped = steps < limit if limit < budget else np.full(len(steps), True)
         grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
-        timed = not timing or (len(tries) > 1 and (took - tries[0][0] >= TIMING_S or not grew))
+        need = max(TIMING_S, tries[0][0] / 2)  # a difference beyond the set-up's own noise
+        timed = not timing or (len(tries) > 1 and (took - tries[0][0] >= need or not grew))
         if limit >= budget or (timed and (not pilot or stopped.all() or took >= PILOT_S)):
             break
-        limit = min(budget, (2 if took - tries[0][0] >= TIMING_S / 8 else 8) * limit)  # 8x while set-up dominates
+        limit = min(budget, (2 if took - tries[0][0] >= need / 8 else 8) * limit)  # 8x while set-up dominates
     (first_s, first), (last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
     mean = float(steps[stopped].mean()) if stopped.any() else 0.0
