@@ -109,7 +109,8 @@ def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
     assert made["cluster_wall_s"] <= made["wall_s"]
     refused = runner.invoke(app, ["run", "sweeps/smoke.yaml", "--home", str(tmp_path), "--max-minutes", "0.01"])
     assert refused.exit_code == 2
-    bound = " or less expected, at most " if made["upper_bound"] else " expected, at most "
+    steps = " (its steps at most: fewer where runs stop early)" if made["upper_bound"] else ""
+    bound = f" expected{steps}, at most "
     assert bound in refused.output and "beyond --max-minutes 0.01" in refused.output
     assert made["wall_s"] <= made["most_wall_s"]
     assert not (tmp_path / "ray").exists()  # nothing started

@@ -226,8 +226,9 @@ def plan_command(
     )
     if made.bounded:
         show(
-            "or less: runs that stop early (settled, a window confirmed) take a fraction of their budget that "
-            "only a run shows; after one sweep of this name under the home, plan estimates from it"
+            "its steps at most: runs that stop early (settled, a window confirmed) take a fraction of their budget "
+            "that only a run shows, but the time is at the rates timed here, which a sweep may not keep; after one "
+            "sweep of this name under the home, plan estimates from it"
         )
     if not spec.mode.fixed:
         show(
