@@ -232,9 +232,9 @@ def plan_command(
         )
     if not spec.mode.fixed:
         show(
-            "expected, for an adaptive search: its first round, one grid step bisected per N* search, the pilots' "
-            "steps (a model that did not stop at its budget); how far a tuned one-pass cell's later caps go is not "
-            "counted"
+            "expected, for an adaptive search: the trainings its mode expects (an N* search: its grid and one grid "
+            "step bisected; a tuned one-pass cell: its first round, its later caps not counted) at the pilots' steps "
+            "(a model that did not stop: its budget)"
         )
 
 

@@ -197,7 +197,9 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
             bounded = spec.mode.fixed and tried.stopped < tried.models  # an adaptive search's rounds are a guess
             rest = ", the rest at their budget" if bounded else ""
             basis = f"pilot: {tried.stopped} of {tried.models} stopped{rest}"
-        rate = timed[key] = timed.get(key) or probe(spec, cell, size, pilot=False)
+        if key not in timed:  # no pilot timed a cell alike: only a step's time wanted
+            timed[key] = probe(spec, cell, size, pilot=False)
+        rate = timed[key]
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis, bounded)
         cells.append(CellPlan(*row, rate.pack_s, size, spec.mode.most_rounds(spec, cell), per_model, later_packs))
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:

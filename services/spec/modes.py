@@ -254,10 +254,15 @@ class Tuned:
         t = spec.tuning_of(model)
         return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
 
+    def runs(self, spec: Sweep, cell: Cell) -> int:
+        """A cell's runs before any extension (one pass: one training each; multi-pass: an N* search
+        each): every setting on the selection seeds, and the measurement on the sweep's seeds."""
+        return self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
+
     def first_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Its grid on the selection seeds and the measurement, before any extension."""
-        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
-        return runs * (1 if spec.resolved_cell(cell).one_pass else len(spec.resolved_cell(cell).n_values))
+        one_pass = spec.resolved_cell(cell).one_pass
+        return self.runs(spec, cell) * (1 if one_pass else len(spec.resolved_cell(cell).n_values))
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Every setting (extensions included) on the selection seeds once per sample cap (one
@@ -274,8 +279,7 @@ class Tuned:
         setting's N* search on the selection seeds and the measurement's, as the search expects."""
         if spec.resolved_cell(cell).one_pass or not isinstance(self.search, SampleComplexityMode):
             return self.first_trainings(spec, cell)
-        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
-        return runs * self.search.expected_n(spec, cell)
+        return self.runs(spec, cell) * self.search.expected_n(spec, cell)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
