@@ -106,14 +106,14 @@ def _plan(home: Path) -> dict:
 
 
 def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_path):
-    before = _plan(tmp_path)  # calibrated here; every cell at its step budget
+    before = _plan(tmp_path)  # calibrated here: a pilot per cell
     summary = _run("--home", str(tmp_path))
     assert summary["estimated_wall_s"] == before["wall_s"]  # this machine's 2 slots, as the local Ray's
     assert 0.5 <= summary["wall_s"] / summary["estimated_wall_s"] <= 2
     assert summary["wall_s"] <= before["most_wall_s"]  # the bound holds
     after = _plan(tmp_path)  # the sweep just run sets the steps and the rate
-    assert {c["basis"] for c in after["cells"]} == {f"history {summary['sweep_id']}"} and not after["upper_bound"]
-    assert after["model_steps"] < before["model_steps"]
+    assert {c["basis"] for c in after["cells"]} == {f"history {summary['sweep_id']}"}
+    assert 0.5 <= before["model_steps"] / after["model_steps"] <= 2  # the pilots saw the steps the sweep took
     assert 0.5 <= summary["wall_s"] / after["wall_s"] <= 2
     assert summary["tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert summary["failed_trials"] == [] and summary["sweep_id"].startswith("smoke-")

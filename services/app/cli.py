@@ -224,18 +224,13 @@ def plan_command(
         "at most: every training at its step budget and every round its search may take, each chain of "
         f"rounds after the other, the trials up to {plan.IN_SWEEP:g}x slower than timed here"
     )
-    if made.bounded:
-        show(
-            "its steps at most: runs that stop early (settled, a window confirmed) take a fraction of their budget "
-            "that only a run shows, but the time is at the rates timed here, which a sweep may not keep; after one "
-            "sweep of this name under the home, plan estimates from it"
-        )
-    if not spec.mode.fixed:
-        show(
-            "expected, for an adaptive search: the trainings its mode expects (an N* search: its grid and one grid "
-            "step bisected; a tuned one-pass cell: its first round, its later caps not counted) at the pilots' steps "
-            "(a model that did not stop: its budget)"
-        )
+    show(
+        "expected: the steps each cell's pilot saw its models take to stop (one cut at zero test error: where its "
+        "window would confirm; one cut otherwise: a guess between the cut and its budget) over the trainings its "
+        "mode expects (an N* search: its grid and one grid step bisected; a tuned one-pass cell: each selection "
+        "run under every cap it outgrows), at the rates timed here; after one sweep of this name under the home, "
+        "plan estimates from it"
+    )
 
 
 @app.command()

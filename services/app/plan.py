@@ -4,18 +4,20 @@ Per cell: its first round's packs and trainings (a grid's are all it trains; an 
 and tuning add rounds that depend on the results), the most trainings and model-steps its
 protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
 caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
-takes exactly its budget; an adaptive search is expected to train what its mode expects
-(``expected_trainings``: an N* search its grid and one grid step bisected). Runs that stop early
-(settled, or a one-pass window confirmed) take less, by how much only a run shows. So each cell
-gets a pilot here (``probe``: one pack trained at the cell's own settings, under a step limit
-grown until its models stop or a try takes PILOT_S): a model-step's time and, where its models
-stopped, the steps a model takes; where they did not, the budget, an upper bound said as such
-in a grid (an adaptive search's later rounds are a guess, not a bound). The newest
-finished sweep of the same name under the home, where there is one, gives the steps per cell
-and the rate instead. The wall time on S slots is Ray Tune's own time plus the larger of the
-work over S and the longest cell's work over its packs; the bound ("at most") allows the trials
-to run IN_SWEEP slower than timed here. Like the time `run` reports, it counts from Ray Tune's
-start to the last trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
+takes exactly its budget; otherwise the mode says what a run's steps come to in the cell
+(``expected_model_steps``: an N* search its grid and one grid step bisected; a tuned one-pass
+cell each selection run under every cap it outgrows). Runs that stop early (settled, or a
+one-pass window confirmed) take less, by how much only a run shows. So each cell gets a pilot
+here (``pilot``: PILOT_MODELS models trained at the cell's own settings, cut after PILOT_S): the
+steps of each model that stopped; where a one-pass model was cut inside a run of zero test error,
+the step its window would confirm; otherwise a guess between the cut and the budget (the mean of
+a log-uniform law there: not a bound, which "at most" is). The step's time is timed once per
+kind of cell (``probe``). The newest finished sweep of
+the same name under the home, where there is one, gives the steps per cell and the rate instead.
+The wall time on S slots is Ray Tune's own time plus the larger of the work over S and the
+longest cell's work over its packs; the bound ("at most") allows the trials to run IN_SWEEP
+slower than timed here. Like the time `run` reports, it counts from Ray Tune's start to the last
+trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
 """
 
 import dataclasses
@@ -48,8 +50,13 @@ TRIAL_S = 0.05
 # (1.29x, 2 cores, 2026-11-25): two trials at once in Ray lose 1.07x, the driver (its live MLflow
 # record's figures) and Ray's own processes use ~0.17 of a core beside them.
 IN_SWEEP = 1.5
-PILOT_S = 1.0  # a cell's pilot stops doubling its step limit once one try takes this long
-PILOT_MODELS = 4  # models in a pilot's pack where the step's time is known already
+# A cell's pilot is cut after PILOT_S, or PILOT_SHARE of the cell's most work, whichever is less:
+# at 1 s (a pack of the cell's own size, its limit doubled) pilots saw few one-pass ViTs' windows
+# confirmed, and the budget they were then counted at put 11 of 29 specs' expectations 2.5x-25x
+# above their sweeps (docs/performance.md, 2026-11-26)
+PILOT_S = 3.0
+PILOT_SHARE = 0.1
+PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 
 
@@ -66,7 +73,6 @@ class CellPlan:
     model_steps_most: int
     step_s: float  # seconds one model-step takes here (timed, at the history's rate where there is one)
     basis: str  # where model_steps comes from: "budget" (fixed steps), "history SWEEP_ID" or "pilot: ..."
-    bounded: bool = False  # some of its expected steps are only a budget: the estimate is an upper bound
     pack_s: float = 0.0  # a trial's cost besides its steps: building the pack, its test set, Tune's own
     size: int = 1  # models per pack
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
@@ -106,11 +112,6 @@ class SweepPlan:
         return sum(c.seconds for c in self.cells)
 
     @property
-    def bounded(self) -> bool:
-        """Whether some cell's expectation is only its budget (no history): the estimate is then an upper bound."""
-        return any(c.bounded for c in self.cells)
-
-    @property
     def longest_s(self) -> float:
         """The longest cell's work over its packs: no number of slots makes the sweep shorter."""
         return max((c.seconds / max(1, c.packs) for c in self.cells), default=0.0)
@@ -147,7 +148,6 @@ class SweepPlan:
             "slots": self.slots,
             "wall_s": round(self.wall_s(), 1),
             "most_wall_s": round(self.most_wall_s(), 1),
-            "upper_bound": self.bounded,
             **(cluster if cluster_slots else {}),
         }
 
@@ -182,26 +182,32 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
         trainings, most, per_model = _budget(spec, cell)
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key, bounded, later_packs = _timing_key(spec, cell, size), False, 0
+        key, later_packs = _timing_key(spec, cell, size), 0
+        if key not in timed:
+            timed[key] = probe(spec, cell, size)
+        rate = timed[key]
         if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
-        else:  # a pilot, which times the step too where no cell alike was timed
-            timing = key not in timed
-            tried = probe(spec, cell, size if timing else min(PILOT_MODELS, trainings), pilot=True, timing=timing)
-            timed.setdefault(key, tried)
+        else:
+            allowance = min(PILOT_S, PILOT_SHARE * most * per_model * rate.step_s)
+            tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
             later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
             later_packs = math.ceil(later / min(size, spec.seeds))
-            expected = min(most * per_model, round((trainings + later) * tried.steps(per_model)))
-            bounded = spec.mode.fixed and tried.stopped < tried.models  # an adaptive search's rounds are a guess
-            rest = ", the rest at their budget" if bounded else ""
-            basis = f"pilot: {tried.stopped} of {tried.models} stopped{rest}"
-        if key not in timed:  # no pilot timed a cell alike: only a step's time wanted
-            timed[key] = probe(spec, cell, size, pilot=False)
-        rate = timed[key]
-        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis, bounded)
-        cells.append(CellPlan(*row, rate.pack_s, size, spec.mode.most_rounds(spec, cell), per_model, later_packs))
+            expected = min(most * per_model, round(spec.mode.expected_model_steps(spec, cell, tried.steps)))
+            basis = tried.basis
+        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
+        cells.append(
+            CellPlan(
+                *row,
+                pack_s=rate.pack_s,
+                size=size,
+                rounds_most=spec.mode.most_rounds(spec, cell),
+                steps_most=per_model,
+                later_packs=later_packs,
+            )
+        )
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
@@ -261,48 +267,90 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Probe:
-    """What a pack of a cell trained here at its own settings showed: the seconds a model-step
-    takes and a pack costs besides its steps, and how many of its models stopped (settled, or their
-    window confirmed) before the last try's limit, with their mean steps."""
+    """A model-step's time in a pack of a cell trained here, and the pack's cost besides its steps."""
 
     step_s: float
     pack_s: float
-    models: int
-    stopped: int = 0
-    mean_stopped: float = 0.0
-
-    def steps(self, budget: int) -> float:
-        """A model's expected steps: those that stopped, theirs; the others, the ``budget`` (a bound)."""
-        return (self.stopped * self.mean_stopped + (self.models - self.stopped) * budget) / self.models
 
 
-def probe(spec: "SweepSpec", cell: "Cell", size: int, pilot: bool, timing: bool = True) -> Probe:
+def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     """``size`` models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest
     batch size and middle step size) trained under step limits growing from 10 until the limit is
-    the budget, or until a step's time is measured (the last try took TIMING_S, and half the first
-    try, longer than the first; or its steps stopped growing; only where ``timing``) and, as a
-    ``pilot``, every model stopped before the limit or a try took PILOT_S. The step's time is the
-    slope through the first and the last try, at the cell's own step size (the test set is scored
-    only for models that moved); the rest of the last try is the pack's own cost. A slope through
-    one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
-    linear cells: 22-60 ms a model-step against ~0.2 ms in a run), and a difference of 0.5 s
-    beside a set-up of 6 s was that set-up's noise (linear at 32 patches: 3.2 ms)."""
+    the budget, its steps stopped growing, or the last try took TIMING_S, and half the first try,
+    longer than the first. The step's time is the slope through the first and the last try, at the
+    cell's own step size (the test set is scored only for models that moved); the rest of the last
+    try is the pack's own cost. A slope through one try alone counted a pack's set-up and its
+    training-set scoring as steps (linear_fails' linear cells: 22-60 ms a model-step against
+    ~0.2 ms in a run), and a difference of 0.5 s beside a set-up of 6 s was that set-up's noise
+    (linear at 32 patches: 3.2 ms)."""
     configs = _piloted(spec, cell)
     budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
     while True:
-        took, steps = _train(spec, cell, configs, limit, size)
-        tries.append((took, int(steps.sum())))
-        stopped = steps < limit if limit < budget else np.full(len(steps), True)
-        grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
+        took, result = _train(spec, cell, configs, limit, size)
+        tries.append((took, int(result.steps.sum())))
         need = max(TIMING_S, tries[0][0] / 2)  # a difference beyond the set-up's own noise
-        timed = not timing or (len(tries) > 1 and (took - tries[0][0] >= need or not grew))
-        if limit >= budget or (timed and (not pilot or stopped.all() or took >= PILOT_S)):
+        grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
+        if limit >= budget or (len(tries) > 1 and (took - tries[0][0] >= need or not grew)):
             break
         limit = min(budget, (2 if took - tries[0][0] >= need / 8 else 8) * limit)  # 8x while set-up dominates
     (first_s, first), (last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
-    mean = float(steps[stopped].mean()) if stopped.any() else 0.0
-    return Probe(step_s, max(0.0, last_s - step_s * last) + TRIAL_S, size, int(stopped.sum()), mean)
+    return Probe(step_s, max(0.0, last_s - step_s * last) + TRIAL_S)
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """Each of a pilot's models' steps to stop: seen (it settled, its window confirmed, it diverged
+    or spent its budget), foreseen (one pass, cut inside a run of zero test error that began at
+    step s: its window of W confirms at W·s if that run holds), or cut at step L otherwise: the
+    mean of the others' stops past L (Kaplan-Meier's redistribution to the right), or where none
+    stops past L, a guess: (b - L) / ln(b / L), the mean of a log-uniform law between L and its
+    budget b. Counting such runs at their budget put 11 of 29 specs' expectations 2.5-25x above
+    their sweeps."""
+
+    steps: tuple[float, ...]
+    seen: int
+    foreseen: int
+    cut: int = 0  # the step the pilot was cut at (0: it ran to its end)
+    guessed: bool = False  # its models cut elsewhere count at the log-uniform guess (no stop past the cut)
+
+    @property
+    def basis(self) -> str:
+        at_zero = f", {self.foreseen} at zero test error (stopping at W x its start)" if self.foreseen else ""
+        rest, left = "", len(self.steps) - self.seen - self.foreseen
+        if left:
+            how = "guessed between it and their budget" if self.guessed else "as the stops past it"
+            rest = f", {left} cut at step {self.cut} ({how})"
+        return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
+
+
+def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pilot:
+    """``models`` models of ``cell`` (as ``probe`` trains them) in one run up to their budget, cut
+    at the first evaluation after ``allowance`` seconds. One run, not a limit doubled: a one-pass
+    run's first steps are the same under any limit, so each try repeated the one before."""
+    configs = _piloted(spec, cell)
+    budget, window, began, cut = configs[2].max_steps, configs[2].stability_window, time.perf_counter(), []
+
+    def out_of_time(step: int, still: int) -> bool:
+        if still and time.perf_counter() - began >= allowance:
+            cut.append(step)
+        return bool(cut)
+
+    _, result = _train(spec, cell, configs, budget, models, progress=out_of_time)
+    steps = result.steps.astype(float)
+    running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
+    streak = result.streak_start
+    foreseen = running & (streak > 0) & (window > 0) & (configs[2].protocol == "one_pass")
+    steps[foreseen] = np.minimum(budget, np.maximum(steps[foreseen], np.ceil(window * streak[foreseen])))
+    past = steps[(~running | foreseen) & (steps > cut[0])] if cut else steps
+    steps[running & ~foreseen] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
+    seen = int((~running).sum())
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut[0] if cut else 0, not past.size)
+
+
+def _log_uniform_mean(low: float, high: float) -> float:
+    """The mean of a log-uniform law on [low, high]."""
+    return (high - low) / math.log(high / low) if high > low > 0 else high
 
 
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
@@ -318,9 +366,9 @@ def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     return data, model, training
 
 
-def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int):
-    """(seconds, steps per model) of ``size`` models of the cell trained at most ``limit`` steps,
-    with the threads and device a trial has."""
+def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None):
+    """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
+    the threads and device a trial has."""
     import torch
 
     from vit_core import train_pack
@@ -333,8 +381,8 @@ def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: in
     try:
         began = time.perf_counter()
         tried = dataclasses.replace(training, max_steps=limit)
-        result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device)
-        return time.perf_counter() - began, result.steps
+        result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device, progress=progress)
+        return time.perf_counter() - began, result
     finally:
         torch.set_num_threads(threads)
 

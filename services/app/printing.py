@@ -39,10 +39,8 @@ def show(line: str) -> None:
 
 
 def estimate(made, slots: int | None = None) -> str:
-    """A plan's wall time in words: its expectation (its steps at most where some cell has only its
-    budget to go by; its time is not) and its upper bound."""
-    steps = " (its steps at most: fewer where runs stop early)" if made.bounded else ""
-    return f"{duration(made.wall_s(slots))} expected{steps}, at most {duration(made.most_wall_s(slots))}"
+    """A plan's wall time in words: its expectation and its upper bound."""
+    return f"{duration(made.wall_s(slots))} expected, at most {duration(made.most_wall_s(slots))}"
 
 
 def duration(seconds: float) -> str:

@@ -67,6 +67,11 @@ class Mode(BaseModel):
         """The models a cell is expected to train (`vitsweep plan`'s expectation)."""
         return self.first_trainings(spec, cell)
 
+    def expected_model_steps(self, spec: Sweep, cell: Cell, steps: tuple[float, ...]) -> float:
+        """The model-steps a cell is expected to take where a run of it takes any of ``steps`` (a
+        pilot's models'): each expected training, at their mean."""
+        return self.expected_trainings(spec, cell) * _mean_capped(steps, self.most_steps(spec, cell))
+
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
         return spec.resolved_cell(cell).training.max_steps
@@ -220,6 +225,11 @@ class OptunaMode(Mode):
 SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
 
 
+def _mean_capped(steps: tuple[float, ...], most: float) -> float:
+    """The mean of ``steps``, each at most ``most``."""
+    return sum(min(s, most) for s in steps) / len(steps)
+
+
 def _search_mode(value: Any) -> str | None:
     """The mode of a search section (grid where it names none; None where it is not a section)."""
     if isinstance(value, dict):
@@ -280,6 +290,22 @@ class Tuned:
         if spec.resolved_cell(cell).one_pass or not isinstance(self.search, SampleComplexityMode):
             return self.first_trainings(spec, cell)
         return self.runs(spec, cell) * self.search.expected_n(spec, cell)
+
+    def expected_model_steps(self, spec: Sweep, cell: Cell, steps: tuple[float, ...]) -> float:
+        """One pass (``steps`` at the smallest batch, as the pilot trains: a step of B samples costs
+        about B / B_min of those): a grid's selection run trains again under each cap it outgrew,
+        up to the last (its first round alone counted 24 runs of the main job at the whole
+        budget, where its first cap holds them to a sixteenth); Optuna's at the last cap; then the
+        measurement. Multi-pass: each N* search as its search expects."""
+        if not spec.resolved_cell(cell).one_pass:
+            return self.expected_trainings(spec, cell) * _mean_capped(steps, self.most_steps(spec, cell))
+        tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
+        smallest = min(tuning.batch_size or [training.batch_size])
+        caps = [c / smallest for c in tuning.caps(training.batch_size * training.max_steps)]
+        caps = caps if tuning.sampler == "grid" else caps[-1:]
+        selection = [sum(c for c in caps if c < s) + min(s, caps[-1]) for s in steps]
+        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds
+        return runs * sum(selection) / len(steps) + spec.seeds * _mean_capped(steps, caps[-1])
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""

@@ -26,6 +26,7 @@ class PackResult:
     settled: np.ndarray  # training hinge loss reached exactly 0
     steps: np.ndarray  # SGD steps the model took
     iterations_to_zero: np.ndarray  # first evaluated step with zero test error; -1 if never
+    streak_start: np.ndarray  # first evaluated step > 0 of its last run of zero test error; -1 if none
     final: dict[str, np.ndarray]  # the CURVES' values when the model stopped
     eval_steps: np.ndarray
     curves: dict[str, np.ndarray]  # NaN once diverged; a settled model keeps its last values
@@ -178,6 +179,7 @@ class _Recorder:
             settled=self.settled,
             steps=self.stopped_at,
             iterations_to_zero=self.iterations_to_zero,
+            streak_start=self.streak_start,
             final=final,
             eval_steps=np.asarray(self.steps),
             curves={name: np.stack(rows) for name, rows in self.rows.items()},
