@@ -169,11 +169,11 @@ def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
         )
 
 
-def _plan_here(spec, home: Path):
+def _plan_here(spec, home: Path, pilot_s: float | None = None):
     """The spec's plan on this machine's slots, kept under the home for the run to report."""
     from services.app import plan
 
-    made = plan.make_plan(spec, home, plan.local_slots(spec))
+    made = plan.make_plan(spec, home, plan.local_slots(spec), pilot_s or plan.PILOT_S)
     plan.save(made, spec, home)
     return made
 
@@ -185,6 +185,12 @@ def plan_command(
     cpus: float = typer.Option(None, "--cpus", min=1, help="also estimate on a cluster of this many CPUs"),
     gpus: float = typer.Option(0, "--gpus", min=0, help="... and this many GPUs (step times are this machine's)"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as one JSON object"),
+    pilot_s: float = typer.Option(
+        None,
+        "--pilot-s",
+        min=0.1,
+        help="cut each cell's pilot after this many seconds (default 3): longer sees more runs stop",
+    ),
 ) -> None:
     """Before a sweep runs: per cell and in total its packs, trainings and model-steps, and its
     estimated wall time here (a pilot of each cell: one pack trained briefly; an earlier sweep of
@@ -193,7 +199,7 @@ def plan_command(
     spec = _load_or_exit(path)
     from services.app import plan
 
-    made = _plan_here(spec, home)
+    made = _plan_here(spec, home, pilot_s)
     cluster = plan.slots_of(spec, cpus, gpus) if cpus else None
     if as_json:
         print(json.dumps(made.to_dict(cluster)))
@@ -204,13 +210,13 @@ def plan_command(
             str(c.packs),
             f"{c.trainings} / {c.trainings_most}",
             f"{c.model_steps:,} / {c.model_steps_most:,}",
-            f"{1000 * c.step_s:.3g}",
+            f"{1000 * c.pack_step_s:.3g} + {1000 * c.step_s:.3g} k",
             duration(c.seconds),
             c.basis,
         ]
         for c in made.cells
     ]
-    header = ["cell", "packs", "trainings (first round / most)", "model-steps (expected / most)", "ms a model-step"]
+    header = ["cell", "packs", "trainings (first round / most)", "model-steps (expected / most)", "ms a step, k models"]
     show_table(f"plan of {spec.name}", [*header, "work", "expected from"], rows, left=("cell", "expected from"))
     show(
         f"total: {sum(c.trainings for c in made.cells)} trainings in the first rounds, "
@@ -231,6 +237,12 @@ def plan_command(
         "run under every cap it outgrows), at the rates timed here; after one sweep of this name under the home, "
         "plan estimates from it"
     )
+    if made.guessed_share >= 0.005:
+        show(
+            f"a guess: {made.guessed_share:.0%} of the expected work is in cells whose pilot was cut before any of "
+            "its models stopped past the cut (their steps: a log-uniform law between the cut and the budget); "
+            "a longer pilot (--pilot-s) or a smaller sweep of this name first measures them"
+        )
 
 
 @app.command()

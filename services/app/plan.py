@@ -71,9 +71,12 @@ class CellPlan:
     trainings_most: int
     model_steps: int
     model_steps_most: int
-    step_s: float  # seconds one model-step takes here (timed, at the history's rate where there is one)
+    step_s: float  # seconds a model adds to a pack's step here (timed, at the history's rate where there is one)
     basis: str  # where model_steps comes from: "budget" (fixed steps), "history SWEEP_ID" or "pilot: ..."
     pack_s: float = 0.0  # a trial's cost besides its steps: building the pack, its test set, Tune's own
+    pack_step_s: float = 0.0  # a pack's step's cost besides its models' (launches, Python): the steps a pack takes
+    pack_steps: int = 0  # the steps its packs are expected to take: each pack's, its longest model's
+    guessed: bool = False  # its pilot was cut before any model stopped past the cut: its steps are a guess
     size: int = 1  # models per pack
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
     steps_most: int = 0  # the most steps one training takes
@@ -81,20 +84,21 @@ class CellPlan:
 
     @property
     def seconds(self) -> float:
-        """The cell's expected time on one slot: its model-steps and its trials."""
-        return self.model_steps * self.step_s + (self.packs + self.later_packs) * self.pack_s
+        """The cell's expected time on one slot: its model-steps, its packs' steps and its trials."""
+        steps = self.model_steps * self.step_s + self.pack_steps * self.pack_step_s
+        return steps + (self.packs + self.later_packs) * self.pack_s
 
     @property
     def most_s(self) -> float:
         """The most time the cell can take on one slot: every training it may run at its step
         budget, in packs of ``size`` (each round's last pack may be smaller)."""
         packs = math.ceil(self.trainings_most / self.size) + self.rounds_most
-        return self.model_steps_most * self.step_s + packs * self.pack_s
+        return self.model_steps_most * self.step_s + packs * (self.steps_most * self.pack_step_s + self.pack_s)
 
     @property
     def chain_s(self) -> float:
         """The most time its chain of rounds can take, each round's longest pack after the other."""
-        return self.rounds_most * (self.pack_s + self.size * self.steps_most * self.step_s)
+        return self.rounds_most * (self.pack_s + self.steps_most * (self.size * self.step_s + self.pack_step_s))
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,11 @@ class SweepPlan:
     @property
     def work_s(self) -> float:
         return sum(c.seconds for c in self.cells)
+
+    @property
+    def guessed_share(self) -> float:
+        """The share of the expected work in cells whose steps are a guess (``Pilot``)."""
+        return sum(c.seconds for c in self.cells if c.guessed) / self.work_s if self.work_s else 0.0
 
     @property
     def longest_s(self) -> float:
@@ -147,6 +156,7 @@ class SweepPlan:
             "start_basis": self.start_basis,
             "slots": self.slots,
             "wall_s": round(self.wall_s(), 1),
+            "guessed_share": round(self.guessed_share, 3),
             "most_wall_s": round(self.most_wall_s(), 1),
             **(cluster if cluster_slots else {}),
         }
@@ -171,8 +181,9 @@ def slots_of(spec: "SweepSpec", cpus: float, gpus: float) -> int:
     return max(1, min(math.floor(cpus / r.cpus_per_trial + 1e-9), by_gpu))
 
 
-def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
-    """The spec's plan on ``slots`` trials at once, from its history under ``home`` and a pilot of each cell here."""
+def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
+    """The spec's plan on ``slots`` trials at once, from its history under ``home`` and a pilot of
+    each cell here, cut after ``pilot_s`` at most."""
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
     first = first_packs(spec, slots)
@@ -182,26 +193,33 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int) -> SweepPlan:
         trainings, most, per_model = _budget(spec, cell)
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key, later_packs = _timing_key(spec, cell, size), 0
+        key, later_packs, guessed = _timing_key(spec, cell, size), 0, False
         if key not in timed:
             timed[key] = probe(spec, cell, size)
         rate = timed[key]
         if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
+            pack_steps = expected / size
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
+            pack_steps = expected / size  # its packs' steps are not recorded: as if they stayed full
         else:
-            allowance = min(PILOT_S, PILOT_SHARE * most * per_model * rate.step_s)
+            allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
             tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
             later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
             later_packs = math.ceil(later / min(size, spec.seeds))
             expected = min(most * per_model, round(spec.mode.expected_model_steps(spec, cell, tried.steps)))
-            basis = tried.basis
+            # a pack steps until its longest model stops: every training as long as the pilot's longest
+            pack_steps = min(most * per_model, spec.mode.expected_model_steps(spec, cell, (max(tried.steps),))) / size
+            basis, guessed = tried.basis, tried.guessed and tried.seen + tried.foreseen < len(tried.steps)
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
         cells.append(
             CellPlan(
                 *row,
                 pack_s=rate.pack_s,
+                pack_step_s=rate.pack_step_s,
+                pack_steps=round(pack_steps),
+                guessed=guessed,
                 size=size,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
@@ -228,9 +246,9 @@ def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[s
     """The cells' step times scaled so that the earlier sweep's recorded steps take the training
     time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
     pilot evaluates more often per step than a long run does)."""
-    piloted = sum(steps.get(keys[c.label], 0) * c.step_s for c in cells)
+    piloted = sum(steps.get(keys[c.label], 0) * (c.step_s + c.pack_step_s / c.size) for c in cells)
     scale = earlier.train_s / piloted if piloted else 1.0
-    return [dataclasses.replace(c, step_s=c.step_s * scale) for c in cells]
+    return [dataclasses.replace(c, step_s=c.step_s * scale, pack_step_s=c.pack_step_s * scale) for c in cells]
 
 
 def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
@@ -267,23 +285,37 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Probe:
-    """A model-step's time in a pack of a cell trained here, and the pack's cost besides its steps."""
+    """A pack's step's cost here, ``pack_step_s`` + ``step_s`` x the models still in it (on a
+    GPU the first dominates: its steps are launched, not computed), and the pack's own cost."""
 
     step_s: float
     pack_s: float
+    pack_step_s: float = 0.0
 
 
 def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
-    """``size`` models of ``cell`` (its first seeds at its largest N; a tuned cell at its smallest
-    batch size and middle step size) trained under step limits growing from 10 until the limit is
-    the budget, its steps stopped growing, or the last try took TIMING_S, and half the first try,
-    longer than the first. The step's time is the slope through the first and the last try, at the
-    cell's own step size (the test set is scored only for models that moved); the rest of the last
-    try is the pack's own cost. A slope through one try alone counted a pack's set-up and its
-    training-set scoring as steps (linear_fails' linear cells: 22-60 ms a model-step against
-    ~0.2 ms in a run), and a difference of 0.5 s beside a set-up of 6 s was that set-up's noise
-    (linear at 32 patches: 3.2 ms)."""
+    """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
+    a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
+    model's steps) where its models stop early, which a cost per model-step alone misses."""
     configs = _piloted(spec, cell)
+    full, pack_s = _slope(spec, cell, configs, size)
+    if size == 1:
+        return Probe(full, pack_s)
+    alone, _ = _slope(spec, cell, configs, 1)
+    per_model = max(0.0, (size * full - alone) / (size - 1))
+    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)))
+
+
+def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
+    """(seconds a model-step, a pack's own seconds) of ``size`` models of ``cell`` (its first seeds
+    at its largest N; a tuned cell at its smallest batch size and middle step size) trained under
+    step limits growing from 10 until the limit is the budget, its steps stopped growing, or the
+    last try took TIMING_S, and half the first try, longer than the first. The step's time is the
+    slope through the first and the last try, at the cell's own step size (the test set is scored
+    only for models that moved); the rest of the last try is the pack's own cost. A slope through
+    one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
+    linear cells: 22-60 ms a model-step against ~0.2 ms in a run), and a difference of 0.5 s
+    beside a set-up of 6 s was that set-up's noise (linear at 32 patches: 3.2 ms)."""
     budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
     while True:
         took, result = _train(spec, cell, configs, limit, size)
@@ -295,7 +327,7 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
         limit = min(budget, (2 if took - tries[0][0] >= need / 8 else 8) * limit)  # 8x while set-up dominates
     (first_s, first), (last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
-    return Probe(step_s, max(0.0, last_s - step_s * last) + TRIAL_S)
+    return step_s, max(0.0, last_s - step_s * last) + TRIAL_S
 
 
 @dataclass(frozen=True)
@@ -325,9 +357,11 @@ class Pilot:
 
 
 def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pilot:
-    """``models`` models of ``cell`` (as ``probe`` trains them) in one run up to their budget, cut
-    at the first evaluation after ``allowance`` seconds. One run, not a limit doubled: a one-pass
-    run's first steps are the same under any limit, so each try repeated the one before."""
+    """``models`` models of ``cell`` (as ``probe`` trains them; a tuned cell's at step sizes
+    spread over those it tries) in one run up to their budget, cut at the first evaluation after
+    ``allowance`` seconds. One run, not a limit doubled: a one-pass run's first steps are the same
+    under any limit, so each try repeated the one before. At the middle step size alone, the
+    pilots of fig1_grid_one_pass_tuned's cells saw a fifth of the steps their selections took."""
     configs = _piloted(spec, cell)
     budget, window, began, cut = configs[2].max_steps, configs[2].stability_window, time.perf_counter(), []
 
@@ -336,7 +370,7 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
             cut.append(step)
         return bool(cut)
 
-    _, result = _train(spec, cell, configs, budget, models, progress=out_of_time)
+    _, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=_step_sizes(spec, cell, models))
     steps = result.steps.astype(float)
     running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
     streak = result.streak_start
@@ -353,6 +387,14 @@ def _log_uniform_mean(low: float, high: float) -> float:
     return (high - low) / math.log(high / low) if high > low > 0 else high
 
 
+def _step_sizes(spec: "SweepSpec", cell: "Cell", models: int) -> list[float] | None:
+    """A tuned cell's step sizes spread over ``models`` models, smallest to largest (None: untuned)."""
+    if spec.tuning is None or not spec.tuning_of(cell.model).lr:
+        return None
+    lrs = sorted(spec.tuning_of(cell.model).lr)
+    return [lrs[round(k * (len(lrs) - 1) / max(1, models - 1))] for k in range(models)]
+
+
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     """The cell's configs as its pilot trains them: a tuned cell at its smallest batch size and
     middle step size, over its sample budget."""
@@ -366,7 +408,7 @@ def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     return data, model, training
 
 
-def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None):
+def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None):
     """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
     the threads and device a trial has."""
     import torch
@@ -381,7 +423,8 @@ def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: in
     try:
         began = time.perf_counter()
         tried = dataclasses.replace(training, max_steps=limit)
-        result = train_pack(data, model, tried, [n] * size, list(range(size)), device=device, progress=progress)
+        seeds = list(range(size))
+        result = train_pack(data, model, tried, [n] * size, seeds, lr=lr, device=device, progress=progress)
         return time.perf_counter() - began, result
     finally:
         torch.set_num_threads(threads)

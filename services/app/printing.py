@@ -39,8 +39,9 @@ def show(line: str) -> None:
 
 
 def estimate(made, slots: int | None = None) -> str:
-    """A plan's wall time in words: its expectation and its upper bound."""
-    return f"{duration(made.wall_s(slots))} expected, at most {duration(made.most_wall_s(slots))}"
+    """A plan's wall time in words: its expectation (and how much of it is a guess) and its upper bound."""
+    guess = f" ({made.guessed_share:.0%} of its work a guess)" if made.guessed_share >= 0.005 else ""
+    return f"{duration(made.wall_s(slots))} expected{guess}, at most {duration(made.most_wall_s(slots))}"
 
 
 def duration(seconds: float) -> str:

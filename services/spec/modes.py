@@ -296,7 +296,8 @@ class Tuned:
         about B / B_min of those): a grid's selection run trains again under each cap it outgrew,
         up to the last (its first round alone counted 24 runs of the main job at the whole
         budget, where its first cap holds them to a sixteenth); Optuna's at the last cap; then the
-        measurement. Multi-pass: each N* search as its search expects."""
+        measurement, at the setting chosen for the smallest N*: the pilot's soonest stop (its
+        models spread over the step sizes). Multi-pass: each N* search as its search expects."""
         if not spec.resolved_cell(cell).one_pass:
             return self.expected_trainings(spec, cell) * _mean_capped(steps, self.most_steps(spec, cell))
         tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
@@ -305,7 +306,7 @@ class Tuned:
         caps = caps if tuning.sampler == "grid" else caps[-1:]
         selection = [sum(c for c in caps if c < s) + min(s, caps[-1]) for s in steps]
         runs = self.settings(spec, cell.model) * self.tuning.selection_seeds
-        return runs * sum(selection) / len(steps) + spec.seeds * _mean_capped(steps, caps[-1])
+        return runs * sum(selection) / len(steps) + spec.seeds * min(min(steps), caps[-1])
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
