@@ -134,7 +134,8 @@ def test_a_pilot_counts_a_model_cut_elsewhere_as_the_stops_past_its_cut(monkeypa
     def train(spec, cell, configs, limit, size, progress, lr=None):
         assert progress(10, 3)  # out of time at the first evaluation
         result = SimpleNamespace(steps=np.array([10, 10, 7, 10]), settled=np.array(settled))
-        return 1.0, SimpleNamespace(**vars(result), diverged=np.zeros(4, bool), streak_start=np.array(streak))
+        extra = {"diverged": np.zeros(4, bool), "streak_start": np.array(streak), "eval_steps": np.array([0, 5, 10])}
+        return 1.0, SimpleNamespace(**vars(result), **extra)
 
     monkeypatch.setattr(plan, "_train", train)
     tried = plan.pilot(spec, spec.cells[0], 4, allowance=0)
@@ -162,9 +163,11 @@ def test_a_tuned_one_pass_cell_expects_each_selection_run_under_every_cap_it_out
     cell = spec.cells[0]
     assert spec.tuning.caps(8 * 60) == [30, 120, 480]
     runs, seeds = 2 * 2 * 2, 4  # 2 B x 2 lr on 2 selection seeds; the measurement on 4
-    assert spec.mode.expected_model_steps(spec, cell, (10.0,)) == runs * 10 + seeds * 10  # within the first cap
+    assert spec.mode.expected_total(spec, cell, (10.0,)) == runs * 10 + seeds * 10  # within the first cap
     selection = ((15 + 60 + 100) + (15 + 60 + 240)) / 2
-    assert spec.mode.expected_model_steps(spec, cell, (100.0, 240.0)) == runs * selection + seeds * 100  # the soonest
+    assert spec.mode.expected_total(spec, cell, (100.0, 240.0)) == runs * selection + seeds * 100  # the soonest
+    # past the first cap beyond the soonest stop (20 steps: the cap of 60), a setting cannot win
+    assert spec.mode.expected_total(spec, cell, (20.0, 240.0)) == runs * ((15 + 20) + (15 + 60)) / 2 + seeds * 20
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost():

@@ -5,17 +5,18 @@ and tuning add rounds that depend on the results), the most trainings and model-
 protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
 caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
 takes exactly its budget; otherwise the mode says what a run's steps come to in the cell
-(``expected_model_steps``: an N* search its grid and one grid step bisected; a tuned one-pass
-cell each selection run under every cap it outgrows). Runs that stop early (settled, or a
-one-pass window confirmed) take less, by how much only a run shows. So each cell gets a pilot
-here (``pilot``: PILOT_MODELS models trained at the cell's own settings, cut after PILOT_S): the
-steps of each model that stopped; where a one-pass model was cut inside a run of zero test error,
-the step its window would confirm; otherwise a guess between the cut and the budget (the mean of
-a log-uniform law there: not a bound, which "at most" is). The step's time is timed once per
-kind of cell (``probe``). The newest finished sweep of
-the same name under the home, where there is one, gives the steps per cell and the rate instead.
-The wall time on S slots is Ray Tune's own time plus the larger of the work over S and the
-longest cell's work over its packs; the bound ("at most") allows the trials to run IN_SWEEP
+(``expected_total``: an N* search its grid and one grid step bisected; a tuned one-pass cell
+each selection run under every cap it outgrows, up to the one past the soonest stop). Runs that
+stop early (settled, or a one-pass window confirmed) take less, by how much only a run shows.
+So each cell gets a pilot here (``pilot``: PILOT_MODELS models at the cell's own settings in
+one run, cut after PILOT_S): the steps of each model that stopped; where a one-pass model was
+cut inside a run of zero test error, the step its window would confirm; otherwise the stops past
+the cut, or a guess between the cut and the budget (not a bound, which "at most" is). A step's
+time is timed once per kind of cell (``probe``: a pack's step costs a + b·k with k models in
+it; a one-pass evaluation apart, at what the cell's pilot paid for its own). The newest finished
+sweep of the same name under the home, where there is one, gives the steps per cell and the rate
+instead. The wall time on S slots is Ray Tune's own time plus the larger of the work over S and
+the longest cell's work over its packs; the bound ("at most") allows the trials to run IN_SWEEP
 slower than timed here. Like the time `run` reports, it counts from Ray Tune's start to the last
 trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
 """
@@ -26,6 +27,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,6 +79,8 @@ class CellPlan:
     pack_step_s: float = 0.0  # a pack's step's cost besides its models' (launches, Python): the steps a pack takes
     pack_steps: int = 0  # the steps its packs are expected to take: each pack's, its longest model's
     guessed: bool = False  # its pilot was cut before any model stopped past the cut: its steps are a guess
+    evals_s: float = 0.0  # one pass: the seconds its models' evaluations are expected to take, apart from steps
+    evals_most_s: float = 0.0  # one pass: the most seconds one training's evaluations take
     size: int = 1  # models per pack
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
     steps_most: int = 0  # the most steps one training takes
@@ -85,7 +89,7 @@ class CellPlan:
     @property
     def seconds(self) -> float:
         """The cell's expected time on one slot: its model-steps, its packs' steps and its trials."""
-        steps = self.model_steps * self.step_s + self.pack_steps * self.pack_step_s
+        steps = self.model_steps * self.step_s + self.pack_steps * self.pack_step_s + self.evals_s
         return steps + (self.packs + self.later_packs) * self.pack_s
 
     @property
@@ -93,12 +97,14 @@ class CellPlan:
         """The most time the cell can take on one slot: every training it may run at its step
         budget, in packs of ``size`` (each round's last pack may be smaller)."""
         packs = math.ceil(self.trainings_most / self.size) + self.rounds_most
-        return self.model_steps_most * self.step_s + packs * (self.steps_most * self.pack_step_s + self.pack_s)
+        evals = self.trainings_most * self.evals_most_s
+        return self.model_steps_most * self.step_s + evals + packs * (self.steps_most * self.pack_step_s + self.pack_s)
 
     @property
     def chain_s(self) -> float:
         """The most time its chain of rounds can take, each round's longest pack after the other."""
-        return self.rounds_most * (self.pack_s + self.steps_most * (self.size * self.step_s + self.pack_step_s))
+        pack = self.steps_most * (self.size * self.step_s + self.pack_step_s) + self.size * self.evals_most_s
+        return self.rounds_most * (self.pack_s + pack)
 
 
 @dataclass(frozen=True)
@@ -196,21 +202,26 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         key, later_packs, guessed = _timing_key(spec, cell, size), 0, False
         if key not in timed:
             timed[key] = probe(spec, cell, size)
-        rate = timed[key]
+        rate, graded = timed[key], _piloted(spec, cell)[2]
+        evals = _evaluations(graded, rate.eval_s)
         if spec.mode.fixed and not _stops_early(spec, cell):
             expected, basis = most * per_model, "budget"
-            pack_steps = expected / size
+            pack_steps, evals_s = expected / size, spec.mode.expected_total(spec, cell, (per_model,), evals)
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
             pack_steps = expected / size  # its packs' steps are not recorded: as if they stayed full
+            each = (expected / max(1, spec.mode.expected_trainings(spec, cell)),)
+            evals_s = spec.mode.expected_total(spec, cell, each, evals)
         else:
             allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
             tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
             later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
             later_packs = math.ceil(later / min(size, spec.seeds))
-            expected = min(most * per_model, round(spec.mode.expected_model_steps(spec, cell, tried.steps)))
+            expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
             # a pack steps until its longest model stops: every training as long as the pilot's longest
-            pack_steps = min(most * per_model, spec.mode.expected_model_steps(spec, cell, (max(tried.steps),))) / size
+            pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
+            evals = _evaluations(graded, tried.eval_s(rate) if tried.evaluations else rate.eval_s)
+            evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
             basis, guessed = tried.basis, tried.guessed and tried.seen + tried.foreseen < len(tried.steps)
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
         cells.append(
@@ -220,6 +231,8 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
                 pack_step_s=rate.pack_step_s,
                 pack_steps=round(pack_steps),
                 guessed=guessed,
+                evals_s=evals_s,
+                evals_most_s=evals(per_model),
                 size=size,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
@@ -234,6 +247,14 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     return SweepPlan(spec.name, cells, start_s, start_basis, slots)
 
 
+def _evaluations(training, eval_s: float) -> Callable[[float], float]:
+    """The seconds a one-pass run's evaluations take when it stops after s steps, ``eval_s`` each
+    (multi-pass: none apart, its step's time holds them)."""
+    if training.protocol != "one_pass":
+        return lambda steps: 0.0
+    return lambda steps: eval_s * len(training.evaluation_steps(round(steps)))
+
+
 def _timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
     """What a model-step's time depends on: the model, the data's shape, the training's batch,
     evaluation and test set (not the step size, nor alpha*), and the pack's size."""
@@ -246,9 +267,10 @@ def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[s
     """The cells' step times scaled so that the earlier sweep's recorded steps take the training
     time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
     pilot evaluates more often per step than a long run does)."""
-    piloted = sum(steps.get(keys[c.label], 0) * (c.step_s + c.pack_step_s / c.size) for c in cells)
+    piloted = sum(c.seconds - (c.packs + c.later_packs) * c.pack_s for c in cells if keys[c.label] in steps)
     scale = earlier.train_s / piloted if piloted else 1.0
-    return [dataclasses.replace(c, step_s=c.step_s * scale, pack_step_s=c.pack_step_s * scale) for c in cells]
+    rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s")
+    return [dataclasses.replace(c, **{r: getattr(c, r) * scale for r in rates}) for c in cells]
 
 
 def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
@@ -286,24 +308,53 @@ def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
 @dataclass(frozen=True)
 class Probe:
     """A pack's step's cost here, ``pack_step_s`` + ``step_s`` x the models still in it (on a
-    GPU the first dominates: its steps are launched, not computed), and the pack's own cost."""
+    GPU the first dominates: its steps are launched, not computed), a model's one-pass
+    evaluation's, and the pack's own cost."""
 
     step_s: float
     pack_s: float
     pack_step_s: float = 0.0
+    eval_s: float = 0.0  # one pass: a model's evaluation (its test subset scored), apart from its steps
 
 
 def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
     a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
-    model's steps) where its models stop early, which a cost per model-step alone misses."""
-    configs = _piloted(spec, cell)
-    full, pack_s = _slope(spec, cell, configs, size)
+    model's steps) where its models stop early, which a cost per model-step alone misses. One
+    pass evaluates every step at first and ever more rarely after (a geometric grid), so its
+    steps are timed without evaluations and an evaluation apart (``_evaluation_s``): timed
+    together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
+    data, model, training = _piloted(spec, cell)
+    one_pass = training.protocol == "one_pass"
+    # the steps alone: no evaluation between the ends, and a test set of one (scoring a test set
+    # in full once a model is error-free on its subset made stability_checks' 160 steps 6.0 s
+    # where 80 took 1.1 s)
+    quiet = dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
+    quiet = quiet if one_pass else training
+    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
+    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
     if size == 1:
-        return Probe(full, pack_s)
-    alone, _ = _slope(spec, cell, configs, 1)
+        return Probe(full, pack_s, 0.0, evals)
+    alone, _ = _slope(spec, cell, (data, model, quiet), 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
-    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)))
+    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)), evals)
+
+
+def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
+    """Seconds one one-pass evaluation of a model takes: ``size`` models trained with their
+    evaluations (no window: every model to the limit) under limits doubling from 10 until they
+    took TIMING_S longer than their steps alone would (``fixed_s`` + ``step_s`` a model-step),
+    that difference over the evaluations beyond the two at the ends."""
+    data, model, training = configs
+    graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
+    while True:
+        took, _ = _train(spec, cell, (data, model, graded), limit, size)
+        extra_s = took - fixed_s - step_s * size * limit
+        if extra_s >= TIMING_S or limit >= training.max_steps:
+            break
+        limit = min(training.max_steps, 2 * limit)
+    evaluations = size * (len(graded.evaluation_steps(limit)) - 2)
+    return max(0.0, extra_s) / evaluations if evaluations > 0 else 0.0
 
 
 def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
@@ -345,6 +396,16 @@ class Pilot:
     foreseen: int
     cut: int = 0  # the step the pilot was cut at (0: it ran to its end)
     guessed: bool = False  # its models cut elsewhere count at the log-uniform guess (no stop past the cut)
+    took: float = 0.0  # its seconds
+    ran: tuple[int, ...] = ()  # the steps each model took in it
+    evaluations: int = 0  # one pass: the evaluations its models took, summed
+
+    def eval_s(self, rate: "Probe") -> float:
+        """A one-pass evaluation's seconds as this run paid them (its models scored on the whole
+        test set once error-free on the subset, not scored again while their loss stayed 0): its
+        time less its set-up and its steps at ``rate``, over its evaluations."""
+        steps = rate.pack_step_s * max(self.ran) + rate.step_s * sum(self.ran)
+        return max(0.0, self.took - (rate.pack_s - TRIAL_S) - steps) / self.evaluations
 
     @property
     def basis(self) -> str:
@@ -370,7 +431,10 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
             cut.append(step)
         return bool(cut)
 
-    _, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=_step_sizes(spec, cell, models))
+    took, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=_step_sizes(spec, cell, models))
+    ran = tuple(int(s) for s in result.steps)
+    one_pass = configs[2].protocol == "one_pass"
+    evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran) if one_pass else 0
     steps = result.steps.astype(float)
     running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
     streak = result.streak_start
@@ -379,7 +443,8 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     past = steps[(~running | foreseen) & (steps > cut[0])] if cut else steps
     steps[running & ~foreseen] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
     seen = int((~running).sum())
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut[0] if cut else 0, not past.size)
+    cut_at = cut[0] if cut else 0
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, not past.size, took, ran, evaluations)
 
 
 def _log_uniform_mean(low: float, high: float) -> float:

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import math
 import operator
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
@@ -18,6 +19,7 @@ from services.spec.resolved import Sweep
 from services.spec.tuning import Tuning
 from vit_core.fields import ConfigError
 
+PerRun = Callable[[float], float]  # what a run of s steps takes: its steps, its evaluations
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
 
 
@@ -67,10 +69,12 @@ class Mode(BaseModel):
         """The models a cell is expected to train (`vitsweep plan`'s expectation)."""
         return self.first_trainings(spec, cell)
 
-    def expected_model_steps(self, spec: Sweep, cell: Cell, steps: tuple[float, ...]) -> float:
-        """The model-steps a cell is expected to take where a run of it takes any of ``steps`` (a
-        pilot's models'): each expected training, at their mean."""
-        return self.expected_trainings(spec, cell) * _mean_capped(steps, self.most_steps(spec, cell))
+    def expected_total(self, spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun = float) -> float:
+        """What a cell's runs are expected to take in all where a run of it stops after any of
+        ``steps`` (a pilot's models'), a run of s steps taking ``per_run(s)`` (its steps; its
+        evaluations): each expected training, at their mean."""
+        most = self.most_steps(spec, cell)
+        return self.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
@@ -225,9 +229,9 @@ class OptunaMode(Mode):
 SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
 
 
-def _mean_capped(steps: tuple[float, ...], most: float) -> float:
-    """The mean of ``steps``, each at most ``most``."""
-    return sum(min(s, most) for s in steps) / len(steps)
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def _search_mode(value: Any) -> str | None:
@@ -291,22 +295,27 @@ class Tuned:
             return self.first_trainings(spec, cell)
         return self.runs(spec, cell) * self.search.expected_n(spec, cell)
 
-    def expected_model_steps(self, spec: Sweep, cell: Cell, steps: tuple[float, ...]) -> float:
+    def expected_total(self, spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun = float) -> float:
         """One pass (``steps`` at the smallest batch, as the pilot trains: a step of B samples costs
         about B / B_min of those): a grid's selection run trains again under each cap it outgrew,
-        up to the last (its first round alone counted 24 runs of the main job at the whole
-        budget, where its first cap holds them to a sixteenth); Optuna's at the last cap; then the
-        measurement, at the setting chosen for the smallest N*: the pilot's soonest stop (its
-        models spread over the step sizes). Multi-pass: each N* search as its search expects."""
+        up to the first cap past the soonest stop, where a setting that has not stopped cannot
+        win (its first round alone counted 24 runs of the main job at the whole budget, where its
+        first cap holds them to a sixteenth); Optuna's at the last cap; then the measurement, at
+        the setting chosen for the smallest N*: the pilot's soonest stop (its models spread over
+        the step sizes). Multi-pass: each N* search as its search expects."""
         if not spec.resolved_cell(cell).one_pass:
-            return self.expected_trainings(spec, cell) * _mean_capped(steps, self.most_steps(spec, cell))
+            most = self.most_steps(spec, cell)
+            return self.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
         tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
         smallest = min(tuning.batch_size or [training.batch_size])
         caps = [c / smallest for c in tuning.caps(training.batch_size * training.max_steps)]
         caps = caps if tuning.sampler == "grid" else caps[-1:]
-        selection = [sum(c for c in caps if c < s) + min(s, caps[-1]) for s in steps]
+        soonest = min(min(steps), caps[-1])
+        # a setting whose runs passed the soonest stop (W x the best N*) without stopping cannot win
+        last = next(c for c in caps if c >= soonest)
+        selection = (sum(per_run(c) for c in caps if c < min(s, last)) + per_run(min(s, last)) for s in steps)
         runs = self.settings(spec, cell.model) * self.tuning.selection_seeds
-        return runs * sum(selection) / len(steps) + spec.seeds * min(min(steps), caps[-1])
+        return runs * _mean(selection) + spec.seeds * per_run(soonest)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
