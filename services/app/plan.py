@@ -199,13 +199,17 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         trainings, most, per_model = _budget(spec, cell)
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key, later_packs, guessed = _timing_key(spec, cell, size), 0, False
+        key, guessed = _timing_key(spec, cell, size), False
+        later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
+        later_packs = math.ceil(later / min(size, spec.seeds))
         if key not in timed:
             timed[key] = probe(spec, cell, size)
         rate, graded = timed[key], _piloted(spec, cell)[2]
         evals = _evaluations(graded, rate.eval_s)
-        if spec.mode.fixed and not _stops_early(spec, cell):
-            expected, basis = most * per_model, "budget"
+        early = _stops_early(spec, cell)
+        if not early and (spec.mode.fixed or cell.key not in steps_by_cell):  # every run at its budget
+            expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, (per_model,))))
+            basis = "budget"
             pack_steps, evals_s = expected / size, spec.mode.expected_total(spec, cell, (per_model,), evals)
         elif cell.key in steps_by_cell:
             expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
@@ -215,8 +219,6 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         else:
             allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
             tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
-            later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
-            later_packs = math.ceil(later / min(size, spec.seeds))
             expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
             # a pack steps until its longest model stops: every training as long as the pilot's longest
             pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
@@ -293,10 +295,13 @@ def _model_steps(records) -> int:
 
 
 def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
-    """Whether the cell's runs may stop before their budget: multi-pass ones once training error
-    settles, one-pass ones once a stability window is confirmed."""
+    """Whether the cell's runs may stop before their budget: multi-pass ones once their training
+    hinge loss is 0 (a logistic loss never is: Paper B's specs run every step, where their pilots'
+    guesses put five grids 2-2.6x under their sweeps), one-pass ones once a window is confirmed."""
     training = spec.resolved_cell(cell).training
-    return training.protocol == "multi_pass" or training.stability_window > 0
+    if training.protocol == "multi_pass":
+        return training.loss == "hinge"
+    return training.stability_window > 0
 
 
 def _budget(spec: "SweepSpec", cell: "Cell") -> tuple[int, int, int]:
