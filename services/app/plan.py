@@ -348,14 +348,16 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
     """Seconds one one-pass evaluation of a model takes: ``size`` models trained with their
     evaluations (no window: every model to the limit) under limits doubling from 10 until they
-    took TIMING_S longer than their steps alone would (``fixed_s`` + ``step_s`` a model-step),
-    that difference over the evaluations beyond the two at the ends."""
+    took TIMING_S longer than their steps alone would (``fixed_s`` + ``step_s`` a model-step), or
+    a try took 4 TIMING_S (its evaluations are then a small part of a run: the example family's,
+    every 10 steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that
+    difference over the evaluations beyond the two at the ends."""
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
     while True:
         took, _ = _train(spec, cell, (data, model, graded), limit, size)
         extra_s = took - fixed_s - step_s * size * limit
-        if extra_s >= TIMING_S or limit >= training.max_steps:
+        if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
             break
         limit = min(training.max_steps, 2 * limit)
     evaluations = size * (len(graded.evaluation_steps(limit)) - 2)
