@@ -224,7 +224,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
             pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
             evals = _evaluations(graded, tried.evaluation_s(rate))
             evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
-            basis, guessed = tried.basis, tried.guessed and tried.seen + tried.foreseen < len(tried.steps)
+            basis, guessed = tried.basis, tried.guessed
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
         cells.append(
             CellPlan(
@@ -402,7 +402,7 @@ class Pilot:
     seen: int
     foreseen: int
     cut: int = 0  # the step the pilot was cut at (0: it ran to its end)
-    guessed: bool = False  # its models cut elsewhere count at the log-uniform guess (no stop past the cut)
+    guessed: bool = False  # some models cut elsewhere count at the log-uniform guess (none stopped past the cut)
     took: float = 0.0  # its seconds
     ran: tuple[int, ...] = ()  # the steps each model took in it
     evaluations: int = 0  # one pass: the evaluations its models took, summed
@@ -450,13 +450,14 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     steps = result.steps.astype(float)
     running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
     streak = result.streak_start
-    foreseen = running & (streak > 0) & (window > 0) & (configs[2].protocol == "one_pass")
+    foreseen = running & (streak > 0) & (window > 0) & one_pass
     steps[foreseen] = np.minimum(budget, np.maximum(steps[foreseen], np.ceil(window * streak[foreseen])))
     past = steps[(~running | foreseen) & (steps > cut[0])] if cut else steps
-    steps[running & ~foreseen] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
-    seen = int((~running).sum())
+    left = running & ~foreseen
+    steps[left] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
+    seen, guessed = int((~running).sum()), bool(left.any()) and not past.size
     cut_at = cut[0] if cut else 0
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, not past.size, took, ran, evaluations)
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, took, ran, evaluations)
 
 
 def _log_uniform_mean(low: float, high: float) -> float:

@@ -73,8 +73,7 @@ class Mode(BaseModel):
         """What a cell's runs are expected to take in all where a run of it stops after any of
         ``steps`` (a pilot's models'), a run of s steps taking ``per_run(s)`` (its steps; its
         evaluations): each expected training, at their mean."""
-        most = self.most_steps(spec, cell)
-        return self.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
+        return _each_training(self, spec, cell, steps, per_run)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
@@ -229,6 +228,13 @@ class OptunaMode(Mode):
 SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
 
 
+def _each_training(mode: "Mode | Tuned", spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun) -> float:
+    """Each training the mode expects of the cell, at the mean of ``per_run`` over ``steps`` (each at most
+    its budget)."""
+    most = mode.most_steps(spec, cell)
+    return mode.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
+
+
 def _mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values)
@@ -304,8 +310,7 @@ class Tuned:
         the setting chosen for the smallest N*: the pilot's soonest stop (its models spread over
         the step sizes). Multi-pass: each N* search as its search expects."""
         if not spec.resolved_cell(cell).one_pass:
-            most = self.most_steps(spec, cell)
-            return self.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
+            return _each_training(self, spec, cell, steps, per_run)
         tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
         smallest = min(tuning.batch_size or [training.batch_size])
         caps = [c / smallest for c in tuning.caps(training.batch_size * training.max_steps)]
