@@ -177,3 +177,23 @@ def test_the_sweep_so_far_is_summarized_after_every_trial_of_a_tuned_sweep(tmp_p
     parent = client.get_run(summary["mlflow_parent_run_id"])
     refreshed = client.get_metric_history(parent.info.run_id, "trainings")
     assert len(refreshed) >= 2  # the sweep so far, then its end
+
+
+def test_a_live_record_whose_server_is_gone_stops_after_quick_retries_and_leaves_mlflows_own(
+    tmp_path, free_port, monkeypatch
+):
+    """The live record is a view: it gives up after two quick retries where a user set no retries
+    of their own (MLflow's ~4 minutes of them held a sweep's end that long after the compose
+    stack's MLflow went down), and the final record then retries as MLflow does."""
+    from services.spec import parse_spec
+    from services.store.live import LiveRecord
+
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
+    said = []
+    live = LiveRecord(parse_spec(SPEC), "live-gone", f"http://127.0.0.1:{free_port()}", tmp_path, SPEC, said.append)
+    live.open()
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+    assert live.parent_run() is None and "live MLflow record" in said[0] and "sweep goes on" in said[0]
+    live.close(None)
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"

@@ -10,6 +10,7 @@ warning, and the sweep goes on: its end is logged whole as before.
 """
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,15 @@ from services.store.uris import redact
 
 REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summary and figures
 SYSTEM_METRICS_S = 10.0  # MLflow's system metrics: one sample per this many seconds
+# The live record is a view; the record is the one logged whole at the end (or by `vitsweep sync`).
+# So while it runs, MLflow's requests give up after two quick retries where a user has not set
+# their own: MLflow's default retries for ~4 minutes, which held a sweep's end that long after its
+# server went down (the compose stack's outage test: 283 s, 2026-11-26).
+FAIL_FAST = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
 
 
 class LiveRecord:
@@ -50,10 +60,14 @@ class LiveRecord:
         self.stopped = False
         self.monitor = None
         self.next_refresh = time.monotonic() + REFRESH_S
+        self.user_env = {name: os.environ.get(name) for name in FAIL_FAST}
 
     def open(self) -> None:
         """Create the sweep's parent run (resuming: attach to the one an earlier run left) and
-        start its system metrics; in the background, while Ray starts."""
+        start its system metrics; in the background, while Ray starts. MLflow fails fast until
+        ``close`` (FAIL_FAST)."""
+        for name, value in FAIL_FAST.items():
+            os.environ.setdefault(name, value)
         self.opened = self.pool.submit(self._guarded, self._open)
 
     def parent_run(self) -> str | None:
@@ -77,6 +91,11 @@ class LiveRecord:
         self.pool.shutdown(wait=True)
         if self.monitor is not None:
             self.monitor.finish()
+        for name, value in self.user_env.items():  # the final record retries as MLflow does
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     def _queue(self, work, *args) -> None:
         if not self.stopped:
