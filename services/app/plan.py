@@ -13,8 +13,7 @@ one run, cut after PILOT_S): the steps of each model that stopped; where a one-p
 cut inside a run of zero test error, the step its window would confirm; otherwise the stops past
 the cut, or a guess between the cut and the budget (not a bound, which "at most" is). A step's
 time is timed once per kind of cell (``probe``: a pack's step costs a + b·k with k models in
-it; a one-pass evaluation apart, at what the cell's pilot paid for its own, and over the window
-a run stops on at the cost of scoring its whole test set). The newest finished
+it; a one-pass evaluation apart, at what the cell's pilot paid for its own). The newest finished
 sweep of the same name under the home, where there is one, gives the steps per cell and the rate
 instead. The wall time on S slots is Ray Tune's own time plus the larger of the work over S and
 the longest cell's work over its packs; the bound ("at most") allows the trials to run IN_SWEEP
@@ -210,7 +209,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         if key not in timed:
             timed[key] = probe(spec, cell, size)
         rate, graded = timed[key], _piloted(spec, cell)[2]
-        evals = _evaluations(graded, rate.eval_s, rate.whole_eval_s)
+        evals = _evaluations(graded, rate.eval_s)
         early = _stops_early(spec, cell)
         if not early and (spec.mode.fixed or cell.key not in steps_by_cell):  # every run at its budget
             expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, (per_model,))))
@@ -227,8 +226,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
             expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
             # a pack steps until its longest model stops: every training as long as the pilot's longest
             pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
-            paid = tried.evaluation_s(rate)
-            evals = _evaluations(graded, paid, paid * rate.whole_ratio)
+            evals = _evaluations(graded, tried.evaluation_s(rate))
             evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
             basis, guessed = tried.basis, tried.guessed
         row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
@@ -240,7 +238,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
                 pack_steps=round(pack_steps),
                 guessed=guessed,
                 evals_s=evals_s,
-                evals_most_s=rate.whole_eval_s * _evaluations(graded, 1.0, 1.0)(per_model),
+                evals_most_s=evals(per_model),
                 size=size,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
@@ -255,21 +253,12 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     return SweepPlan(spec.name, cells, start_s, start_basis, slots)
 
 
-def _evaluations(training, eval_s: float, whole_s: float) -> Callable[[float], float]:
-    """The seconds a one-pass run's evaluations take when it stops after s steps (multi-pass:
-    none apart, its step's time holds them): ``eval_s`` each, but ``whole_s`` each from the start
-    of the window it stopped on (s / W: a model error-free on its test subset is scored on the
-    whole test set; sample_complexity_premises' windows took ~4/5 of its sweep's time)."""
+def _evaluations(training, eval_s: float) -> Callable[[float], float]:
+    """The seconds a one-pass run's evaluations take when it stops after s steps, ``eval_s`` each
+    (multi-pass: none apart, its step's time holds them)."""
     if training.protocol != "one_pass":
         return lambda steps: 0.0
-    window = training.stability_window
-
-    def seconds(steps: float) -> float:
-        at = training.evaluation_steps(round(steps))
-        whole = sum(s >= steps / window for s in at) if window and steps < training.max_steps else 0
-        return eval_s * (len(at) - whole) + whole_s * whole
-
-    return seconds
+    return lambda steps: eval_s * len(training.evaluation_steps(round(steps)))
 
 
 def _timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
@@ -335,12 +324,6 @@ class Probe:
     pack_s: float
     pack_step_s: float = 0.0
     eval_s: float = 0.0  # one pass: a model's evaluation (its test subset scored), apart from its steps
-    whole_eval_s: float = 0.0  # one pass: one that scores its whole test set (error-free on the subset)
-
-    @property
-    def whole_ratio(self) -> float:
-        """What an evaluation of the whole test set costs against one of the subset."""
-        return self.whole_eval_s / self.eval_s if self.eval_s else 1.0
 
 
 def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
@@ -358,17 +341,12 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     quiet = dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
     quiet = quiet if one_pass else training
     full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    evals = whole = 0.0
-    if one_pass:
-        evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full)
-        scored = dataclasses.replace(training, eval_subset=training.n_test)
-        split = training.stability_window and training.eval_subset < training.n_test
-        whole = _evaluation_s(spec, cell, (data, model, scored), size, pack_s - TRIAL_S, full) if split else evals
+    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
     if size == 1:
-        return Probe(full, pack_s, 0.0, evals, whole)
+        return Probe(full, pack_s, 0.0, evals)
     alone, _ = _slope(spec, cell, (data, model, quiet), 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
-    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)), evals, whole)
+    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)), evals)
 
 
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
@@ -432,19 +410,17 @@ class Pilot:
     took: float = 0.0  # its seconds
     ran: tuple[int, ...] = ()  # the steps each model took in it
     evaluations: int = 0  # one pass: the evaluations its models took, summed
-    whole: int = 0  # of them, those at zero test error: scored on the whole test set
 
     def evaluation_s(self, rate: "Probe") -> float:
-        """A one-pass evaluation's seconds as this run paid them (not scored again while a model's
-        loss stayed 0): its time less its set-up and its steps at ``rate``, over its evaluations,
-        those on the whole test set counted at the probe's ratio of the two costs. A pilot cut
-        before its runs ended saw the cheap early ones only (fig1_grid_one_pass: 0.027 s, where a
-        whole pack paid 0.069 s): then at least the probe's, whose models ran on to a limit."""
+        """A one-pass evaluation's seconds as this run paid them (its models scored on the whole
+        test set once error-free on the subset, not scored again while their loss stayed 0): its
+        time less its set-up and its steps at ``rate``, over its evaluations. A pilot cut before
+        its runs ended saw the cheap early ones only (fig1_grid_one_pass: 0.027 s, where a whole
+        pack paid 0.069 s): then at least the probe's, whose models ran on to a limit unwindowed."""
         if not self.evaluations:
             return rate.eval_s
         steps = rate.pack_step_s * max(self.ran) + rate.step_s * sum(self.ran)
-        units = self.evaluations + (rate.whole_ratio - 1) * self.whole
-        paid = max(0.0, self.took - (rate.pack_s - TRIAL_S) - steps) / units
+        paid = max(0.0, self.took - (rate.pack_s - TRIAL_S) - steps) / self.evaluations
         return max(paid, rate.eval_s) if self.cut else paid
 
     @property
@@ -474,11 +450,7 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     took, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=_step_sizes(spec, cell, models))
     ran = tuple(int(s) for s in result.steps)
     one_pass = configs[2].protocol == "one_pass"
-    evaluations = whole = 0
-    if one_pass:
-        zero = result.curves["test_error"] == 0  # scored on the whole test set
-        evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran)
-        whole = sum(int(zero[result.eval_steps <= s, k].sum()) for k, s in enumerate(ran))
+    evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran) if one_pass else 0
     steps = result.steps.astype(float)
     running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
     streak = result.streak_start
@@ -489,8 +461,7 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     steps[left] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
     seen, guessed = int((~running).sum()), bool(left.any()) and not past.size
     cut_at = cut[0] if cut else 0
-    counts = (took, ran, evaluations, whole)
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, *counts)
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, took, ran, evaluations)
 
 
 def _log_uniform_mean(low: float, high: float) -> float:
