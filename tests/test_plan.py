@@ -2,6 +2,7 @@
 slots a cluster gives, and a refusal that starts nothing. The smoke sweep's estimate against its
 measured time, and the estimate from history, are in test_service.py (they need a sweep run)."""
 
+import dataclasses
 import itertools
 import json
 import math
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from services.app import plan
@@ -143,6 +145,25 @@ def test_a_pilot_counts_a_model_cut_elsewhere_as_the_stops_past_its_cut(monkeypa
     assert tried.steps == tuple(float(s) if s is not None else guess for s in steps)
     assert tried.basis == f"pilot: {basis}"
     assert plan._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
+
+
+def test_trials_sharing_a_gpu_count_their_work_at_the_pace_timed_side_by_side():
+    """Eight trials on one H100 took 4.6x as long a step each as one alone: the plan, timing one
+    alone, had expected the main job 3.0x under its sweep there."""
+    cell = plan.CellPlan("c", 1, 8, 8, 8000, 8000, 1e-3, "budget", size=8, steps_most=1000)
+    alone = plan.SweepPlan("s", [cell] * 8, 3.0, "assumed", 8)
+    shared = dataclasses.replace(alone, share=8, sharing=4.0)
+    assert alone.wall_s() == 3.0 + 8 * 8.0 / 8 and shared.wall_s() == 3.0 + 4 * 8 * 8.0 / 8
+    assert shared.most_wall_s() - 3.0 == pytest.approx(4 * (alone.most_wall_s() - 3.0))
+    assert shared.to_dict()["sharing"] == 4.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    spec = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    assert plan.gpu_share(spec, 8) == 4 and plan.gpu_share(spec, 2) == 2
+    assert 1.0 <= plan.sharing(spec, spec.cells[0], 8, 4) < 8
 
 
 def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_path):

@@ -224,6 +224,11 @@ def plan_command(
         f"Ray Tune's own time {duration(made.start_s)} ({made.start_basis})"
     )
     show(f"this machine, {made.slots} slots: {estimate(made)} in the sweep (starting Ray and logging come on top)")
+    if made.share > 1:
+        show(
+            f"{made.share} trials share each GPU: training side by side, each took {made.sharing:.1f}x as long a step "
+            "as alone (timed here); the work counts at that pace"
+        )
     if cluster:
         show(f"{cpus:g} CPUs, {gpus:g} GPUs ({cluster} slots): {estimate(made, cluster)}")
     show(

@@ -16,7 +16,8 @@ time is timed once per kind of cell (``probe``: a pack's step costs a + b·k wit
 it; a one-pass evaluation apart, at what the cell's pilot paid for its own). The newest finished
 sweep of the same name under the home, where there is one, gives the steps per cell and the rate
 instead. The wall time on S slots is Ray Tune's own time plus the larger of the work over S and
-the longest cell's work over its packs; the bound ("at most") allows the trials to run IN_SWEEP
+the longest cell's work over its packs (where trials share a GPU, the work at the pace of packs
+timed side by side on it: ``sharing``); the bound ("at most") allows the trials to run IN_SWEEP
 slower than timed here. Like the time `run` reports, it counts from Ray Tune's start to the last
 trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
 """
@@ -120,6 +121,8 @@ class SweepPlan:
     start_s: float
     start_basis: str
     slots: int  # trials this machine runs at once
+    share: int = 1  # trials that train on one GPU at once (1: each has its own, or none is used)
+    sharing: float = 1.0  # how much slower a step runs beside them than alone, timed here (``sharing``)
 
     @property
     def work_s(self) -> float:
@@ -137,7 +140,7 @@ class SweepPlan:
 
     def wall_s(self, slots: int | None = None) -> float:
         """The expected wall time on ``slots`` trials at once (default: this machine's)."""
-        return wall_s(self.start_s, self.work_s, self.longest_s, slots or self.slots)
+        return wall_s(self.start_s, self.work_s * self.sharing, self.longest_s, slots or self.slots)
 
     def most_wall_s(self, slots: int | None = None) -> float:
         """An upper bound of the wall time on ``slots``, its trials up to IN_SWEEP slower than timed
@@ -145,7 +148,8 @@ class SweepPlan:
         schedule of work W with dependent rounds ends within W / slots plus its longest chain
         (Graham, 1966)."""
         most = sum(c.most_s for c in self.cells) / (slots or self.slots)
-        return self.start_s + IN_SWEEP * (most + max((c.chain_s for c in self.cells), default=0.0))
+        chain = max((c.chain_s for c in self.cells), default=0.0)
+        return self.start_s + IN_SWEEP * self.sharing * (most + chain)
 
     def to_dict(self, cluster_slots: int | None = None) -> dict:
         cluster = {
@@ -165,6 +169,8 @@ class SweepPlan:
             "start_s": round(self.start_s, 1),
             "start_basis": self.start_basis,
             "slots": self.slots,
+            "share": self.share,
+            "sharing": round(self.sharing, 2),
             "wall_s": round(self.wall_s(), 1),
             "guessed_share": round(self.guessed_share, 3),
             "most_wall_s": round(self.most_wall_s(), 1),
@@ -250,7 +256,11 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
     if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
         start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
-    return SweepPlan(spec.name, cells, start_s, start_basis, slots)
+    share, slowed = gpu_share(spec, slots), 1.0
+    if share > 1 and cells:
+        heaviest = max(range(len(cells)), key=lambda i: cells[i].seconds)
+        slowed = sharing(spec, spec.cells[heaviest], cells[heaviest].size, share)
+    return SweepPlan(spec.name, cells, start_s, start_basis, slots, share, slowed)
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:
@@ -335,11 +345,7 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
     data, model, training = _piloted(spec, cell)
     one_pass = training.protocol == "one_pass"
-    # the steps alone: no evaluation between the ends, and a test set of one (scoring a test set
-    # in full once a model is error-free on its subset made stability_checks' 160 steps 6.0 s
-    # where 80 took 1.1 s)
-    quiet = dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
-    quiet = quiet if one_pass else training
+    quiet = _quiet(training)
     full, pack_s = _slope(spec, cell, (data, model, quiet), size)
     evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
     if size == 1:
@@ -347,6 +353,61 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     alone, _ = _slope(spec, cell, (data, model, quiet), 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
     return Probe(per_model, pack_s, max(0.0, size * (full - per_model)), evals)
+
+
+def _quiet(training):
+    """One pass: the training's steps alone, no evaluation between the ends and a test set of one
+    (scoring a test set in full once a model is error-free on its subset made stability_checks'
+    160 steps 6.0 s where 80 took 1.1 s). Multi-pass: the training as it is."""
+    if training.protocol != "one_pass":
+        return training
+    return dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
+
+
+def gpu_share(spec: "SweepSpec", slots: int) -> int:
+    """Trials that train on one GPU at once here: 1 where each has a GPU of its own, or none is used."""
+    import torch
+
+    r = spec.resources
+    if not 0 < r.gpus_per_trial < 1 or not torch.cuda.is_available():
+        return 1
+    return max(1, min(slots, math.floor(1 / r.gpus_per_trial + 1e-9)))
+
+
+def sharing(spec: "SweepSpec", cell: "Cell", size: int, share: int) -> float:
+    """How much longer a pack of ``size`` of ``cell`` takes its steps when ``share`` trials train
+    on one GPU at once, each in its own process as Ray's are, than alone (its set-up apart: a
+    pack of one step). Their kernels take turns: on an H100, eight of the main job's packs of 16
+    took 17.2 ms a step each, one alone 3.7 ms (4.6x), and the plan, timing one alone, had
+    expected the main job 3.0x under its sweep there."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    data, model, training = _piloted(spec, cell)
+    configs = (data, model, _quiet(training))
+    _, first = _steps_s(spec, cell, configs, 20, size)  # the kernels' first launch, then a short run
+    limit = min(training.max_steps, max(20, round(20 * 2 * TIMING_S / max(first, 1e-6))))  # ~1 s alone
+    spawn = multiprocessing.get_context("spawn")  # CUDA is not forked
+    with spawn.Manager() as manager, ProcessPoolExecutor(share, mp_context=spawn) as pool:
+        ready = manager.Barrier(share)
+        beside = list(pool.map(_beside, *zip(*[(spec, cell, configs, limit, size, ready)] * share)))
+    alone = _steps_s(spec, cell, configs, limit, size)[1]
+    return max(1.0, float(np.mean(beside)) / alone) if alone > 0 else 1.0
+
+
+def _steps_s(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready=None) -> tuple[float, float]:
+    """(a pack's set-up: its seconds for one step, its steps' seconds under ``limit``), the
+    latter once the others are ``ready`` where it trains beside them."""
+    set_up = _train(spec, cell, configs, 1, size)[0]
+    if ready is not None:
+        ready.wait()
+    return set_up, max(0.0, _train(spec, cell, configs, limit, size)[0] - set_up)
+
+
+def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready) -> float:
+    """One of ``sharing``'s processes: warm, then its steps timed beside the others'."""
+    _train(spec, cell, configs, 10, size)
+    return _steps_s(spec, cell, configs, limit, size, ready)[1]
 
 
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
@@ -530,4 +591,4 @@ def saved_wall_s(spec: "SweepSpec", home: Path, slots: int) -> float | None:
     saved = json.loads(path.read_text())
     if saved["slots"] == slots:  # its own figure: one from its rounded parts may differ by 0.1 s
         return saved["wall_s"]
-    return round(wall_s(saved["start_s"], saved["work_s"], saved["longest_s"], slots), 1)
+    return round(wall_s(saved["start_s"], saved["work_s"] * saved.get("sharing", 1.0), saved["longest_s"], slots), 1)
