@@ -65,6 +65,7 @@ PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
+SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
 
 @dataclass(frozen=True)
@@ -400,7 +401,7 @@ def _steps_s(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: 
     latter once the others are ``ready`` where it trains beside them."""
     set_up = _train(spec, cell, configs, 1, size)[0]
     if ready is not None:
-        ready.wait()
+        ready.wait(timeout=SIDE_BY_SIDE_S)  # a process that died breaks the barrier, not the plan's wait
     return set_up, max(0.0, _train(spec, cell, configs, limit, size)[0] - set_up)
 
 
