@@ -391,7 +391,8 @@ def sharing(spec: "SweepSpec", cell: "Cell", size: int, share: int) -> float:
     spawn = multiprocessing.get_context("spawn")  # CUDA is not forked
     with spawn.Manager() as manager, ProcessPoolExecutor(share, mp_context=spawn) as pool:
         ready = manager.Barrier(share)
-        beside = list(pool.map(_beside, *zip(*[(spec, cell, configs, limit, size, ready)] * share)))
+        started = [pool.submit(_beside, spec, cell, configs, limit, size, ready) for _ in range(share)]
+        beside = [each.result() for each in started]
     alone = _steps_s(spec, cell, configs, limit, size)[1]
     return max(1.0, float(np.mean(beside)) / alone) if alone > 0 else 1.0
 
