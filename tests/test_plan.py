@@ -158,6 +158,20 @@ def test_trials_sharing_a_gpu_count_their_work_at_the_pace_timed_side_by_side():
     assert shared.to_dict()["sharing"] == 4.0
 
 
+def test_a_saved_plan_estimates_any_slots_as_the_plan_itself(tmp_path):
+    """`run` reports the saved plan's estimate on its own slots: rebuilt from what `save` kept, not
+    recomputed from rounded totals (which differed from the plan's own figure)."""
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    assert plan.load(spec, tmp_path) is None
+    cells = [
+        plan.CellPlan(f"c{i}", 2, 8, 8, 8001 + i, 8000 * 3, 1.234567e-3, "budget", evals_s=0.3333) for i in range(3)
+    ]
+    made = plan.SweepPlan("smoke", cells, 3.14159, "assumed", 2, share=2, sharing=1.23456)
+    plan.save(made, spec, tmp_path)
+    assert plan.load(spec, tmp_path) == made
+    assert [plan.load(spec, tmp_path).wall_s(s) for s in (1, 2, 7)] == [made.wall_s(s) for s in (1, 2, 7)]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")

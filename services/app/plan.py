@@ -140,8 +140,9 @@ class SweepPlan:
         return max((c.seconds / max(1, c.packs) for c in self.cells), default=0.0)
 
     def wall_s(self, slots: int | None = None) -> float:
-        """The expected wall time on ``slots`` trials at once (default: this machine's)."""
-        return wall_s(self.start_s, self.work_s * self.sharing, self.longest_s, slots or self.slots)
+        """The expected wall time on ``slots`` trials at once (default: this machine's): start-up,
+        then the work spread over the slots, never shorter than the longest cell's share."""
+        return self.start_s + max(self.work_s * self.sharing / max(1, slots or self.slots), self.longest_s)
 
     def most_wall_s(self, slots: int | None = None) -> float:
         """An upper bound of the wall time on ``slots``, its trials up to IN_SWEEP slower than timed
@@ -167,21 +168,16 @@ class SweepPlan:
             "model_steps_most": sum(c.model_steps_most for c in self.cells),
             "work_s": round(self.work_s, 1),
             "longest_s": round(self.longest_s, 1),
-            "start_s": round(self.start_s, 1),
+            "start_s": self.start_s,  # unrounded, as each cell's rates: ``load`` rebuilds the plan from them
             "start_basis": self.start_basis,
             "slots": self.slots,
             "share": self.share,
-            "sharing": round(self.sharing, 2),
+            "sharing": self.sharing,
             "wall_s": round(self.wall_s(), 1),
             "guessed_share": round(self.guessed_share, 3),
             "most_wall_s": round(self.most_wall_s(), 1),
             **(cluster if cluster_slots else {}),
         }
-
-
-def wall_s(start_s: float, work_s: float, longest_s: float, slots: int) -> float:
-    """Start-up, then the work spread over ``slots``, never shorter than the longest cell's share."""
-    return start_s + max(work_s / max(1, slots), longest_s)
 
 
 def local_slots(spec: "SweepSpec") -> int:
@@ -210,46 +206,33 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         trainings, most, per_model = _budget(spec, cell)
         cell_packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / cell_packs)))
-        key, guessed = _timing_key(spec, cell, size), False
         later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
-        later_packs = math.ceil(later / min(size, spec.seeds))
+        key = _timing_key(spec, cell, size)
         if key not in timed:
             timed[key] = probe(spec, cell, size)
-        rate, graded = timed[key], _piloted(spec, cell)[2]
-        evals = _evaluations(graded, rate.eval_s)
-        early = _stops_early(spec, cell)
-        if not early and (spec.mode.fixed or cell.key not in steps_by_cell):  # every run at its budget
-            expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, (per_model,))))
-            basis = "budget"
-            pack_steps, evals_s = expected / size, spec.mode.expected_total(spec, cell, (per_model,), evals)
-        elif cell.key in steps_by_cell:
-            expected, basis = steps_by_cell[cell.key], f"history {earlier.sweep_id}"
-            pack_steps = expected / size  # its packs' steps are not recorded: as if they stayed full
-            each = (expected / max(1, spec.mode.expected_trainings(spec, cell)),)
-            evals_s = spec.mode.expected_total(spec, cell, each, evals)
-        else:
-            allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
-            tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
-            expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
-            # a pack steps until its longest model stops: every training as long as the pilot's longest
-            pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
-            evals = _evaluations(graded, tried.evaluation_s(rate))
-            evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
-            basis, guessed = tried.basis, tried.guessed
-        row = (cell.label, cell_packs, trainings, most, expected, most * per_model, rate.step_s, basis)
+        rate = timed[key]
+        history = (earlier.sweep_id, steps_by_cell[cell.key]) if cell.key in steps_by_cell else None
+        expected = _expectation(spec, cell, size, rate, history, pilot_s)
         cells.append(
             CellPlan(
-                *row,
+                label=cell.label,
+                packs=cell_packs,
+                trainings=trainings,
+                trainings_most=most,
+                model_steps=expected.model_steps,
+                model_steps_most=most * per_model,
+                step_s=rate.step_s,
+                basis=expected.basis,
                 pack_s=rate.pack_s,
                 pack_step_s=rate.pack_step_s,
-                pack_steps=round(pack_steps),
-                guessed=guessed,
-                evals_s=evals_s,
-                evals_most_s=evals(per_model),
+                pack_steps=round(expected.pack_steps),
+                guessed=expected.guessed,
+                evals_s=expected.evals_s,
+                evals_most_s=expected.evals_most_s,
                 size=size,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
-                later_packs=later_packs,
+                later_packs=math.ceil(later / min(size, spec.seeds)),
             )
         )
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
@@ -262,6 +245,46 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         heaviest = max(range(len(cells)), key=lambda i: cells[i].seconds)
         slowed = sharing(spec, spec.cells[heaviest], cells[heaviest].size, share)
     return SweepPlan(spec.name, cells, start_s, start_basis, slots, share, slowed)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a cell is expected to train, and where that comes from (``CellPlan``'s fields of the same names)."""
+
+    model_steps: int
+    pack_steps: float
+    evals_s: float
+    evals_most_s: float
+    basis: str
+    guessed: bool = False
+
+
+def _expectation(
+    spec: "SweepSpec", cell: "Cell", size: int, rate: "Probe", history: tuple[str, int] | None, pilot_s: float
+) -> Expectation:
+    """A cell's expected work at ``rate``: every run at its budget where none stops early, else the
+    model-steps an earlier sweep recorded (``history``: its id and their sum), else a pilot's."""
+    trainings, most, per_model = _budget(spec, cell)
+    graded = _piloted(spec, cell)[2]
+    evals = _evaluations(graded, rate.eval_s)
+    if not _stops_early(spec, cell) and (spec.mode.fixed or history is None):
+        expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, (per_model,))))
+        evals_s = spec.mode.expected_total(spec, cell, (per_model,), evals)
+        return Expectation(expected, expected / size, evals_s, evals(per_model), "budget")
+    if history is not None:
+        sweep_id, expected = history
+        each = (expected / max(1, spec.mode.expected_trainings(spec, cell)),)
+        evals_s = spec.mode.expected_total(spec, cell, each, evals)
+        # its packs' steps are not recorded: as if they stayed full
+        return Expectation(expected, expected / size, evals_s, evals(per_model), f"history {sweep_id}")
+    allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
+    tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
+    expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
+    # a pack steps until its longest model stops: every training as long as the pilot's longest
+    pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
+    evals = _evaluations(graded, tried.evaluation_s(rate))
+    evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
+    return Expectation(expected, pack_steps, evals_s, evals(per_model), tried.basis, tried.guessed)
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:
@@ -584,13 +607,17 @@ def save(plan: SweepPlan, spec: "SweepSpec", home: Path) -> None:
     write_atomic(plan_path(spec, home), json.dumps(plan.to_dict()))
 
 
-def saved_wall_s(spec: "SweepSpec", home: Path, slots: int) -> float | None:
-    """The wall time on ``slots`` that the latest plan of this very spec under ``home`` estimates
-    (None: never planned)."""
+def load(spec: "SweepSpec", home: Path) -> SweepPlan | None:
+    """The latest plan of this very spec under ``home``, rebuilt from what ``save`` kept (None:
+    never planned, or kept in a form this version does not read)."""
     path = plan_path(spec, home)
     if not path.exists():
         return None
     saved = json.loads(path.read_text())
-    if saved["slots"] == slots:  # its own figure: one from its rounded parts may differ by 0.1 s
-        return saved["wall_s"]
-    return round(wall_s(saved["start_s"], saved["work_s"] * saved.get("sharing", 1.0), saved["longest_s"], slots), 1)
+    names = {f.name for f in dataclasses.fields(CellPlan)}
+    try:
+        cells = [CellPlan(**{k: v for k, v in c.items() if k in names}) for c in saved["cells"]]
+        parts = {f.name: saved[f.name] for f in dataclasses.fields(SweepPlan) if f.name in saved.keys() - {"cells"}}
+    except (KeyError, TypeError):
+        return None
+    return SweepPlan(cells=cells, **parts)

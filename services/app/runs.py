@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from services.app.plan import saved_wall_s
+from services.app import plan
 from services.results import SweepResult
 from services.spec import SweepSpec
 from services.store import state
@@ -132,7 +132,7 @@ def run(
             raise
         if live is not None:
             live.close(None)
-        result.estimated_s = saved_wall_s(spec, home, result.slots)
+        result.estimated_s = _estimated_s(spec, home, result.slots)
         state.save_result(result, home)
     record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
     if record and record.earlier:
@@ -167,7 +167,7 @@ def train(
 
     stop_ray = start_ray(ray_address)
     slots = trial_slots(spec)
-    progress.start(sweep_id, trial_count(spec, slots), slots, saved_wall_s(spec, home, slots))
+    progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
     parent = live.parent_run() if live is not None else None
     stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
     try:
@@ -186,6 +186,12 @@ def train(
     if result.unfinished or result.search_stopped:
         raise Interrupted(result)
     return result, stop_ray
+
+
+def _estimated_s(spec: SweepSpec, home: Path, slots: int) -> float | None:
+    """The wall time on ``slots`` that the spec's latest plan under ``home`` expects (None: never planned)."""
+    made = plan.load(spec, home)
+    return None if made is None else round(made.wall_s(slots), 1)
 
 
 def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", "Summary"]:
