@@ -133,7 +133,7 @@ def test_a_pilot_counts_a_model_cut_elsewhere_as_the_stops_past_its_cut(monkeypa
     a log-uniform law between the cut and the budget."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
 
-    def train(spec, cell, configs, limit, size, progress, lr=None):
+    def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
         assert progress(10, 3)  # out of time at the first evaluation
         result = SimpleNamespace(steps=np.array([10, 10, 7, 10]), settled=np.array(settled))
         extra = {"diverged": np.zeros(4, bool), "streak_start": np.array(streak), "eval_steps": np.array([0, 5, 10])}
@@ -145,6 +145,25 @@ def test_a_pilot_counts_a_model_cut_elsewhere_as_the_stops_past_its_cut(monkeypa
     assert tried.steps == tuple(float(s) if s is not None else guess for s in steps)
     assert tried.basis == f"pilot: {basis}"
     assert plan._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
+
+
+def test_an_untuned_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
+    """Its runs to zero training loss grow with N: at the grid's largest N alone, the pilots of
+    fig1_grid_multi_pass's ViT cells counted 2.2-3.6x the model-steps its sweep took. A tuned
+    cell's pilot spreads its models over step sizes at the largest N; one pass fixes no N."""
+    trained = []
+
+    def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
+        trained.append(n)
+        ran = SimpleNamespace(steps=np.full(size, 3), settled=np.ones(size, bool), diverged=np.zeros(size, bool))
+        return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.array([0]))
+
+    monkeypatch.setattr(plan, "_train", train)
+    for name in ("sweeps/smoke.yaml", "sweeps/sample_complexity_multipass_tuned.yaml", "tests/tiny_tuned.yaml"):
+        spec = load_spec(ROOT / name)  # untuned multi-pass (N in {5, 20}), tuned multi-pass, tuned one pass
+        plan.pilot(spec, spec.cells[0], 4, allowance=1)
+    assert trained == [[5, 5, 20, 20], None, None]
+    assert plan._spread([320, 40, 160, 80], 4) == [40, 80, 160, 320] and plan._spread([40, 80, 160], 2) == [40, 160]
 
 
 def test_trials_sharing_a_gpu_count_their_work_at_the_pace_timed_side_by_side():

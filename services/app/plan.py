@@ -521,7 +521,8 @@ class Pilot:
 
 def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pilot:
     """``models`` models of ``cell`` (as ``probe`` trains them; a tuned cell's at step sizes
-    spread over those it tries) in one run up to their budget, cut at the first evaluation after
+    spread over those it tries, an untuned multi-pass cell's at Ns spread over its grid) in one
+    run up to their budget, cut at the first evaluation after
     ``allowance`` seconds. One run, not a limit doubled: a one-pass run's first steps are the same
     under any limit, so each try repeated the one before. At the middle step size alone, the
     pilots of fig1_grid_one_pass_tuned's cells saw a fifth of the steps their selections took."""
@@ -533,7 +534,8 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
             cut.append(step)
         return bool(cut)
 
-    took, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=_step_sizes(spec, cell, models))
+    lr, n = _step_sizes(spec, cell, models), _sample_sizes(spec, cell, models)
+    took, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=lr, n=n)
     ran = tuple(int(s) for s in result.steps)
     one_pass = configs[2].protocol == "one_pass"
     evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran) if one_pass else 0
@@ -559,8 +561,24 @@ def _step_sizes(spec: "SweepSpec", cell: "Cell", models: int) -> list[float] | N
     """A tuned cell's step sizes spread over ``models`` models, smallest to largest (None: untuned)."""
     if spec.tuning is None or not spec.tuning_of(cell.model).lr:
         return None
-    lrs = sorted(spec.tuning_of(cell.model).lr)
-    return [lrs[round(k * (len(lrs) - 1) / max(1, models - 1))] for k in range(models)]
+    return _spread(spec.tuning_of(cell.model).lr, models)
+
+
+def _sample_sizes(spec: "SweepSpec", cell: "Cell", models: int) -> list[int] | None:
+    """An untuned multi-pass cell's N spread over ``models`` models, smallest to largest, as its
+    grid or N* search trains them: a run to zero training loss grows with N, and at the largest N
+    alone fig1_grid_multi_pass's ViT pilots counted 2.2-3.6x the model-steps its sweep took. None
+    for one pass (its N is the steps it takes) and for a tuned cell: its models go to step sizes,
+    at the largest N; paired with Ns as well they saw only short runs, and the two tuned
+    multi-pass specs came out 2.4x and 2.9x under (docs/performance.md)."""
+    resolved = spec.resolved_cell(cell)
+    return None if resolved.one_pass or spec.tuning is not None else _spread(resolved.n_values, models)
+
+
+def _spread(values, models: int) -> list:
+    """``models`` of ``values`` evenly spaced from the smallest to the largest."""
+    ordered = sorted(values)
+    return [ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models)]
 
 
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
@@ -576,15 +594,16 @@ def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
     return data, model, training
 
 
-def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None):
+def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):
     """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
-    the threads and device a trial has."""
+    the threads and device a trial has; multi-pass, each at its ``n`` (default: the grid's largest
+    N, the slowest step)."""
     import torch
 
     from vit_core import train_pack
 
     data, model, training = configs
-    n = training.batch_size * limit if training.protocol == "one_pass" else max(spec.resolved_cell(cell).n_values)
+    largest = training.batch_size * limit if training.protocol == "one_pass" else max(spec.resolved_cell(cell).n_values)
     device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
@@ -592,7 +611,7 @@ def _train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: in
         began = time.perf_counter()
         tried = dataclasses.replace(training, max_steps=limit)
         seeds = list(range(size))
-        result = train_pack(data, model, tried, [n] * size, seeds, lr=lr, device=device, progress=progress)
+        result = train_pack(data, model, tried, n or [largest] * size, seeds, lr=lr, device=device, progress=progress)
         return time.perf_counter() - began, result
     finally:
         torch.set_num_threads(threads)
