@@ -237,15 +237,16 @@ def plan_command(
     )
     show(
         "expected: the steps each cell's pilot saw its models take to stop (one cut at zero test error: where its "
-        "window would confirm; one cut otherwise: a guess between the cut and its budget) over the trainings its "
+        "window would confirm; one cut otherwise: a guess between the soonest it can stop, one pass W x the cut, "
+        "and its budget) over the trainings its "
         "mode expects (an N* search: its grid and one grid step bisected; a tuned one-pass cell: each selection "
         "run under every cap it outgrows), at the rates timed here; after one sweep of this name under the home, "
         "plan estimates from it"
     )
     if made.guessed_share >= 0.005:
         show(
-            f"a guess: {made.guessed_share:.0%} of the expected work is in cells whose pilot was cut before any of "
-            "its models stopped past the cut (their steps: a log-uniform law between the cut and the budget); "
+            f"a guess: {made.guessed_share:.0%} of the expected work is in cells whose pilot cut a model before it "
+            "could stop (its steps: a log-uniform law between the soonest it can stop and its budget); "
             "a longer pilot (--pilot-s) or a smaller sweep of this name first measures them"
         )
 

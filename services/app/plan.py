@@ -10,8 +10,9 @@ each selection run under every cap it outgrows, up to the one past the soonest s
 stop early (settled, or a one-pass window confirmed) take less, by how much only a run shows.
 So each cell gets a pilot here (``pilot``: PILOT_MODELS models at the cell's own settings in
 one run, cut after PILOT_S): the steps of each model that stopped; where a one-pass model was
-cut inside a run of zero test error, the step its window would confirm; otherwise the stops past
-the cut, or a guess between the cut and the budget (not a bound, which "at most" is). A step's
+cut inside a run of zero test error, the step its window would confirm; otherwise a guess between
+the soonest it can stop (the cut; one pass: W x the cut) and the budget (not a bound, which "at
+most" is). A step's
 time is timed once per kind of cell (``probe``: a pack's step costs a + b·k with k models in
 it; a one-pass evaluation apart, at what the cell's pilot paid for its own). The newest finished
 sweep of the same name under the home, where there is one, gives the steps per cell and the rate
@@ -84,7 +85,7 @@ class CellPlan:
     pack_s: float = 0.0  # a trial's cost besides its steps: building the pack, its test set, Tune's own
     pack_step_s: float = 0.0  # a pack's step's cost besides its models' (launches, Python): the steps a pack takes
     pack_steps: int = 0  # the steps its packs are expected to take: each pack's, its longest model's
-    guessed: bool = False  # its pilot was cut before any model stopped past the cut: its steps are a guess
+    guessed: bool = False  # its pilot cut a model it could not foresee: its steps are in part a guess
     evals_s: float = 0.0  # one pass: the seconds its models' evaluations are expected to take, apart from steps
     evals_most_s: float = 0.0  # one pass: the most seconds one training's evaluations take
     size: int = 1  # models per pack
@@ -482,20 +483,22 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
 class Pilot:
     """Each of a pilot's models' steps to stop: seen (it settled, its window confirmed, it diverged
     or spent its budget), foreseen (one pass, cut inside a run of zero test error that began at
-    step s: its window of W confirms at W·s if that run holds), or cut at step L otherwise: the
-    mean of the others' stops past L (Kaplan-Meier's redistribution to the right), or where none
-    stops past L, a guess: (b - L) / ln(b / L), the mean of a log-uniform law between L and its
-    budget b. Counting such runs at their budget put 11 of 29 specs' expectations 2.5-25x above
-    their sweeps."""
+    step s: its window of W confirms at W·s if that run holds), or cut at step L otherwise: a
+    guess, the mean of a log-uniform law between the soonest it can stop and its budget b, L (one
+    pass: W·L, where a run of zero test error begun after L confirms at the soonest). Nothing the
+    pilot sees stops past there: counting such runs as the foreseen ones' stops put
+    sample_complexity_arms 3.6x under its sweep (those runs of zero error broke), at their budget
+    11 of 29 specs' expectations 2.5-25x above theirs."""
 
     steps: tuple[float, ...]
     seen: int
     foreseen: int
     cut: int = 0  # the step the pilot was cut at (0: it ran to its end)
-    guessed: bool = False  # some models cut elsewhere count at the log-uniform guess (none stopped past the cut)
+    guessed: bool = False  # some models cut elsewhere count at the log-uniform guess
     took: float = 0.0  # its seconds
     ran: tuple[int, ...] = ()  # the steps each model took in it
     evaluations: int = 0  # one pass: the evaluations its models took, summed
+    soonest: int = 0  # where a model cut at ``cut`` stops at the soonest: the cut (one pass: W x the cut)
 
     def evaluation_s(self, rate: "Probe") -> float:
         """A one-pass evaluation's seconds as this run paid them (its models scored on the whole
@@ -514,8 +517,8 @@ class Pilot:
         at_zero = f", {self.foreseen} at zero test error (stopping at W x its start)" if self.foreseen else ""
         rest, left = "", len(self.steps) - self.seen - self.foreseen
         if left:
-            how = "guessed between it and their budget" if self.guessed else "as the stops past it"
-            rest = f", {left} cut at step {self.cut} ({how})"
+            soonest = f"step {self.soonest}" if self.soonest != self.cut else "it"
+            rest = f", {left} cut at step {self.cut} (guessed between {soonest} and their budget)"
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
 
 
@@ -544,12 +547,12 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     streak = result.streak_start
     foreseen = running & (streak > 0) & (window > 0) & one_pass
     steps[foreseen] = np.minimum(budget, np.maximum(steps[foreseen], np.ceil(window * streak[foreseen])))
-    past = steps[(~running | foreseen) & (steps > cut[0])] if cut else steps
-    left = running & ~foreseen
-    steps[left] = past.mean() if past.size else _log_uniform_mean(cut[0], budget)
-    seen, guessed = int((~running).sum()), bool(left.any()) and not past.size
     cut_at = cut[0] if cut else 0
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, took, ran, evaluations)
+    soonest = min(budget, math.ceil(window * cut_at)) if one_pass and window > 0 else cut_at
+    left = running & ~foreseen
+    steps[left] = _log_uniform_mean(soonest, budget)
+    seen, guessed = int((~running).sum()), bool(left.any())
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, took, ran, evaluations, soonest)
 
 
 def _log_uniform_mean(low: float, high: float) -> float:
