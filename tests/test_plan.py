@@ -151,6 +151,16 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
     assert plan._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
 
 
+def test_cells_that_differ_in_values_alone_share_one_timing():
+    """A step computes the same tensors whatever a model's initial scales, fixed diagonal or step
+    size's scale: association_sensitivity's 40 cells were timed one by one (its plan 171 s). Its
+    logits scaled or not, and a model with or without W_O, are timed apart."""
+    spec = load_spec(ROOT / "sweeps" / "association_sensitivity.yaml")  # diag x scaled_logits x a_lr_scale
+    assert len({plan._timing_key(spec, c, 8) for c in spec.cells}) == 2
+    arms = load_spec(ROOT / "sweeps" / "sample_complexity_arms.yaml")  # {vit, cnn} x alpha* x counts x output_matrix
+    assert len({plan._timing_key(arms, c, 8) for c in arms.cells}) == 4
+
+
 def test_an_untuned_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
     """Its runs to zero training loss grow with N: at the grid's largest N alone, the pilots of
     fig1_grid_multi_pass's ViT cells counted 2.2-3.6x the model-steps its sweep took. A tuned
