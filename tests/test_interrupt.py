@@ -1,16 +1,20 @@
 """A running `vitsweep run` on the embedded default: every socket its processes (the driver, Ray's
 GCS, raylet, agents and workers) listen on is on loopback; Ctrl-C then stops it cleanly, says
-where the finished work is and ends its live MLflow runs KILLED. (Resuming it: tests/test_kill_anywhere.py,
-tests/test_live_record.py.)"""
+where the finished work is and ends its live MLflow runs KILLED, and SIGTERM does the same.
+(Resuming it: tests/test_kill_anywhere.py, tests/test_live_record.py.)"""
 
 import contextlib
 import ipaddress
 import os
 import signal
 import sqlite3
+import threading
 
 import psutil
+import pytest
 from chaos import GRID, KilledSweep, session
+
+from services.app import runs
 
 
 def _listening(sid: int) -> list[tuple[str, str, int]]:
@@ -22,6 +26,10 @@ def _listening(sid: int) -> list[tuple[str, str, int]]:
                 if c.status == psutil.CONN_LISTEN or (c.type == 2 and not c.raddr):
                     found.append((proc.name(), c.laddr.ip, c.laddr.port))
     return found
+
+
+def _statuses(sweep: KilledSweep) -> list[tuple[str]]:
+    return sqlite3.connect(sweep.home / "mlflow.db").execute("select distinct status from runs").fetchall()
 
 
 def test_a_running_sweep_listens_on_loopback_only_and_ctrl_c_stops_it_cleanly(tmp_path):
@@ -41,5 +49,41 @@ def test_a_running_sweep_listens_on_loopback_only_and_ctrl_c_stops_it_cleanly(tm
 
     assert stopped.returncode == 130, stopped.stderr[-3000:]
     assert "interrupted:" in stopped.stderr and str(sweep.home / "ray") in stopped.stderr
-    statuses = sqlite3.connect(sweep.home / "mlflow.db").execute("select distinct status from runs").fetchall()
-    assert statuses == [("KILLED",)]  # the live record's parent and its started children; none left RUNNING
+    assert _statuses(sweep) == [("KILLED",)]  # the live record's parent and its started children; none left RUNNING
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
+    """`kill`, `docker stop`, a Slurm time limit: Ray Tune saves its state, the live record ends
+    KILLED and the exit code is 128 + 15, where Ray's own handler exited at once with code 15 and
+    left the record FAILED."""
+
+    def terminate(proc):
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGCONT)
+
+    sweep = KilledSweep(GRID, tmp_path)
+    stopped = sweep.run(("trial_complete", 1), action="stop", on_stop=terminate)
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    assert "interrupted by SIGTERM:" in stopped.stderr
+    assert _statuses(sweep) == [("KILLED",)]
+
+
+def test_a_sigterm_ends_the_live_record_killed_from_a_thread_of_its_own():
+    """Where Ray's processes got the signal too (`scancel` signals the whole job), Tune's stop
+    waits on them and the driver dies before it returns: the live record is told KILLED as the
+    signal lands, from a thread (a signal handler may not take the locks its queue takes)."""
+    told = []
+
+    class Live:
+        def end_now(self, status: str) -> None:
+            told.append((status, threading.current_thread().name))
+
+    before = signal.getsignal(signal.SIGTERM)
+    # no Tune here: Python's SIGINT handler raises KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), runs._terminated_as_interrupted(Live()) as received:
+        signal.raise_signal(signal.SIGTERM)
+    assert received == [signal.SIGTERM] and told == [("KILLED", "sigterm-live")]
+    assert signal.getsignal(signal.SIGTERM) is before
+    with runs._terminated_as_interrupted(Live()) as received:
+        pass  # no signal: nothing told
+    assert received == [] and len(told) == 1

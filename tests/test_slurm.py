@@ -1,7 +1,7 @@
 """vitsweep through a real Slurm on this machine: munged, slurmctld and one slurmd on 127.0.0.1 with a
 config written here, the smoke sweep submitted with deploy/slurm/vitsweep.sbatch and read back with
-`vitsweep report`; then a sweep cancelled (scancel) mid-way and submitted again, which finishes with
-no model trained twice. Everything started here is stopped by its pid."""
+`vitsweep report`; then a sweep cancelled (scancel) mid-way, its MLflow runs ended KILLED, and
+submitted again, which finishes with no model trained twice. Everything started here is stopped by its pid."""
 
 import json
 import os
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, mlflow_server_at, pick_free_port, wait_until
+from mlflow.tracking import MlflowClient
 
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "deploy" / "slurm" / "vitsweep.sbatch"
@@ -192,6 +193,9 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     assert slurm.state(first) == "RUNNING"
     assert slurm.run("scancel", first).returncode == 0
     assert slurm.wait(first) == "CANCELLED"
+    client = MlflowClient(tracking)  # its live record ended KILLED as the SIGTERM landed, none left RUNNING
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert runs and {r.info.status for r in runs} == {"KILLED"}, [(r.info.run_name, r.info.status) for r in runs]
     wait_until(lambda: no_ray_of(first), f"job {first}'s Ray to stop")
     trained_before = sum(1 for f in cached.rglob("*") if f.is_file())
     assert 0 < trained_before < SMOKE_MODELS

@@ -146,7 +146,7 @@ def run(
             )
     except runs.Interrupted as stopped:
         print(stopped, file=sys.stderr)
-        raise typer.Exit(130) from None
+        raise typer.Exit(stopped.exit_code) from None
     parent_id = out.record.run_id if out.record else None
     print_summary(out.summary)
     print_sweep(spec, out.result, redact(out.uri), parent_id, home)

@@ -9,9 +9,12 @@ MLflow and matplotlib load in the functions that use them, so that each command 
 needs (``status`` of a home with no Tune state loads none of them).
 """
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -49,11 +52,14 @@ class Progress(Protocol):
 
 
 class Interrupted(Exception):
-    """The sweep stopped before every trial finished (Ctrl-C); the finished ones are kept."""
+    """The sweep stopped before every trial finished (Ctrl-C, or SIGTERM: ``signum``); the
+    finished ones are kept. ``exit_code``: 128 + the signal's number, as a shell reports it."""
 
-    def __init__(self, result: SweepResult):
+    def __init__(self, result: SweepResult, signum: int = signal.SIGINT):
+        self.exit_code = 128 + signum
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
         super().__init__(
-            f"interrupted: {result.unfinished} trials did not finish"
+            f"interrupted{by}: {result.unfinished} trials did not finish"
             + (", and the search had more to plan" if result.search_stopped else "")
             + ". The finished ones are kept in Ray Tune's state "
             "at "
@@ -165,27 +171,64 @@ def train(
     from services.search.planners import trial_count
     from services.store.live import SYSTEM_METRICS_S
 
-    stop_ray = start_ray(ray_address)
+    stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
     slots = trial_slots(spec)
     progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
     parent = live.parent_run() if live is not None else None
     stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
-    try:
-        result = run_sweep(
-            spec,
-            sweep_id,
-            home,
-            train_pack_trial,
-            on_trial_done=progress.advance,
-            resume=resume,
-            cache=cache,
-            live=live,
-        )
-    finally:
-        stop_monitors()
+    with _terminated_as_interrupted(live) as terminated:
+        try:
+            result = run_sweep(
+                spec,
+                sweep_id,
+                home,
+                train_pack_trial,
+                on_trial_done=progress.advance,
+                resume=resume,
+                cache=cache,
+                live=live,
+            )
+        finally:
+            stop_monitors()
     if result.unfinished or result.search_stopped:
-        raise Interrupted(result)
+        raise Interrupted(result, signal.SIGTERM if terminated else signal.SIGINT)
     return result, stop_ray
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupted(live: "LiveRecord | None") -> Iterator[list[int]]:
+    """SIGTERM (`kill`, `docker stop`, `scancel`, a Slurm time limit) stops the trials as Ctrl-C
+    does: Ray Tune's own SIGINT handler saves its state and the sweep ends Interrupted. Ray's
+    driver handler exited at once instead (code 15, a stack dump of Ray's threads, the live record
+    FAILED). The live record ends KILLED at once, from a thread of its own: where Ray's processes
+    got the signal too (`scancel` signals the whole job), Tune's stop waits on them and the driver
+    dies before it returns. Yields the SIGTERMs received; outside the main thread, none."""
+    received: list[int] = []
+    signalled = threading.Event()  # set in the handler: it may not take the locks the live record's queue takes
+
+    def end_live() -> None:
+        signalled.wait()
+        if received and live is not None:
+            live.end_now("KILLED")
+
+    def interrupt(signum: int, frame) -> None:
+        received.append(signum)
+        signalled.set()
+        signal.raise_signal(signal.SIGINT)  # Tune's graceful stop; once Tune restored Python's, KeyboardInterrupt
+
+    try:
+        earlier = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield received
+        return
+    watcher = threading.Thread(target=end_live, name="sigterm-live", daemon=True)
+    watcher.start()
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, earlier)
+        signalled.set()
+        watcher.join()
 
 
 def _estimated_s(spec: SweepSpec, home: Path, slots: int) -> float | None:

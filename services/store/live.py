@@ -87,7 +87,7 @@ class LiveRecord:
         """Log what is queued and stop. ``status``: the sweep stopped before its end (KILLED,
         FAILED), and its runs still RUNNING end so; None: its final record ends them."""
         if status is not None:
-            self._queue(self._end, status)
+            self.end_now(status)
         self.pool.shutdown(wait=True)
         if self.monitor is not None:
             self.monitor.finish()
@@ -96,6 +96,11 @@ class LiveRecord:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+    def end_now(self, status: str) -> None:
+        """End its runs still RUNNING ``status`` once what is queued is logged, without waiting for
+        ``close``: the process may not live that long (a SIGTERM that Ray's processes got too)."""
+        self._queue(self._end, status)
 
     def _queue(self, work, *args) -> None:
         if not self.stopped:
