@@ -11,7 +11,6 @@ import sqlite3
 import threading
 
 import psutil
-import pytest
 from chaos import GRID, KilledSweep, session
 
 from services.app import runs
@@ -68,22 +67,28 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
     assert _statuses(sweep) == [("KILLED",)]
 
 
-def test_a_sigterm_ends_the_live_record_killed_from_a_thread_of_its_own():
-    """Where Ray's processes got the signal too (`scancel` signals the whole job), Tune's stop
-    waits on them and the driver dies before it returns: the live record is told KILLED as the
-    signal lands, from a thread (a signal handler may not take the locks its queue takes)."""
-    told = []
+def test_a_sigterm_while_trials_run_is_tunes_ctrl_c_and_ends_the_live_record_from_a_thread():
+    """SIGTERM calls the SIGINT handler Tune installed (its graceful stop). Where Ray's processes got
+    the signal too (`scancel` signals the whole job), the driver dies with them before Tune's stop
+    returns: the live record is told KILLED as the signal lands, from a thread (a signal
+    handler may not take the locks its queue takes). After, both handlers are as before: Tune
+    leaves its SIGINT handler behind (Ray #37737)."""
+    told, stopped = [], []
 
     class Live:
         def end_now(self, status: str) -> None:
             told.append((status, threading.current_thread().name))
 
-    before = signal.getsignal(signal.SIGTERM)
-    # no Tune here: Python's SIGINT handler raises KeyboardInterrupt
-    with pytest.raises(KeyboardInterrupt), runs._terminated_as_interrupted(Live()) as received:
-        signal.raise_signal(signal.SIGTERM)
-    assert received == [signal.SIGTERM] and told == [("KILLED", "sigterm-live")]
-    assert signal.getsignal(signal.SIGTERM) is before
-    with runs._terminated_as_interrupted(Live()) as received:
-        pass  # no signal: nothing told
-    assert received == [] and len(told) == 1
+    term, ctrl_c = signal.getsignal(signal.SIGTERM), signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with runs._terminated_as_interrupted(Live()) as received:
+            signal.signal(signal.SIGINT, lambda signum, frame: stopped.append(signum))  # as Tune's fit does
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is term
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with runs._terminated_as_interrupted(Live()) as quiet:
+            pass  # no signal: nothing told
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c)
+    assert received == [signal.SIGTERM] and stopped == [signal.SIGINT] and told == [("KILLED", "sigterm-live")]
+    assert quiet == []

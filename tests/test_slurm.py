@@ -1,7 +1,7 @@
 """vitsweep through a real Slurm on this machine: munged, slurmctld and one slurmd on 127.0.0.1 with a
 config written here, the smoke sweep submitted with deploy/slurm/vitsweep.sbatch and read back with
-`vitsweep report`; then a sweep cancelled (scancel) mid-way, its MLflow runs ended KILLED, and
-submitted again, which finishes with no model trained twice. Everything started here is stopped by its pid."""
+`vitsweep report`; then a sweep cancelled (scancel) mid-way and submitted again, which finishes with
+no model trained twice, in one MLflow record. Everything started here is stopped by its pid."""
 
 import json
 import os
@@ -20,6 +20,7 @@ ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "deploy" / "slurm" / "vitsweep.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel")
 SMOKE_MODELS = 32  # sweeps/smoke.yaml: 4 cells x 2 N x 4 seeds
+SMOKE_CELLS = 4
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(d) is None for d in DAEMONS) or os.geteuid() != 0,
@@ -185,6 +186,8 @@ def test_the_smoke_sweep_runs_through_sbatch_and_its_report_reads_it_back(slurm,
 
 def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(slurm, tracking, tmp_path):
     home, gate = tmp_path / "home", tmp_path / "never"
+    client = MlflowClient(tracking)  # the server the module's tests share
+    earlier = {r.info.run_id for r in client.search_runs([e.experiment_id for e in client.search_experiments()])}
     # held once its first trial has reported (trials the driver has not started yet wait with it)
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"
     first = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
@@ -193,9 +196,6 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     assert slurm.state(first) == "RUNNING"
     assert slurm.run("scancel", first).returncode == 0
     assert slurm.wait(first) == "CANCELLED"
-    client = MlflowClient(tracking)  # its live record ended KILLED as the SIGTERM landed, none left RUNNING
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    assert runs and {r.info.status for r in runs} == {"KILLED"}, [(r.info.run_name, r.info.status) for r in runs]
     wait_until(lambda: no_ray_of(first), f"job {first}'s Ray to stop")
     trained_before = sum(1 for f in cached.rglob("*") if f.is_file())
     assert 0 < trained_before < SMOKE_MODELS
@@ -205,3 +205,13 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     resumed = summary(slurm.output(second))
     assert resumed["trainings"] == SMOKE_MODELS - trained_before  # each model trained once, in one job or the other
     assert sum(1 for f in cached.rglob("*") if f.is_file()) == SMOKE_MODELS
+    # one record, resumed in the runs the cancelled job's live record opened (ended KILLED as the
+    # SIGTERM landed, where the driver outlived its Ray long enough), nothing left RUNNING
+    runs = [
+        r
+        for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+        if r.info.run_id not in earlier
+    ]
+    statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
+    assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
+    assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
