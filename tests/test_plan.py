@@ -216,7 +216,7 @@ def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
 def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_path):
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
-    guessed = plan.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10, guessed=True)  # cut, nothing stopped past it
+    guessed = plan.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
     pilots = iter([guessed, plan.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
     monkeypatch.setattr(plan, "pilot", lambda spec, cell, models, allowance: next(pilots))
     made = plan.make_plan(spec, tmp_path, 2)

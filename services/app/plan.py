@@ -497,11 +497,15 @@ class Pilot:
     seen: int
     foreseen: int
     cut: int = 0  # the step the pilot was cut at (0: it ran to its end)
-    guessed: bool = False  # some models cut elsewhere count at the log-uniform guess
     took: float = 0.0  # its seconds
     ran: tuple[int, ...] = ()  # the steps each model took in it
     evaluations: int = 0  # one pass: the evaluations its models took, summed
     soonest: int = 0  # where a model cut at ``cut`` stops at the soonest: the cut (one pass: W x the cut)
+
+    @property
+    def guessed(self) -> bool:
+        """Whether some of its models, cut neither stopped nor foreseen, count at the log-uniform guess."""
+        return self.seen + self.foreseen < len(self.steps)
 
     def evaluation_s(self, rate: "Probe") -> float:
         """A one-pass evaluation's seconds as this run paid them (its models scored on the whole
@@ -519,7 +523,7 @@ class Pilot:
     def basis(self) -> str:
         at_zero = f", {self.foreseen} at zero test error (stopping at W x its start)" if self.foreseen else ""
         rest, left = "", len(self.steps) - self.seen - self.foreseen
-        if left:
+        if self.guessed:
             soonest = f"step {self.soonest}" if self.soonest != self.cut else "it"
             rest = f", {left} cut at step {self.cut} (guessed between {soonest} and their budget)"
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
@@ -552,10 +556,9 @@ def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pil
     steps[foreseen] = np.minimum(budget, np.maximum(steps[foreseen], np.ceil(window * streak[foreseen])))
     cut_at = cut[0] if cut else 0
     soonest = min(budget, math.ceil(window * cut_at)) if one_pass and window > 0 else cut_at
-    left = running & ~foreseen
-    steps[left] = _log_uniform_mean(soonest, budget)
-    seen, guessed = int((~running).sum()), bool(left.any())
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, guessed, took, ran, evaluations, soonest)
+    steps[running & ~foreseen] = _log_uniform_mean(soonest, budget)
+    seen = int((~running).sum())
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, took, ran, evaluations, soonest)
 
 
 def _log_uniform_mean(low: float, high: float) -> float:
