@@ -162,7 +162,8 @@ def test_every_service_is_healthy_and_published_on_loopback_only(stack):
 
 
 def test_a_submitted_sweep_runs_on_both_workers_into_mlflow_on_postgres(stack, first_sweep, tmp_path):
-    summary, _ = first_sweep
+    summary, log = first_sweep
+    assert "live MLflow record" not in log, log[-3000:]  # it never stopped (it did without psutil in the image)
     assert summary["failed_trials"] == [] and summary["trainings"] == 16 and summary["cache_hits"] == 0
     hosts = stack.trial_hosts("/ray-storage/runs", summary["sweep_id"])
     worker_hosts = {
@@ -174,6 +175,10 @@ def test_a_submitted_sweep_runs_on_both_workers_into_mlflow_on_postgres(stack, f
     assert parent.info.status == "FINISHED" and parent.data.tags["vitsweep.sweep_id"] == summary["sweep_id"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     assert parent.data.tags["mlflow.source.git.commit"] == head  # the upload has no .git: submit told the job
+    metrics = set(parent.data.metrics)  # MLflow's system metrics, live, from the head (the driver's) and each worker
+    assert {"system/cpu_utilization_percentage"} | {
+        f"system/{h}/cpu_utilization_percentage" for h in worker_hosts
+    } <= metrics
     assert "summary.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
     database = stack.docker(
         "exec",
