@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,22 +27,37 @@ def ray_head(free_port):
         stop_ray_nodes(temp)
 
 
-def test_submit_runs_the_sweep_as_a_ray_job(ray_head, tmp_path):
+def test_submit_runs_the_sweep_as_a_ray_job_and_follows_its_log_as_it_runs(ray_head, tmp_path):
     home = tmp_path / "home"
-    result = subprocess.run(
-        [str(BIN / "vitsweep"), "submit", "sweeps/smoke.yaml", "--address", ray_head, "--home", str(home), "--follow"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).parents[1],
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("raysubmit_")
-    summary = json.loads(lines[-1])  # the job's own `vitsweep run --json` summary
+    with open(tmp_path / "stderr", "w+") as stderr:
+        submit = subprocess.Popen(
+            [str(BIN / "vitsweep"), "submit", "sweeps/smoke.yaml", "--address", ray_head, "--home", str(home)]
+            + ["--follow"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=Path(__file__).parents[1],
+        )
+        job_id = submit.stdout.readline().strip()
+        first = submit.stdout.readline()  # the job's first line of log
+        status = job_status(ray_head, job_id)
+        out = first + submit.stdout.read()
+        assert submit.wait() == 0, out[-3000:] + stderr.read()[-3000:]
+    assert job_id.startswith("raysubmit_") and status in ("PENDING", "RUNNING")  # printed as it came, not at the end
+    summary = json.loads(out.strip().splitlines()[-1])  # the job's own `vitsweep run --json` summary
     assert summary["trainings"] == 32 and summary["failed_trials"] == []
     assert summary["tracking_uri"] == f"sqlite:///{home / 'mlflow.db'}"
     parent = MlflowClient(summary["tracking_uri"]).get_run(summary["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.params["name"] == "smoke"
+
+
+def job_status(dashboard: str, job_id: str) -> str:
+    """The job's status from the Jobs API, with the token the head wrote (this process's Ray was
+    imported without token auth)."""
+    token = (Path.home() / ".ray" / "auth_token").read_text().strip()
+    request = urllib.request.Request(f"{dashboard}/api/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)["status"]
 
 
 def test_submit_refuses_a_sweep_whose_results_would_die_with_the_job():

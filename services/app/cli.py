@@ -449,7 +449,9 @@ def submit(
     home: str = typer.Option(
         None, "--home", help="a path on the cluster that outlives the job, for Ray's state and a SQLite store"
     ),
-    follow: bool = typer.Option(False, "--follow", help="wait for the job, print its log, exit 1 unless it succeeded"),
+    follow: bool = typer.Option(
+        False, "--follow", help="print the job's log as it runs, until it ends; exit 1 unless it succeeded"
+    ),
 ) -> None:
     """Submit `vitsweep run` to a Ray cluster through the Ray Jobs API; prints the job id."""
     spec = _load_or_exit(path)
@@ -467,8 +469,7 @@ def submit(
     if not follow:
         Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)
         return
-    status, logs = jobs.wait(client, job_id)
-    print(logs, end="")
+    status = jobs.follow(client, job_id, lambda text: print(text, end="", flush=True))
     if status != "SUCCEEDED":
         print(f"job {job_id}: {status}", file=sys.stderr)
         raise typer.Exit(1)

@@ -1,7 +1,9 @@
 """Submit `vitsweep run` of a spec to a Ray cluster through the Ray Jobs API, and follow the job."""
 
+import asyncio
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from services import process
@@ -46,8 +48,21 @@ def submit_when_ready(client, **job) -> str:
             time.sleep(2)
 
 
-def wait(client: JobSubmissionClient, job_id: str) -> tuple[str, str]:
-    """Wait until the job ends: (its status, its log)."""
-    while not client.get_job_status(job_id).is_terminal():
-        time.sleep(2)
-    return client.get_job_status(job_id).value, client.get_job_logs(job_id)
+def follow(client: JobSubmissionClient, job_id: str, write: Callable[[str], None]) -> str:
+    """Write the job's log as the job writes it (its progress lines as they come), until it ends:
+    its status. Where the log's connection breaks first, the rest is written once the job ends."""
+    written = 0
+
+    async def tail() -> None:
+        nonlocal written
+        async for text in client.tail_job_logs(job_id):
+            write(text)
+            written += len(text)
+
+    try:
+        asyncio.run(tail())
+    except RuntimeError:  # Ray's tail: the connection closed before the job ended
+        while not client.get_job_status(job_id).is_terminal():
+            time.sleep(2)
+        write(client.get_job_logs(job_id)[written:])
+    return client.get_job_status(job_id).value
