@@ -4,10 +4,13 @@ there, logging to the sweep's parent run as ``system/NODE/...`` (NODE: its host 
 with a tracking server: a SQLite or file store lies on the driver's disk, out of other nodes' reach.
 """
 
+import os
 from collections.abc import Callable
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from services.store.live import FAIL_FAST
 
 LOCAL_STORES = ("sqlite:", "file:", "/")  # tracking URIs other nodes cannot write to
 
@@ -37,10 +40,15 @@ def monitor_nodes(run_id: str, uri: str, interval_s: float) -> Callable[[], None
     mine = ray.get_runtime_context().get_node_id()
     others = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] != mine]
     hosts = [n["NodeManagerHostname"] for n in others]
+    # MLflow's requests fail fast there as the driver's live record's do (its values, or the user's own):
+    # with MLflow's default retries, each node's monitor held the end of a sweep whose server had gone
+    # down until `stop` gave up on it, 60 s (the compose stack's outage test, 2026-11-26)
+    env = {name: os.environ.get(name, value) for name, value in FAIL_FAST.items()}
     actors = [
-        NodeMonitor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
-            run_id, uri, host if hosts.count(host) == 1 else f"{host}-{n['NodeID'][:8]}", interval_s
-        )
+        NodeMonitor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+            runtime_env={"env_vars": env},
+        ).remote(run_id, uri, host if hosts.count(host) == 1 else f"{host}-{n['NodeID'][:8]}", interval_s)
         for n, host in zip(others, hosts)
     ]
 
