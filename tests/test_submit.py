@@ -88,3 +88,47 @@ def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
     monkeypatch.setattr(jobs, "AGENT_WAIT_S", -1)
     with pytest.raises(RuntimeError, match="No available agent"):
         jobs.submit_when_ready(Head(busy=5), entrypoint="x")  # and not forever
+
+
+class Job:
+    """A Jobs API client for one job whose log's connection breaks after ``sent`` (as Ray's tail
+    raises then) or, with ``interrupt``, whose follower gets Ctrl-C."""
+
+    def __init__(self, log: str, sent: str, interrupt: bool = False):
+        self.log, self.sent, self.interrupt = log, sent, interrupt
+
+    async def tail_job_logs(self, job_id: str):
+        yield self.sent
+        if self.interrupt:
+            raise KeyboardInterrupt
+        raise RuntimeError("WebSocket connection closed unexpectedly with close code 1006")
+
+    def get_job_status(self, job_id: str):
+        from ray.job_submission import JobStatus
+
+        return JobStatus.SUCCEEDED
+
+    def get_job_logs(self, job_id: str) -> str:
+        return self.log
+
+
+def test_a_follower_whose_log_connection_breaks_writes_the_rest_once_the_job_ends():
+    from services.execution import jobs
+
+    written = []
+    assert jobs.follow(Job("one\ntwo\nthree\n", "one\n"), "raysubmit_1", written.append) == "SUCCEEDED"
+    assert "".join(written) == "one\ntwo\nthree\n"  # each line once
+
+
+def test_ctrl_c_while_following_leaves_the_job_running_and_says_how_to_find_it(monkeypatch):
+    from services.execution import jobs
+
+    monkeypatch.setattr(jobs, "submit", lambda *args: (Job("", "started\n", interrupt=True), "raysubmit_1"))
+    result = runner.invoke(
+        app, ["submit", "sweeps/smoke.yaml", "--address", "http://HEAD:8265", "--home", "/runs", "--follow"]
+    )
+    assert result.exit_code == 130 and "started\n" in result.stdout
+    assert (
+        "job raysubmit_1 goes on" in result.stderr
+        and "ray job stop --address http://HEAD:8265 raysubmit_1" in result.stderr
+    )

@@ -466,10 +466,16 @@ def submit(
 
     client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
     print(job_id, flush=True)
+    again = f"follow it with: ray job logs --address {address} --follow {job_id}"
     if not follow:
-        Console(stderr=True).print(f"follow it with: ray job logs --address {address} --follow {job_id}", markup=False)
+        Console(stderr=True).print(again, markup=False)
         return
-    status = jobs.follow(client, job_id, lambda text: print(text, end="", flush=True))
+    try:
+        status = jobs.follow(client, job_id, lambda text: print(text, end="", flush=True))
+    except KeyboardInterrupt:  # the job is the cluster's: it goes on
+        stop = f"ray job stop --address {address} {job_id}"
+        print(f"\njob {job_id} goes on; {again}; stop it with: {stop}", file=sys.stderr)
+        raise typer.Exit(130) from None
     if status != "SUCCEEDED":
         print(f"job {job_id}: {status}", file=sys.stderr)
         raise typer.Exit(1)
