@@ -503,9 +503,13 @@ class Pilot:
     soonest: int = 0  # where a model cut at ``cut`` stops at the soonest: the cut (one pass: W x the cut)
 
     @property
+    def left(self) -> int:
+        """Its models cut neither stopped nor foreseen: those counted at the log-uniform guess."""
+        return len(self.steps) - self.seen - self.foreseen
+
+    @property
     def guessed(self) -> bool:
-        """Whether some of its models, cut neither stopped nor foreseen, count at the log-uniform guess."""
-        return self.seen + self.foreseen < len(self.steps)
+        return self.left > 0
 
     def evaluation_s(self, rate: "Probe") -> float:
         """A one-pass evaluation's seconds as this run paid them (its models scored on the whole
@@ -522,10 +526,10 @@ class Pilot:
     @property
     def basis(self) -> str:
         at_zero = f", {self.foreseen} at zero test error (stopping at W x its start)" if self.foreseen else ""
-        rest, left = "", len(self.steps) - self.seen - self.foreseen
+        rest = ""
         if self.guessed:
             soonest = f"step {self.soonest}" if self.soonest != self.cut else "it"
-            rest = f", {left} cut at step {self.cut} (guessed between {soonest} and their budget)"
+            rest = f", {self.left} cut at step {self.cut} (guessed between {soonest} and their budget)"
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
 
 
