@@ -1,11 +1,11 @@
 """Every process-wide setting vitsweep makes, in one place, each with the reason it exists.
 
 Importing this module applies those every process needs: the environment defaults (a value the
-user set wins) and glibc's allocator setting; the Ray Jobs client and the MLflow UI server apply
-their own sets where they start. services/__init__.py imports it, so any import of services (the
-CLI, a Ray Tune trial, the benchmarks) applies it before Ray or MLflow, which read some of these
-variables at import, are imported. Two settings
-are not process-wide and stay with their one caller: the Ray constant start_local_ray swaps for
+user set wins) and glibc's allocator setting; the Ray Jobs client, the MLflow UI server and the
+workers of a sweep's Ray (services.execution.ray_tune.start_ray) get their own sets where they
+start. services/__init__.py imports it, so any import of services (the CLI, a Ray Tune trial, the
+benchmarks) applies it before Ray or MLflow, which read some of these variables at import, are
+imported. Two settings are not process-wide and stay with their one caller: the Ray constant start_local_ray swaps for
 one ray.init (services.execution.ray_tune), and the progress function a restored sweep's
 callback reads (ray_tune._TrialDone.current), set for the run that restores it.
 """
@@ -30,6 +30,15 @@ CLIENT_ENVIRONMENT: dict[str, tuple[str, str]] = {  # for a Ray Jobs client only
         "read at Ray's import: Ray 2.60 heads require their token (a local ray.init with it set wants a token too)",
     ),
 }
+WORKER_ENVIRONMENT: dict[str, tuple[str, str]] = {  # for the processes Ray starts a sweep's trials in
+    "MALLOC_ARENA_MAX": (
+        "1",
+        "Ray Tune runs a trial's function in a thread, and glibc gives a thread an arena of its own whose"
+        " heaps it unmaps as they empty, whatever keep_freed_memory asks of the main one: the evaluations"
+        " of sample_complexity_premises' packs faulted their pages in anew each time (its sweep 1.7x longer)."
+        " Read once, as a process starts: set through start_ray's runtime env, not here",
+    ),
+}
 UI_ENVIRONMENT: dict[str, tuple[str, str]] = {  # for the `vitsweep ui` server only
     "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": (
         "false",
@@ -50,8 +59,9 @@ def keep_freed_memory() -> bool:
 
     A packed training step allocates and frees tensors of tens of MB. By default glibc serves
     each from a fresh mmap and unmaps it on free, so every step pays page faults on all its
-    memory: measured here, a K=256 ViT step 1.6x and an evaluation 2x slower. It changes nothing
-    where the C library is not glibc."""
+    memory: measured here, a K=256 ViT step 1.6x and an evaluation 2x slower. It holds for the
+    main thread's arena (other threads': WORKER_ENVIRONMENT) and changes nothing where the C
+    library is not glibc."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

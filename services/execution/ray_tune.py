@@ -25,6 +25,7 @@ import ray
 from ray import tune
 from ray.tune.search import Searcher
 
+from services.process import WORKER_ENVIRONMENT
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
 from services.search.packs import Pack
 from services.search.planners import planner
@@ -50,18 +51,26 @@ def trial_slots(spec: "SweepSpec") -> int:
     return max(1, int(total.get("CPU", 1) / spec.resources.cpus_per_trial))
 
 
+def worker_runtime_env() -> dict:
+    """The sweep's runtime env: services.process.WORKER_ENVIRONMENT, but the variables this process
+    has already (the user's; a submitted job's env vars reach its driver, and Ray refuses a
+    driver's env var that the job's runtime env sets too)."""
+    return {"env_vars": {name: value for name, (value, _why) in WORKER_ENVIRONMENT.items() if name not in os.environ}}
+
+
 def start_ray(address: str | None) -> Callable[[], None] | None:
     """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray that only
-    listens on loopback (start_local_ray): ray.shutdown, which the caller runs when done, or None
-    when Ray was already up (its owner stops it)."""
+    listens on loopback (start_local_ray), its workers under ``worker_runtime_env``: ray.shutdown,
+    which the caller runs when done, or None when Ray was already up (its owner stops it)."""
     if ray.is_initialized():
         return None
     address = address or os.environ.get("RAY_ADDRESS")
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
+    init = {"runtime_env": worker_runtime_env(), "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(address=address, **init)
     else:
-        start_local_ray(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        start_local_ray(include_dashboard=False, **init)
     return _shutdown
 
 
