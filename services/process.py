@@ -48,10 +48,14 @@ UI_ENVIRONMENT: dict[str, tuple[str, str]] = {  # for the `vitsweep ui` server o
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters
 
 
+def not_set(settings: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """The values of ``settings`` whose variables this process has not set already (the user's win)."""
+    return {name: value for name, (value, _why) in settings.items() if name not in os.environ}
+
+
 def apply_environment(settings: dict[str, tuple[str, str]] = ENVIRONMENT) -> None:
     """Set each variable of ``settings`` unless the user has set it."""
-    for name, (value, _why) in settings.items():
-        os.environ.setdefault(name, value)
+    os.environ.update(not_set(settings))
 
 
 def keep_freed_memory() -> bool:

@@ -25,7 +25,7 @@ import ray
 from ray import tune
 from ray.tune.search import Searcher
 
-from services.process import WORKER_ENVIRONMENT
+from services.process import WORKER_ENVIRONMENT, not_set
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
 from services.search.packs import Pack
 from services.search.planners import planner
@@ -55,7 +55,7 @@ def worker_runtime_env() -> dict:
     """The sweep's runtime env: services.process.WORKER_ENVIRONMENT, but the variables this process
     has already (the user's; a submitted job's env vars reach its driver, and Ray refuses a
     driver's env var that the job's runtime env sets too)."""
-    return {"env_vars": {name: value for name, (value, _why) in WORKER_ENVIRONMENT.items() if name not in os.environ}}
+    return {"env_vars": not_set(WORKER_ENVIRONMENT)}
 
 
 def start_ray(address: str | None) -> Callable[[], None] | None:
