@@ -6,6 +6,7 @@ in the same runs to one FINISHED record. On a cluster, every node's system metri
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -111,6 +112,8 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
         wait_until(live, "the live record", proc)
         (held,), kids = runs(client)
         assert held.info.run_id == parent.info.run_id  # attached, not a second parent
+        if shutil.which("nvidia-smi"):  # an NVIDIA driver here: MLflow charts each GPU beside the CPU, in one batch
+            assert "system/gpu_0_utilization_percentage" in client.get_run(held.info.run_id).data.metrics
         seen_in_the_ui(sweep.home, held, next(k for k in kids if "success_rate" in k.data.metrics), free_port())
         sweep_id = held.data.tags[SWEEP_TAG]
         report = subprocess.run(
