@@ -1,13 +1,16 @@
 """`vitsweep submit` against a real Ray head (dashboard and Jobs API) on 127.0.0.1."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import start_ray_nodes, stop_ray_nodes
+from conftest import pick_free_port, start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -17,14 +20,43 @@ BIN = Path(sys.executable).parent
 runner = CliRunner()
 
 
-@pytest.fixture
-def ray_head(free_port):
-    """A one-node Ray cluster started the way a user starts a head."""
-    dashboard, _, temp = start_ray_nodes(free_port)
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A one-node Ray cluster started the way a user starts a head: (dashboard URL, GCS address)."""
+    dashboard, gcs, temp = start_ray_nodes(lambda: pick_free_port())
     try:
-        yield dashboard
+        yield dashboard, gcs
     finally:
         stop_ray_nodes(temp)
+
+
+@pytest.fixture
+def ray_head(ray_cluster):
+    """The cluster's dashboard URL, where jobs are submitted."""
+    return ray_cluster[0]
+
+
+def test_the_embedded_default_starts_a_ray_of_its_own_beside_a_running_cluster(ray_cluster):
+    """`ray start` writes its cluster's address where ray.init without an address looks first (a
+    user's head, a Slurm job's on a shared node); the embedded default must not join it."""
+    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # as a `ray start` in Ray's default folder left it
+    (temp / "ray").mkdir()
+    (temp / "ray" / "ray_current_cluster").write_text(ray_cluster[1])
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import ray; from services.execution.ray_tune import start_ray; start_ray(None); "
+            "print(ray.get_runtime_context().gcs_address); ray.shutdown()",
+        ],
+        capture_output=True,
+        text=True,
+        env={**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(temp)},
+    )
+    shutil.rmtree(temp, ignore_errors=True)
+    assert started.returncode == 0, started.stderr[-3000:]
+    gcs = started.stdout.strip().splitlines()[-1]
+    assert gcs != ray_cluster[1] and gcs.startswith("127.0.0.1:"), (gcs, ray_cluster[1])
 
 
 def test_submit_runs_the_sweep_as_a_ray_job_and_follows_its_log_as_it_runs(ray_head, tmp_path):

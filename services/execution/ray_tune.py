@@ -84,8 +84,10 @@ def _shutdown() -> None:
 
 
 def start_local_ray(**init) -> None:
-    """ray.init of a one-machine Ray whose every process (GCS, raylet, agents, workers) listens
-    on 127.0.0.1 only. Ray 2.60 binds its servers to the node address but swaps a loopback one
+    """ray.init of a new one-machine Ray whose every process (GCS, raylet, agents, workers)
+    listens on 127.0.0.1 only. A new one (address "local"): without an address ray.init joins any
+    Ray already running on the machine (another user's sweep, a `ray start` head), on its
+    machine-wide address. Ray 2.60 binds its servers to the node address but swaps a loopback one
     for the machine's own, except in its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
     read once at import into ray_constants.ENABLE_RAY_CLUSTER): that mode, for this call."""
     from ray._private import ray_constants
@@ -93,7 +95,7 @@ def start_local_ray(**init) -> None:
     clusters = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(_node_ip_address="127.0.0.1", **init)
+        ray.init(address="local", _node_ip_address="127.0.0.1", **init)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
 
