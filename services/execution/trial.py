@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import ray
-import torch
 from ray import tune
 
 from services.analysis import counted_success
@@ -15,7 +14,6 @@ from services.results import ModelRecord
 from services.search.packs import Pack
 from services.spec import ResolvedSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
-from vit_core import train_pack
 
 
 def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> None:
@@ -23,6 +21,10 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
 
     Models already in the result cache (``cache``, a folder; None: off) are read from it; the
     rest train as one pack and go into it as soon as they are done."""
+    import torch  # here: the driver only names this function, and importing torch there took 4.5 s of a smoke run's 35
+
+    from vit_core import train_pack
+
     pack = Pack.from_config(config["pack"])
     data, model, training = sweep.trial_cell(config).configs
     if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
