@@ -35,8 +35,11 @@ paper-grid: $(VENV)/.installed
 	for arm in $(GRID_ARMS); do $(BIN)/vitsweep run sweeps/$$arm.yaml || exit 1; done
 	$(BIN)/vitsweep paper $(GRID_ARMS)
 
+# Two pytest-xdist workers, a test file to each at a time, in the files' order (the compose stack's
+# first, tests/conftest.py): one after the other, a third of the suite's time on 2 cores was one
+# core idle, waiting on processes the tests started (Ray, servers, containers).
 test: $(VENV)/.installed system-tools lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # ruff's lint rules and formatting (pyproject.toml [tool.ruff]); `$(BIN)/ruff format .` applies the format
 lint: $(VENV)/.installed

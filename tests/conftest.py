@@ -24,32 +24,23 @@ BIN = Path(sys.executable).parent
 
 EXIT_STATUS = pytest.StashKey[int]()
 STACK_TESTS = "test_compose_stack.py"
-STACK_BUILD_LOG = Path(tempfile.gettempdir()) / f"vitsweep-stack-build-{os.getpid()}.log"
-_stack_build: list[subprocess.Popen] = []  # docker/stack.py build, started at collection
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The compose stack's tests run last, and their images build in the background from the start
-    (`docker/stack.py build`: minutes on a fresh machine, overlapped with the rest of the suite;
-    once built they are kept, and a second build takes seconds)."""
-    stack = [item for item in items if item.path.name == STACK_TESTS]
-    if not stack:
-        return
-    items[:] = [item for item in items if item.path.name != STACK_TESTS] + stack
-    with open(STACK_BUILD_LOG, "w") as log:
-        _stack_build.append(
-            subprocess.Popen(
-                [sys.executable, str(Path(__file__).parents[1] / "docker" / "stack.py"), "build"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+    """The compose stack's tests run first: `make test` runs the suite in two pytest-xdist workers
+    (a file to a worker), so one worker builds the stack's images and runs its sweeps (minutes on a
+    fresh machine, seconds once built) while the other takes the rest of the suite."""
+    items.sort(key=lambda item: item.path.name != STACK_TESTS)  # stable: the rest keep their order
 
 
 def stack_build() -> tuple[int, str]:
-    """Wait for the background build of the stack's images: (its exit status, what it printed)."""
-    returncode = _stack_build[0].wait()
-    return returncode, STACK_BUILD_LOG.read_text()
+    """`docker/stack.py build`: (its exit status, what it printed)."""
+    build = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[1] / "docker" / "stack.py"), "build"],
+        capture_output=True,
+        text=True,
+    )
+    return build.returncode, build.stdout + build.stderr
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -62,9 +53,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     own teardown: a native library's finalizer (torch's, Ray's or grpc's; no Python frame) crashed
     there once in three fresh-clone runs (2026-11-24: "Segmentation fault" after "372 passed"),
     which turned a green run red. The tests' own servers and Ray clusters are stopped by then;
-    a Ray this process still holds is shut down first."""
+    a Ray this process still holds is shut down first. An xdist worker ends as xdist ends it: it
+    has sent its results by now, and a crash after that is not counted."""
     if ray.is_initialized():
         ray.shutdown()
+    if hasattr(config, "workerinput"):
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(config.stash.get(EXIT_STATUS, 1))

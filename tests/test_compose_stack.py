@@ -122,7 +122,7 @@ def stack(tmp_path_factory):
         f"RAY_AUTH_TOKEN={token}\nRAY_HEAD_CPUS=0\nRAY_WORKER_CPUS=1\n"
         f"MLFLOW_PORT={mlflow_port}\nRAY_DASHBOARD_PORT={dashboard_port}\n"
     )
-    built, said = stack_build()  # started at collection (conftest), while the other tests ran
+    built, said = stack_build()  # seconds once built; under `make test` beside the rest of the suite
     if built == 77:
         pytest.skip(said.strip().splitlines()[-1])
     assert built == 0, said[-5000:]  # where root can start dockerd, failing to is a failure
