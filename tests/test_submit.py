@@ -23,7 +23,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A one-node Ray cluster started the way a user starts a head: (dashboard URL, GCS address)."""
-    dashboard, gcs, temp = start_ray_nodes(lambda: pick_free_port())
+    dashboard, gcs, temp = start_ray_nodes(pick_free_port)
     try:
         yield dashboard, gcs
     finally:
@@ -39,7 +39,8 @@ def ray_head(ray_cluster):
 def test_the_embedded_default_starts_a_ray_of_its_own_beside_a_running_cluster(ray_cluster):
     """`ray start` writes its cluster's address where ray.init without an address looks first (a
     user's head, a Slurm job's on a shared node); the embedded default must not join it."""
-    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # as a `ray start` in Ray's default folder left it
+    # Ray's default folder, as a `ray start` there left it; short, as the new Ray's socket paths under it must be
+    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     (temp / "ray").mkdir()
     (temp / "ray" / "ray_current_cluster").write_text(ray_cluster[1])
     started = subprocess.run(

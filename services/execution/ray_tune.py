@@ -130,13 +130,14 @@ def run_sweep(
     path = storage / sweep_id
     _TrialDone.current = (on_trial_done, live, spec)
     follow = [_TrialDone(on_trial_done, live, spec)] if on_trial_done or live else []
-    if resume and _restorable(path):
+    restored = resume and _restorable(path)
+    if restored:
         with _quiet("ray.tune.analysis.experiment_analysis"):
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = _new_tuner(spec, trainable, sweep_id, storage, follow)
     PlanSearcher.ran_to_end = False
-    with _loggers_as_given(not resume):
+    with _loggers_as_given(not restored):
         grid = tuner.fit()
     result = _collect(spec, grid)
     result.search_stopped = not PlanSearcher.ran_to_end
@@ -182,7 +183,8 @@ def _loggers_as_given(given: bool):
     """Tune adds its default loggers (JSON, CSV, TensorBoard) to a tuner's callbacks at fit unless
     told not to; a new tuner names the ones it wants, so it is told. A restored one keeps what its
     saved run config named (an older sweep's none: the defaults then)."""
-    name, before = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS")
+    name = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+    before = os.environ.get(name)
     if given:
         os.environ[name] = "1"
     try:
