@@ -155,12 +155,12 @@ def normals_rate(device: str, n: int = 4_000_000) -> float:
     return min(_timed(lambda: torch.randn(n, generator=generator, device=device), device) for _ in range(5)) / n
 
 
-def data_share(run: dict, batch_size: int, device: str, models: int = 16) -> float:
+def data_share(run: dict, batch_size: int, device: str, samples: int = 2048, models: int = 16) -> float:
     """The share of one-pass SGD steps spent making their samples: ``models`` seeds of ``run``'s
-    setting at ``batch_size`` for 2,048 samples each, evaluated only at the start and the end on
-    100 test samples, every call of the trainer's sampler for the training stream timed."""
+    setting at ``batch_size`` for ``samples`` samples each (64 steps at least), evaluated only at the
+    start and the end on 100 test samples, every call of the trainer's sampler for the training stream timed."""
     data, model, training = run["configs"]
-    steps = max(64, 2048 // batch_size)
+    steps = max(64, samples // batch_size)
     training = dataclasses.replace(
         training,
         batch_size=batch_size,
@@ -227,6 +227,9 @@ def main() -> None:
     parser.add_argument(
         "--gpus-per-trial", type=float, default=0.125, help="with --device cuda: each trial's share of the GPU"
     )
+    parser.add_argument(
+        "--share-samples", type=int, default=2048, help="data_share: samples a model trains on (fewer: sooner, noisier)"
+    )
     parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
     args = parser.parse_args()
@@ -280,7 +283,7 @@ def main() -> None:
         "w2_normals": int(normals),
         "rng_fraction": round(normals * per_normal / c["wall_s"] / generators, 4),
         "data_share": {
-            model: {f"B={b}": round(data_share(run, b, args.device), 3) for b in (1, 16)}
+            model: {f"B={b}": round(data_share(run, b, args.device, args.share_samples), 3) for b in (1, 16)}
             for model, run in kinds.items()
         },
     }
