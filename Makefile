@@ -18,8 +18,13 @@ $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
 
+# pip compiles the packages' bytecode one file after another; compileall does it on every core (a fresh
+# venv's install on 2 cores, two of each in turns: 169 s against 208 s, the medians; 0.78-0.84x pair by
+# pair). Like pip's own step, it passes over the files that do not compile on this Python (torch ships one
+# written for 3.12).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install $(PIP_FLAGS) -e '.[dev]'
+	$(BIN)/pip install $(PIP_FLAGS) --no-compile -e '.[dev]'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	touch $@
 
 # The main job: the bundled sample-complexity sweep on the embedded default (a local Ray on
