@@ -41,8 +41,9 @@ paper-grid: $(VENV)/.installed
 	$(BIN)/vitsweep paper $(GRID_ARMS)
 
 # Two pytest-xdist workers, a test file to each at a time, in the files' order (the compose stack's
-# first, then those that start no Ray: tests/conftest.py): one after the other, a third of the suite's time on 2 cores was one
-# core idle, waiting on processes the tests started (Ray, servers, containers).
+# first, then those that start no Ray: tests/conftest.py): one after the other, a third of the
+# suite's time on 2 cores was one core idle, waiting on processes the tests started (Ray, servers,
+# containers).
 test: $(VENV)/.installed system-tools lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
