@@ -53,6 +53,7 @@ from vit_core.training import batches  # noqa: E402
 from vit_core.training import loop as training_loop  # noqa: E402
 
 MAIN = ROOT / "sweeps" / "sample_complexity.yaml"
+SHARE_SAMPLES = 2048  # data_share: samples each model trains on
 
 
 def vitsweep(tree: Path, spec: Path, home: Path, log: Path) -> dict:
@@ -155,7 +156,7 @@ def normals_rate(device: str, n: int = 4_000_000) -> float:
     return min(_timed(lambda: torch.randn(n, generator=generator, device=device), device) for _ in range(5)) / n
 
 
-def data_share(run: dict, batch_size: int, device: str, samples: int = 2048, models: int = 16) -> float:
+def data_share(run: dict, batch_size: int, device: str, samples: int = SHARE_SAMPLES, models: int = 16) -> float:
     """The share of one-pass SGD steps spent making their samples: ``models`` seeds of ``run``'s
     setting at ``batch_size`` for ``samples`` samples each (64 steps at least), evaluated only at the
     start and the end on 100 test samples, every call of the trainer's sampler for the training stream timed."""
@@ -228,7 +229,10 @@ def main() -> None:
         "--gpus-per-trial", type=float, default=0.125, help="with --device cuda: each trial's share of the GPU"
     )
     parser.add_argument(
-        "--share-samples", type=int, default=2048, help="data_share: samples a model trains on (fewer: sooner, noisier)"
+        "--share-samples",
+        type=int,
+        default=SHARE_SAMPLES,
+        help="data_share: samples a model trains on (fewer: sooner, noisier)",
     )
     parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
