@@ -24,7 +24,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import SEEDS, flops_per_training, matmul_flops, train_one, trainings, w1  # noqa: E402
+from bench.fig1 import SEEDS, flops_per_training, fraction, matmul_flops, train_one, trainings, w1  # noqa: E402
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def main() -> None:
         "matmul_flop_per_s": round(peak),
         "flops_per_training": {m: round(f) for m, f in flops.items()},
         "packed_flop_per_s": round(achieved),
-        "flop_fraction": round(achieved / peak, 5),
+        "flop_fraction": fraction(achieved / peak),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -180,6 +180,11 @@ def attention_matmul_flops(
     return 2 * 2 * models * batch * tokens * tokens * dim / best
 
 
+def fraction(value: float) -> float:
+    """A measured fraction to 3 significant digits: a small share stays visible, not rounded to 0."""
+    return float(f"{value:.3g}")
+
+
 def _timed(fn, device: str = "cpu") -> float:
     """Seconds ``fn`` takes, its GPU work included."""
     start = time.perf_counter()
@@ -283,11 +288,11 @@ def main() -> None:
         "matmul_flop_per_s_one_core": round(core),
         "flops_per_training": {m: round(f) for m, f in per.items()},
         "c_flop_per_s": round(flops / c_inside),
-        "flop_fraction": round(flops / c_inside / peak, 4),
-        "flop_fraction_in_packs": round(flops / c_packed / core, 4),
-        "flop_fraction_end_to_end": round(flops / c_total / peak, 4),
+        "flop_fraction": fraction(flops / c_inside / peak),
+        "flop_fraction_in_packs": fraction(flops / c_packed / core),
+        "flop_fraction_end_to_end": fraction(flops / c_total / peak),
         "attention_matmul_flop_per_s": round(attention),
-        "attention_matmul_fraction": round(attention / core, 4),
+        "attention_matmul_fraction": fraction(attention / core),
     }
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))

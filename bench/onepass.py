@@ -44,7 +44,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import _timed, matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
+from bench.fig1 import _timed, fraction, matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
 from services.spec import load_spec  # noqa: E402
 from services.store import state  # noqa: E402
 from vit_core import train_pack  # noqa: E402
@@ -282,12 +282,12 @@ def main() -> None:
     result |= {
         "matmul_flop_per_s": round(peak),
         "w2_flops": round(total_flops),
-        "flop_fraction": round(total_flops / c["wall_s"] / peak, 4),
+        "flop_fraction": fraction(total_flops / c["wall_s"] / peak),
         "normal_ns": round(per_normal * 1e9, 2),
         "w2_normals": int(normals),
-        "rng_fraction": round(normals * per_normal / c["wall_s"] / generators, 4),
+        "rng_fraction": fraction(normals * per_normal / c["wall_s"] / generators),
         "data_share": {
-            model: {f"B={b}": round(data_share(run, b, args.device, args.share_samples), 3) for b in (1, 16)}
+            model: {f"B={b}": fraction(data_share(run, b, args.device, args.share_samples)) for b in (1, 16)}
             for model, run in kinds.items()
         },
     }

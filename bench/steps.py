@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import _timed  # noqa: E402
+from bench.fig1 import _timed, fraction  # noqa: E402
 from bench.onepass import MAIN, data_share  # noqa: E402
 from services.spec import load_spec  # noqa: E402
 from vit_core import train_pack  # noqa: E402
@@ -56,7 +56,7 @@ def step_costs(device: str, with_profile: bool) -> None:
                     row |= launches(train, steps, device)
                 print(json.dumps(row), flush=True)
         run = {"configs": (data, model, training), "lr": CHOSEN_LR[cell.model]}
-        shares = {f"B={b}": round(data_share(run, b, device), 3) for b in (1, 16)}
+        shares = {f"B={b}": fraction(data_share(run, b, device)) for b in (1, 16)}
         print(json.dumps({"model": cell.model, "data_share": shares}), flush=True)
 
 
