@@ -126,6 +126,42 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path):
     assert client.get_experiment(parent.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
+@pytest.mark.parametrize("given", ["--ray-address", "RAY_ADDRESS"])
+def test_run_refuses_a_cluster_address_where_nothing_answers_before_anything_starts(
+    tmp_path, free_port, monkeypatch, given
+):
+    """A cluster address nothing listens at (a typo, a head not started) exits 2 at once with a
+    message naming it; ray.init would retry it for minutes. No sweep is marked, no MLflow
+    store made."""
+    from services.spec import load_spec
+    from services.store import state
+
+    address, home = f"127.0.0.1:{free_port()}", tmp_path / "home"
+    args = ["run", "sweeps/smoke.yaml", "--home", str(home)]
+    if given == "RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    else:
+        args += ["--ray-address", address]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert f"no Ray cluster answers at {address}" in result.stderr and "Nothing was started" in result.stderr
+    assert state.latest_sweep(load_spec("sweeps/smoke.yaml"), home) is None
+    assert not (home / "mlflow.db").exists()
+
+
+def test_a_cluster_address_that_answers_or_that_ray_resolves_is_let_through():
+    import socket
+
+    from services.execution.ray_tune import unreachable_cluster
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+        assert unreachable_cluster(f"127.0.0.1:{port}") is None
+        assert unreachable_cluster(f"ray://127.0.0.1:{port}") is None
+    assert unreachable_cluster(f"127.0.0.1:{port}")  # closed now
+    assert unreachable_cluster("auto") is None and unreachable_cluster("local") is None
+
+
 def test_tables_and_lines_are_printed_whole_when_stdout_is_not_a_terminal(capsys):
     """A log, a pipe or a Ray job's log gets Markdown rows and unwrapped lines: no cell cut to
     '…', no line broken at 80 columns, no colour codes."""

@@ -122,7 +122,8 @@ def run(
 
     Running the same command again continues this spec's sweep under HOME, whatever stopped it:
     finished trainings are kept, and a sweep already recorded is shown, not run again (--new runs
-    it again; the result cache still spares every training it holds). Exit code 3: the sweep
+    it again; the result cache still spares every training it holds). Exit code 2: a bad spec, or
+    nothing answers at --ray-address (RAY_ADDRESS); nothing started. Exit code 3: the sweep
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
     spec = _load_or_exit(path)
@@ -147,6 +148,9 @@ def run(
     except runs.Interrupted as stopped:
         print(stopped, file=sys.stderr)
         raise typer.Exit(stopped.exit_code) from None
+    except runs.NoCluster as refused:
+        print(f"vitsweep run: {refused}", file=sys.stderr)
+        raise typer.Exit(2) from None
     parent_id = out.record.run_id if out.record else None
     print_summary(out.summary)
     print_sweep(spec, out.result, redact(out.uri), parent_id, home)

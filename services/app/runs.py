@@ -68,6 +68,17 @@ class Interrupted(Exception):
         )
 
 
+class NoCluster(Exception):
+    """Nothing answers at the Ray cluster address the run was given; nothing was started."""
+
+    def __init__(self, address: str, why: str):
+        super().__init__(
+            f"no Ray cluster answers at {address} (--ray-address, else RAY_ADDRESS): {why}. Nothing was started. "
+            "Start the cluster first (`ray start --head`, or `make stack` for the compose stack), or give neither "
+            "to run on a Ray of this machine's own."
+        )
+
+
 @dataclass
 class Found:
     """What a home holds of a spec's sweeps, so what running it will do: its stage, the sweep it
@@ -116,6 +127,7 @@ def run(
     step, stop_ray = find(spec, home, new), None
     result = step.result
     if step.stage is not Stage.FINISHED:
+        _check_cluster(ray_address)
         reachable = warn_if_unreachable(
             uri, f"training goes on; results are kept under {home} and logged when it is back", say
         )
@@ -399,6 +411,16 @@ def status(home: Path) -> list[dict]:
             }
         )
     return rows
+
+
+def _check_cluster(ray_address: str | None) -> None:
+    """NoCluster, before anything starts, when nothing answers at the cluster address: ray.init
+    would retry it for minutes first (13 min 45 s here)."""
+    from services.execution.ray_tune import cluster_address, unreachable_cluster
+
+    why = unreachable_cluster(ray_address)
+    if why:
+        raise NoCluster(cluster_address(ray_address), why)
 
 
 def warn_if_unreachable(uri: str, consequence: str, say: Callable[[str], None]) -> bool:

@@ -15,11 +15,13 @@ import json
 import logging
 import math
 import os
+import socket
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import ray
 from ray import tune
@@ -59,13 +61,38 @@ def worker_runtime_env() -> dict:
     return {"env_vars": not_set(WORKER_ENVIRONMENT)}
 
 
+def cluster_address(address: str | None) -> str | None:
+    """The cluster a sweep joins: ``address``, else RAY_ADDRESS, else None (a local Ray of its own)."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def unreachable_cluster(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at the cluster address (``cluster_address``; host:port or ray://host:port),
+    or None when it does, or when there is none or Ray resolves it itself ("auto"). ray.init retries
+    an address that refuses for minutes (13 min 45 s here, 20 tries of its GCS client) before it says so."""
+    address = cluster_address(address)
+    parts = urlsplit(address if address and "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number: ray.init says what it expects
+        return None
+    if not address or host is None or port is None:
+        return None
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as error:  # refused, timed out, no such host
+        return str(error)
+    return None
+
+
 def start_ray(address: str | None) -> Callable[[], None] | None:
-    """Connect to the cluster at ``address`` (or RAY_ADDRESS), else start a local Ray that only
-    listens on loopback (start_local_ray), its workers under ``worker_runtime_env``: ray.shutdown,
-    which the caller runs when done, or None when Ray was already up (its owner stops it)."""
+    """Connect to the cluster at ``address`` (or RAY_ADDRESS: ``cluster_address``), else start a
+    local Ray that only listens on loopback (start_local_ray), its workers under
+    ``worker_runtime_env``: ray.shutdown, which the caller runs when done, or None when Ray was
+    already up (its owner stops it)."""
     if ray.is_initialized():
         return None
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = cluster_address(address)
     logging.getLogger("ray.tune").setLevel(logging.WARNING)
     init = {"runtime_env": worker_runtime_env(), "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
