@@ -98,6 +98,14 @@ def test_submit_refuses_a_sweep_whose_results_would_die_with_the_job():
     assert result.exit_code == 2 and "--tracking-uri" in result.stderr
 
 
+def test_submit_to_an_address_where_nothing_answers_says_so_in_one_line(free_port):
+    address = f"http://127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["submit", "sweeps/smoke.yaml", "--address", address, "--tracking-uri", address])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert address in line and "--address its dashboard" in line
+
+
 def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
     from services.execution import jobs
 

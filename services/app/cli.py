@@ -468,7 +468,11 @@ def submit(
         raise typer.Exit(2)
     from services.execution import jobs
 
-    client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
+    try:
+        client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
+    except ConnectionError as error:  # Ray's, at once: nothing answers at the address
+        print(f"submit: {error} Is the cluster up, and --address its dashboard (http://HEAD:8265)?", file=sys.stderr)
+        raise typer.Exit(2) from None
     print(job_id, flush=True)
     again = f"follow it with: ray job logs --address {address} --follow {job_id}"
     if not follow:
