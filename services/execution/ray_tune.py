@@ -68,8 +68,11 @@ def cluster_address(address: str | None) -> str | None:
 
 def unreachable_cluster(address: str | None, timeout_s: float = 5.0) -> str | None:
     """Why nothing answers at the cluster address (``cluster_address``; host:port or ray://host:port),
-    or None when it does, or when there is none or Ray resolves it itself ("auto"). ray.init retries
-    an address that refuses for minutes (13 min 45 s here, 20 tries of its GCS client) before it says so."""
+    or None when it does, or when there is none, Ray resolves it itself ("auto") or is up already
+    (``start_ray`` joins no cluster then). ray.init retries an address that refuses for minutes
+    (13 min 45 s here, 20 tries of its GCS client) before it says so."""
+    if ray.is_initialized():
+        return None
     address = cluster_address(address)
     parts = urlsplit(address if address and "://" in address else f"//{address}")
     try:
