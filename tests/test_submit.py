@@ -14,10 +14,26 @@ from conftest import pick_free_port, start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from services import process
 from services.app.cli import app
 
 BIN = Path(sys.executable).parent
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def client_environment_undone():
+    """Each test leaves this process's environment as it found it: importing services.execution.jobs
+    sets CLIENT_ENVIRONMENT (RAY_AUTH_MODE=token) for good, as a `vitsweep submit` process wants, and
+    a Ray that a later file starts in the same pytest worker then asks its driver for a token it does
+    not have (ray.init: "InvalidAuthToken", seen with test_node_death run after this file)."""
+    before = {name: os.environ.get(name) for name in process.CLIENT_ENVIRONMENT}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
