@@ -122,8 +122,9 @@ def run(
 
     Running the same command again continues this spec's sweep under HOME, whatever stopped it:
     finished trainings are kept, and a sweep already recorded is shown, not run again (--new runs
-    it again; the result cache still spares every training it holds). Exit code 2: a bad spec, or
-    nothing answers at --ray-address (RAY_ADDRESS); nothing started. Exit code 3: the sweep
+    it again; the result cache still spares every training it holds). Exit code 1: a trial failed,
+    or Ray did not start. Exit code 2: a bad spec, or nothing answers at --ray-address
+    (RAY_ADDRESS); nothing started. Exit code 3: the sweep
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
     spec = _load_or_exit(path)
@@ -151,6 +152,9 @@ def run(
     except runs.NoCluster as refused:
         print(f"vitsweep run: {refused}", file=sys.stderr)
         raise typer.Exit(2) from None
+    except runs.RayDidNotStart as failed:
+        print(f"vitsweep run: {failed}", file=sys.stderr)
+        raise typer.Exit(1) from None
     parent_id = out.record.run_id if out.record else None
     print_summary(out.summary)
     print_sweep(spec, out.result, redact(out.uri), parent_id, home)

@@ -79,6 +79,17 @@ class NoCluster(Exception):
         )
 
 
+class RayDidNotStart(Exception):
+    """Ray could not be started or joined (ray.init raised); nothing was trained."""
+
+    def __init__(self, error: BaseException):
+        reason = " ".join(str(error).split()) or type(error).__name__
+        super().__init__(
+            f"Ray did not start: {reason} Nothing was trained. Run the same command again: it goes on in this "
+            "sweep's runs (a machine busy enough to delay Ray's own processes fails its start now and then)."
+        )
+
+
 @dataclass
 class Found:
     """What a home holds of a spec's sweeps, so what running it will do: its stage, the sweep it
@@ -183,7 +194,10 @@ def train(
     from services.search.planners import trial_count
     from services.store.live import SYSTEM_METRICS_S
 
-    stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
+    try:
+        stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
+    except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
+        raise RayDidNotStart(error) from error
     slots = trial_slots(spec)
     progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
     parent = live.parent_run() if live is not None else None
