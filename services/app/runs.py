@@ -80,14 +80,20 @@ class NoCluster(Exception):
 
 
 class RayDidNotStart(Exception):
-    """Ray could not be started or joined (ray.init raised); nothing was trained."""
+    """Ray could not be started, or the cluster at ``address`` joined (ray.init raised); nothing was trained."""
 
-    def __init__(self, error: BaseException):
+    def __init__(self, error: BaseException, address: str | None):
         reason = " ".join(str(error).split()) or type(error).__name__
-        super().__init__(
-            f"Ray did not start: {reason} Nothing was trained. Run the same command again: it goes on in this "
-            "sweep's runs (a machine busy enough to delay Ray's own processes fails its start now and then)."
-        )
+        if address:
+            super().__init__(
+                f"the Ray cluster at {address} could not be joined: {reason} Nothing was trained; the same command "
+                "goes on in this sweep's runs once it can."
+            )
+        else:
+            super().__init__(
+                f"Ray did not start: {reason} Nothing was trained. Run the same command again: it goes on in this "
+                "sweep's runs (a machine busy enough to delay Ray's own processes fails its start now and then)."
+            )
 
 
 @dataclass
@@ -189,7 +195,7 @@ def train(
     None); Interrupted when it stopped before every trial finished. ``live``: the sweep's live
     MLflow record, told as trials start and end."""
     from services.execution.monitors import monitor_nodes
-    from services.execution.ray_tune import run_sweep, start_ray, trial_slots
+    from services.execution.ray_tune import cluster_address, run_sweep, start_ray, trial_slots
     from services.execution.trial import train_pack_trial
     from services.search.planners import trial_count
     from services.store.live import SYSTEM_METRICS_S
@@ -197,7 +203,7 @@ def train(
     try:
         stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
     except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
-        raise RayDidNotStart(error) from error
+        raise RayDidNotStart(error, cluster_address(ray_address)) from error
     slots = trial_slots(spec)
     progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
     parent = live.parent_run() if live is not None else None
