@@ -122,7 +122,7 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path, monke
         patch.setattr(ray_tune, "start_local_ray", _ray_timed_out)
         failed = runner.invoke(app, ["run", str(tmp_path / "spec.yaml"), "--home", str(tmp_path / "home")])
     assert failed.exit_code == 1, failed.output
-    (line,) = failed.stderr.strip().splitlines()[-1:]
+    line = failed.stderr.strip().splitlines()[-1]
     assert "Ray did not start: The current node timed out during startup." in line and "same command" in line
     summary, _ = run_spec(text, tmp_path)
     assert not ray.is_initialized()

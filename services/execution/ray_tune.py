@@ -71,15 +71,15 @@ def unreachable_cluster(address: str | None, timeout_s: float = 5.0) -> str | No
     or None when it does, or when there is none, Ray resolves it itself ("auto") or is up already
     (``start_ray`` joins no cluster then). ray.init retries an address that refuses for minutes
     (13 min 45 s here, 20 tries of its GCS client) before it says so."""
-    if ray.is_initialized():
-        return None
     address = cluster_address(address)
-    parts = urlsplit(address if address and "://" in address else f"//{address}")
+    if ray.is_initialized() or not address:
+        return None
+    parts = urlsplit(address if "://" in address else f"//{address}")
     try:
         host, port = parts.hostname, parts.port
     except ValueError:  # a port that is not a number: ray.init says what it expects
         return None
-    if not address or host is None or port is None:
+    if host is None or port is None:
         return None
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
