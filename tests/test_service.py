@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from services.app.cli import app
 from services.spec import load_spec
+from services.store import tracking
 from vit_core import train_pack
 
 SMOKE = Path(__file__).parents[1] / "sweeps" / "smoke.yaml"
@@ -89,7 +90,7 @@ def _check(summary: dict, expected) -> None:
                     [curves[child.info.run_name][n][k] for k in sorted(logged)],
                     rtol=1e-6,
                 )
-        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
+        table = json.loads(tracking.artifact_text(client, child.info.run_id, "models.json"))
         assert len(table["data"]) == len(spec.n_train) * spec.seeds
         passing = [r["n"] for r in mine if r["success_rate"] >= spec.success_rate]
         stable = next(
@@ -168,7 +169,7 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
     assert len(children) == 3 and len(set(lrs)) == 3 and all(0.1 <= lr <= 1.0 for lr in lrs)
     objective = {}
     for child in children:
-        table = json.loads(Path(client.download_artifacts(child.info.run_id, "models.json")).read_text())
+        table = json.loads(tracking.artifact_text(client, child.info.run_id, "models.json"))
         column = table["columns"].index("iterations_to_zero")
         steps = sorted(row[column] if row[column] >= 0 else 400 for row in table["data"])
         objective[float(child.data.params["lr"])] = steps[1]  # the median of 3
@@ -236,7 +237,7 @@ def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, 
     assert "s3cret" not in output
     client = MlflowClient(mlflow_server)
     for artifact in ("spec.yaml", "resolved_spec.yaml"):
-        text = Path(client.download_artifacts(summary["mlflow_parent_run_id"], artifact)).read_text()
+        text = tracking.artifact_text(client, summary["mlflow_parent_run_id"], artifact)
         assert "s3cret" not in text and "***@127.0.0.1" in text
     params = client.get_run(summary["mlflow_parent_run_id"]).data
     assert "s3cret" not in json.dumps({**params.params, **params.tags})

@@ -1,5 +1,7 @@
 """The MLflow module writes and reads one schema: a sweep logged and read back is the same sweep."""
 
+import tempfile
+
 import numpy as np
 import pytest
 from conftest import record_synthetic_sweep
@@ -15,9 +17,11 @@ def recorded(tmp_path_factory):
     return record_synthetic_sweep(tmp_path_factory.mktemp("store"))
 
 
-def test_a_sweep_read_back_from_mlflow_is_the_sweep_that_was_logged(recorded):
+def test_a_sweep_read_back_from_mlflow_is_the_sweep_that_was_logged(recorded, tmp_path, monkeypatch):
     spec, result, uri, _ = recorded
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where MLflow downloads artifacts
     read_spec, sweep_id, cells = tracking.load_sweep(uri, None)
+    assert list(tmp_path.iterdir()) == []  # every download removed once read
     assert read_spec == spec and sweep_id == result.sweep_id
     assert [c.cell for c in cells] == [c.cell for c in result.cells]  # spec order, every cell
     for read, logged in zip(cells, result.cells, strict=True):

@@ -8,6 +8,7 @@ would dominate a sweep. The embedded default is a SQLite store under the sweep h
 
 import hashlib
 import json
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -368,7 +369,7 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
     client = MlflowClient(tracking_uri)
     parent = _parent(client, tracking_uri, sweep_id)
-    spec = spec_from_dict(yaml.safe_load(_read(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
+    spec = spec_from_dict(yaml.safe_load(artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
     cells = [
         _read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)
     ]
@@ -410,8 +411,11 @@ def run_page(tracking_uri: str, ui_url: str, sweep_id: str | None = None) -> tup
     return parent.data.tags[SWEEP_TAG], f"{ui_url.rstrip('/')}/{path}?{TRAINING_VIEW}"
 
 
-def _read(client: MlflowClient, run_id: str, name: str) -> str:
-    return Path(client.download_artifacts(run_id, name)).read_text()
+def artifact_text(client: MlflowClient, run_id: str, name: str) -> str:
+    """An artifact's text, its download removed after (MLflow's default folder, a new temporary one
+    per call, is never removed: reading sweeps back left thousands in /tmp)."""
+    with tempfile.TemporaryDirectory(prefix="vitsweep-artifact-") as folder:
+        return Path(client.download_artifacts(run_id, name, dst_path=folder)).read_text()
 
 
 def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
@@ -422,10 +426,10 @@ def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
     result = CellResult(cell, failures=[f for f in tags.get(FAILURES_TAG, "").split("\n") if f])
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     if MODELS_FILE in artifacts:
-        table = json.loads(_read(client, run_id, MODELS_FILE))
+        table = json.loads(artifact_text(client, run_id, MODELS_FILE))
         result.records = [
             ModelRecord.from_dict(dict(zip(table["columns"], row))) for row in table["data"]
         ]  # JSON null was NaN
     if CURVES_FILE in artifacts:
-        result.curve_parts = json.loads(_read(client, run_id, CURVES_FILE))
+        result.curve_parts = json.loads(artifact_text(client, run_id, CURVES_FILE))
     return result
