@@ -414,3 +414,32 @@ def test_a_small_selection_round_goes_before_a_larger_measurement_it_holds_up():
     measurement = Pack(1, (100,) * 6, tuple(range(6)), lr=(1.0,) * 6, batch_size=1, phase=MEASUREMENT)
     assert spec.cells[0].model == spec.cells[1].model  # the same cost per sample
     assert cost(small_round) > cost(measurement)
+
+
+@pytest.mark.parametrize("truth", ["never", "rising"])
+def test_the_settings_and_steps_a_cell_may_take_bound_what_its_search_trains(truth):
+    """`plan`'s "at most" counts what a cell's search may reach: its grid's values and the
+    extensions past each end, in every combination (a chosen setting's neighbours pair a new value
+    with the other field's), each run at most its sample budget at the smallest batch reached.
+    Counting the grid and one setting per extension, sample_complexity_arms' never-confirming
+    cell tried 15 settings where 14 were counted, down to B = 1 where B = 8 was."""
+    worlds = {
+        "never": lambda setting, seed: 10**9,  # no run ever stops: nothing rules a setting out
+        "rising": lambda setting, seed: (
+            round(40 * setting.batch_size / setting.lr) + seed % 3
+        ),  # extended upwards in eta
+    }
+    spec = parse_spec(
+        SPEC.replace("batch_size: [1, 4]", "batch_size: [8, 32]").replace("seeds: 4}", "seeds: 4, max_extensions: 2}")
+    )
+    search = TuningSearch(spec)
+    packs = [p for p in drive(search, worlds[truth]) if p.cell == 0]
+    cell = spec.cells[0]
+    tried = {Setting(p.batch_size, lr) for p in packs if p.phase == SELECTION for lr in p.lr}
+    trainings = sum(len(p.seeds) for p in packs)
+    steps = max(n // p.batch_size for p in packs for n in p.n_train)
+    assert len(tried) <= spec.tuning.most_settings(Setting(4, 1.0))
+    assert trainings <= spec.mode.most_trainings(spec, cell) and steps <= spec.mode.most_steps(spec, cell)
+    if truth == "never":
+        grid_and_extensions = 2 * 3 + 2 * 2 * 2
+        assert len(tried) > grid_and_extensions and min(s.batch_size for s in tried) == 1 < 8

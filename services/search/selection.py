@@ -11,6 +11,7 @@ import numpy as np
 from services.analysis import Outcomes
 from services.results import SELECTION, outcomes_of
 from services.spec import Setting
+from services.spec.tuning import beyond
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
@@ -125,16 +126,6 @@ def edges(chosen: Setting, tried: set[Setting], searched: tuple[str, ...]) -> li
         if len(values) >= 2 and chosen.value(d) in (values[0], values[-1]):
             out.append((d, "low" if chosen.value(d) == values[0] else "high"))
     return out
-
-
-def beyond(values: list[float], side: str, dimension: str) -> float | None:
-    """One geometric step past an end of the sorted ``values``: the end times its ratio to its
-    neighbour (a batch size rounded, and at least 1; None where that gives nothing new)."""
-    edge, neighbour = (values[0], values[1]) if side == "low" else (values[-1], values[-2])
-    value = edge * edge / neighbour
-    if dimension == "batch_size":
-        value = max(1, round(value))
-    return None if value == edge else value
 
 
 def selection_table(records: list["ModelRecord"]) -> "dict[Setting, dict[int, Run]] | dict[Setting, Outcomes]":

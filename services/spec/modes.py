@@ -16,7 +16,7 @@ from services.analysis import full_grid_size
 from services.results import Cell
 from services.spec.base import FORBID, Problem
 from services.spec.resolved import Sweep
-from services.spec.tuning import Tuning
+from services.spec.tuning import Setting, Tuning
 from vit_core.fields import ConfigError
 
 PerRun = Callable[[float], float]  # what a run of s steps takes: its steps, its evaluations
@@ -285,10 +285,10 @@ class Tuned:
         return self.runs(spec, cell) * (1 if one_pass else len(spec.resolved_cell(cell).n_values))
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
-        """Every setting (extensions included) on the selection seeds once per sample cap (one
-        pass) or through a whole N* search (multi-pass), and its measurement."""
+        """Every setting it may reach (extensions included) on the selection seeds once per sample
+        cap (one pass) or through a whole N* search (multi-pass), and its measurement."""
         tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
-        settings = (self.settings(spec, cell.model) + tuning.most_extensions) * self.tuning.selection_seeds
+        settings = tuning.most_settings(Setting(training.batch_size, training.lr)) * self.tuning.selection_seeds
         if spec.resolved_cell(cell).one_pass:
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
         most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
@@ -323,15 +323,13 @@ class Tuned:
         return runs * _mean(selection) + spec.seeds * per_run(soonest)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
-        """The cell's sample budget at its smallest batch, or a multi-pass retry's cap."""
-        training = spec.resolved_cell(cell).training
-        steps = (
-            training.batch_size
-            * training.max_steps
-            // min(spec.tuning_of(cell.model).batch_size or [training.batch_size])
-        )
-        retried = 0 if spec.resolved_cell(cell).one_pass else getattr(self.search, "max_steps_cap", None) or 0
-        return max(steps, retried)
+        """The cell's sample budget at the smallest batch it may reach (one pass: an extension
+        past the grid's smallest takes that many more steps), or a multi-pass retry's cap."""
+        training, tuning = spec.resolved_cell(cell).training, spec.tuning_of(cell.model)
+        if spec.resolved_cell(cell).one_pass:
+            return training.batch_size * training.max_steps // tuning.reach("batch_size", training.batch_size)[0]
+        steps = training.batch_size * training.max_steps // min(tuning.batch_size or [training.batch_size])
+        return max(steps, getattr(self.search, "max_steps_cap", None) or 0)
 
     def most_rounds(self, spec: Sweep, cell: Cell) -> int:
         """Each selection round moves at least one setting (extensions included) one cap (one
@@ -339,9 +337,9 @@ class Tuned:
         tuning = spec.tuning_of(cell.model)
         if tuning.sampler == "optuna":
             return math.ceil(tuning.num_samples / tuning.parallel) + 1
-        settings = self.settings(spec, cell.model) + tuning.most_extensions
+        training = spec.resolved_cell(cell).training
+        settings = tuning.most_settings(Setting(training.batch_size, training.lr))
         if spec.resolved_cell(cell).one_pass:
-            training = spec.resolved_cell(cell).training
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + 1
         search = self.search.most_rounds(spec, cell)
         return (settings + 1) * search

@@ -85,10 +85,25 @@ class Tuning(TuningSpace):
         """The fields with more than one value to try."""
         return tuple(d for d in ("batch_size", "lr") if len(getattr(self, d) or []) > 1)
 
-    @property
-    def most_extensions(self) -> int:
-        """Settings a cell may add past the edges of a grid: ``max_extensions`` past each end of each searched field."""
-        return 2 * len(self.searched) * self.max_extensions * (self.sampler == "grid")
+    def reach(self, dimension: str, default: float) -> list[float]:
+        """Every value of a field a cell may try, ascending: its list (``default`` where it has
+        none) and, a grid extending, up to ``max_extensions`` geometric steps past each end."""
+        values = sorted(getattr(self, dimension) or [default])
+        extending = dimension in self.searched and self.sampler == "grid" and self.at_edge == "extend"
+        for side in ("low", "high") if extending else ():
+            for _ in range(self.max_extensions):
+                if (value := beyond(values, side, dimension)) is None:
+                    break
+                values = sorted([*values, value])
+        return values
+
+    def most_settings(self, base: Setting) -> int:
+        """The most settings a cell may try: Optuna's samples, or every combination of the values
+        each field may reach (a chosen setting's neighbours pair a new value of one field with the
+        values of the other: sample_complexity_arms tried 15 settings in a cell of a 2 x 3 grid)."""
+        if self.sampler == "optuna":
+            return self.num_samples
+        return len(self.reach("batch_size", base.batch_size)) * len(self.reach("lr", base.lr))
 
     def settings(self, base: Setting) -> list[Setting]:
         """Every combination of the listed values; a field not listed keeps ``base``'s value."""
@@ -111,3 +126,13 @@ class Tuning(TuningSpace):
         if "lr" in self.searched:
             out["lr"] = FloatDistribution(min(self.lr), max(self.lr), log=True)
         return out
+
+
+def beyond(values: list[float], side: str, dimension: str) -> float | None:
+    """One geometric step past an end of the sorted ``values``: the end times its ratio to its
+    neighbour (a batch size rounded, and at least 1; None where that gives nothing new)."""
+    edge, neighbour = (values[0], values[1]) if side == "low" else (values[-1], values[-2])
+    value = edge * edge / neighbour
+    if dimension == "batch_size":
+        value = max(1, round(value))
+    return None if value == edge else value
