@@ -15,6 +15,7 @@ best of ten 8192^2 products on a GPU, 2048^2 on a CPU), and ends stdout with one
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,8 +70,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=SEEDS, help="seeds per (alpha*, N)")
     parser.add_argument("--loop-every", type=int, default=40, help="the loop trains every k-th training")
     parser.add_argument("--flop-every", type=int, default=100, help="count the FLOPs of every k-th training")
+    parser.add_argument(
+        "--cores", type=int, default=os.cpu_count(), help="on the CPU: the cores it uses (default: all)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "device.json")
     args = parser.parse_args()
+    torch.set_num_threads(args.cores)
     work = trainings(w1(args.alpha_every, args.n_every), args.seeds)
     gpu = torch.device(args.device).type == "cuda"
     name = torch.cuda.get_device_name(args.device) if gpu else "cpu"
@@ -82,7 +87,7 @@ def main() -> None:
     print(f"one at a time: {len(sample)} trainings in {loop_s:.1f} s", flush=True)
     pack_rate, loop_rate = len(work) / pack_s, len(sample) / loop_s
     flops = flops_per_training(work, args.flop_every, args.device)
-    peak = matmul_flops(None, 8192 if gpu else 2048, device=args.device)
+    peak = matmul_flops(None, 8192 if gpu else 2048, device=args.device)  # a CPU: on --cores threads
     achieved = sum(flops[t["model"]] for t in work) / pack_s
     result |= {
         "packed_wall_s": round(pack_s, 2),

@@ -222,6 +222,12 @@ def main() -> None:
         action="store_true",
         help="all of W1 (4,000 trainings): (c), then (b) and the FLOPs on samples of it; no (a)",
     )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=os.cpu_count(),
+        help="CPU cores its own measurements use (default: all); the sweep through vitsweep uses what Ray finds",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -233,13 +239,13 @@ def main() -> None:
         "grid": grid,
         "seeds": seeds,
         "trainings": len(work),
-        "cpus": os.cpu_count(),
+        "cpus": args.cores,
         "torch": torch.__version__,
     }
     # first, while nothing else runs (Ray's processes take a while to go after (a))
     core = matmul_flops(1)
     peak = max(
-        matmul_flops(os.cpu_count()), os.cpu_count() * core
+        matmul_flops(args.cores), args.cores * core
     )  # all threads vary from 103 to 183 GFLOP/s here; never below one per core
     attention = attention_matmul_flops()
     with tempfile.TemporaryDirectory(prefix="vitsweep-bench-") as tmp:
@@ -259,7 +265,7 @@ def main() -> None:
             f"(c) vitsweep: {len(work)} trainings in {c_total:.1f} s end to end ({c_inside:.1f} s in the sweep)",
             flush=True,
         )
-        torch.set_num_threads(os.cpu_count())
+        torch.set_num_threads(args.cores)
         b_work = work[::b_every]
         b = loop(b_work)
         b_rate = len(b_work) / b

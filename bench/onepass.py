@@ -235,13 +235,19 @@ def main() -> None:
         help="data_share: samples a model trains on (fewer: sooner, noisier)",
     )
     parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=os.cpu_count(),
+        help="CPU cores its own measurements use (default: all); the sweep through vitsweep uses what Ray finds",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
     args = parser.parse_args()
     args.spec = args.spec.resolve()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    result: dict = {"workload": str(args.spec.relative_to(ROOT)), "cpus": os.cpu_count(), "torch": torch.__version__}
+    result: dict = {"workload": str(args.spec.relative_to(ROOT)), "cpus": args.cores, "torch": torch.__version__}
     if args.device == "cpu":  # every core's matmuls and generators, or the GPU's
-        peak, generators = max(matmul_flops(os.cpu_count()), os.cpu_count() * matmul_flops(1)), os.cpu_count()
+        peak, generators = max(matmul_flops(args.cores), args.cores * matmul_flops(1)), args.cores
     else:
         peak, generators = matmul_flops(None, device=args.device), 1
         result["gpu"] = torch.cuda.get_device_name(args.device)
@@ -262,7 +268,7 @@ def main() -> None:
         }
         if args.baseline:
             result |= baseline(args, Path(tmp), c["end_to_end_s"])
-        torch.set_num_threads(os.cpu_count())
+        torch.set_num_threads(args.cores)
         b_work = work[:: args.b_every]
         b = loop(b_work, args.device)
         print(f"(b) loop: {len(b_work)} runs in {b:.1f} s", flush=True)

@@ -14,9 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _bench(script: str, out: Path, *args: str) -> dict:
     """Run bench/``script`` with ``args`` on 4 trainings (the ViT and the CNN at 2 alpha* and
-    their smallest N, one seed; the FLOPs counted on one of each) and return its last stdout
+    their smallest N, one seed; the FLOPs counted on one of each; its own measurements on one core:
+    on both, beside the suite's other processes, torch's threads waited on each other and the
+    device bench took 98 s of the suite where it takes 14 s alone) and return its last stdout
     line's JSON, checked against ``out``."""
-    tiny = ("--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--flop-every", "2")
+    tiny = ("--alpha-every", "6", "--n-every", "10", "--seeds", "1", "--flop-every", "2", "--cores", "1")
     return _run_bench(script, out, *tiny, *args)
 
 
@@ -62,7 +64,7 @@ def test_fig1_bench_runs_all_three_ways_on_a_tiny_subset(tmp_path):
 def test_the_one_pass_benchmark_runs_its_three_ways_and_says_what_the_issue_asks(tmp_path):
     """bench/onepass.py on a toy tuned spec: vitsweep end to end, one model per Ray Tune trial and
     a plain loop, with the ratios, the FLOP fraction and each model kind's data share."""
-    every = ("--a-every", "24", "--b-every", "8", "--flop-every", "16", "--share-samples", "256")
+    every = ("--a-every", "24", "--b-every", "8", "--flop-every", "16", "--share-samples", "256", "--cores", "1")
     result = _run_bench("onepass.py", tmp_path / "onepass.json", "--spec", "tests/tiny_tuned.yaml", *every)
     assert result["runs"] > 0 and 0 < result["busy_fraction"] <= 1
     for key in ("ratio_vs_ray_per_trial", "ratio_vs_loop", "flop_fraction", "rng_fraction"):
