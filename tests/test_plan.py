@@ -28,6 +28,7 @@ runner = CliRunner()
 def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and every pilot's model runs to its budget: the budgets alone decide the plan."""
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
+    monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
     budget = lambda spec, cell: plan._piloted(spec, cell)[2].max_steps  # noqa: E731
     monkeypatch.setattr(
         plan, "pilot", lambda spec, cell, models, allowance: plan.Pilot((budget(spec, cell),) * models, models, 0)
@@ -65,6 +66,23 @@ def test_a_tuned_cell_counts_its_settings_caps_and_measurement(unit_steps, tmp_p
     for c in plan.make_plan(spec, tmp_path, 2).cells:
         assert (c.trainings, c.trainings_most) == (4 * 2 + 4, 4 * 2 * 3 + 4)
         assert c.model_steps_most == c.trainings_most * 8 * 60 // 2  # each up to the sample budget at B = 2
+
+
+def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_batch_it_may_reach(tmp_path):
+    """tiny_tuned's grid of B in {2, 8}, extended: B = 1 may be tried, its runs 480 steps of one
+    sample where the grid's smallest takes 240 of two. The bound counts them at a step timed at
+    B = 1, never below half the cost of one at B = 2 (a step costs a + b·B)."""
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
+    spec = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
+    cell = spec.cells[0]
+    assert spec.mode.most_steps(spec, cell) == 8 * 60 // 1
+    rate = plan.probe(spec, cell, 4)
+    most = plan.most_probe(spec, cell, 4, rate)
+    assert most.step_s >= rate.step_s / 2 and most.pack_step_s >= rate.pack_step_s / 2 and most.eval_s == rate.eval_s
+    unextended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 0})})
+    assert plan.most_probe(unextended, cell, 4, rate) is rate  # B = 2 is its smallest: nothing more to time
+    made = plan.make_plan(spec, tmp_path, 2, pilot_s=0.2)
+    assert all(c.most_step_s is not None and c.steps_most == 480 for c in made.cells)
 
 
 def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision(unit_steps, tmp_path):
@@ -217,6 +235,7 @@ def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
 def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_path):
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
+    monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
     guessed = plan.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
     pilots = iter([guessed, plan.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
     monkeypatch.setattr(plan, "pilot", lambda spec, cell, models, allowance: next(pilots))

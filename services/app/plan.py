@@ -89,6 +89,8 @@ class CellPlan:
     evals_s: float = 0.0  # one pass: the seconds its models' evaluations are expected to take, apart from steps
     evals_most_s: float = 0.0  # one pass: the most seconds one training's evaluations take
     size: int = 1  # models per pack
+    most_step_s: float | None = None  # the bound's step_s, timed at the smallest batch it counts (None: step_s)
+    most_pack_step_s: float | None = None  # the bound's pack_step_s, likewise
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
     steps_most: int = 0  # the most steps one training takes
     later_packs: int = 0  # the packs its later rounds are expected to train (an adaptive search's)
@@ -103,15 +105,25 @@ class CellPlan:
     def most_s(self) -> float:
         """The most time the cell can take on one slot: every training it may run at its step
         budget, in packs of ``size`` (each round's last pack may be smaller)."""
+        step_s, pack_step_s = self.most_rates
         packs = math.ceil(self.trainings_most / self.size) + self.rounds_most
         evals = self.trainings_most * self.evals_most_s
-        return self.model_steps_most * self.step_s + evals + packs * (self.steps_most * self.pack_step_s + self.pack_s)
+        return self.model_steps_most * step_s + evals + packs * (self.steps_most * pack_step_s + self.pack_s)
 
     @property
     def chain_s(self) -> float:
         """The most time its chain of rounds can take, each round's longest pack after the other."""
-        pack = self.steps_most * (self.size * self.step_s + self.pack_step_s) + self.size * self.evals_most_s
+        step_s, pack_step_s = self.most_rates
+        pack = self.steps_most * (self.size * step_s + pack_step_s) + self.size * self.evals_most_s
         return self.rounds_most * (self.pack_s + pack)
+
+    @property
+    def most_rates(self) -> tuple[float, float]:
+        """(a model-step's, a pack-step's seconds) as the bound counts its steps."""
+        return (
+            self.step_s if self.most_step_s is None else self.most_step_s,
+            self.pack_step_s if self.most_pack_step_s is None else self.most_pack_step_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -211,7 +223,8 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         key = _timing_key(spec, cell, size)
         if key not in timed:
             timed[key] = probe(spec, cell, size)
-        rate = timed[key]
+            timed[f"most {key}"] = most_probe(spec, cell, size, timed[key])
+        rate, most_rate = timed[key], timed[f"most {key}"]
         history = (earlier.sweep_id, steps_by_cell[cell.key]) if cell.key in steps_by_cell else None
         expected = _expectation(spec, cell, size, rate, history, pilot_s)
         cells.append(
@@ -231,6 +244,8 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
                 evals_s=expected.evals_s,
                 evals_most_s=expected.evals_most_s,
                 size=size,
+                most_step_s=most_rate.step_s,
+                most_pack_step_s=most_rate.pack_step_s,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
                 later_packs=math.ceil(later / min(size, spec.seeds)),
@@ -313,8 +328,8 @@ def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[s
     pilot evaluates more often per step than a long run does)."""
     piloted = sum(c.seconds - (c.packs + c.later_packs) * c.pack_s for c in cells if keys[c.label] in steps)
     scale = earlier.train_s / piloted if piloted else 1.0
-    rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s")
-    return [dataclasses.replace(c, **{r: getattr(c, r) * scale for r in rates}) for c in cells]
+    rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s", "most_step_s", "most_pack_step_s")
+    return [dataclasses.replace(c, **{r: getattr(c, r) and getattr(c, r) * scale for r in rates}) for c in cells]
 
 
 def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
@@ -372,15 +387,45 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     steps are timed without evaluations and an evaluation apart (``_evaluation_s``): timed
     together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
     data, model, training = _piloted(spec, cell)
-    one_pass = training.protocol == "one_pass"
-    quiet = _quiet(training)
-    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
+    steps = _step_costs(spec, cell, size, (data, model, _quiet(training)))
+    if training.protocol != "one_pass":
+        return steps
+    fixed_s, per_model = steps.pack_s - TRIAL_S, steps.step_s + steps.pack_step_s / size
+    return dataclasses.replace(
+        steps, eval_s=_evaluation_s(spec, cell, (data, model, training), size, fixed_s, per_model)
+    )
+
+
+def _step_costs(spec: "SweepSpec", cell: "Cell", size: int, configs: tuple) -> Probe:
+    """``probe``'s step costs (no evaluation) of a pack of ``size`` trained as ``configs`` say."""
+    full, pack_s = _slope(spec, cell, configs, size)
     if size == 1:
-        return Probe(full, pack_s, 0.0, evals)
-    alone, _ = _slope(spec, cell, (data, model, quiet), 1)
+        return Probe(full, pack_s)
+    alone, _ = _slope(spec, cell, configs, 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
-    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)), evals)
+    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)))
+
+
+def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe:
+    """The step costs the bound counts a cell's steps at: ``rate``'s, or a tuned one-pass cell's at
+    the smallest batch its extensions may reach below its grid's (``Tuned.most_steps`` counts its
+    runs in those steps: timed at the grid's smallest, 8x the steps of sample_complexity_arms' B = 8
+    at B = 1 made its bound 18x, where a step at B = 1 took a seventh of one at B = 8). A run's cost,
+    budget / B steps of a + b·B each, is the largest at the smallest B."""
+    data, model, training = _piloted(spec, cell)
+    smallest = _smallest_batch(spec, cell)
+    if smallest >= training.batch_size:
+        return rate
+    budget = training.batch_size * training.max_steps // smallest
+    quiet = dataclasses.replace(_quiet(training), batch_size=smallest, max_steps=budget)
+    timed = _step_costs(spec, cell, size, (data, model, quiet))
+    least = smallest / training.batch_size  # a + b·B: never below the grid's cost a sample
+    return Probe(
+        max(timed.step_s, rate.step_s * least),
+        timed.pack_s,
+        max(timed.pack_step_s, rate.pack_step_s * least),
+        rate.eval_s,
+    )
 
 
 def _quiet(training):
@@ -592,6 +637,14 @@ def _spread(values, models: int) -> list:
     """``models`` of ``values`` evenly spaced from the smallest to the largest."""
     ordered = sorted(values)
     return [ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models)]
+
+
+def _smallest_batch(spec: "SweepSpec", cell: "Cell") -> int:
+    """The smallest batch a cell may train at: a one-pass tuned cell's extensions may go below its grid's."""
+    training = spec.resolved_cell(cell).training
+    if spec.tuning is None or not spec.resolved_cell(cell).one_pass:
+        return training.batch_size
+    return int(spec.tuning_of(cell.model).reach("batch_size", training.batch_size)[0])
 
 
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
