@@ -387,23 +387,21 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     steps are timed without evaluations and an evaluation apart (``_evaluation_s``): timed
     together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
     data, model, training = _piloted(spec, cell)
-    steps = _step_costs(spec, cell, size, (data, model, _quiet(training)))
-    if training.protocol != "one_pass":
-        return steps
-    fixed_s, per_model = steps.pack_s - TRIAL_S, steps.step_s + steps.pack_step_s / size
-    return dataclasses.replace(
-        steps, eval_s=_evaluation_s(spec, cell, (data, model, training), size, fixed_s, per_model)
-    )
+    quiet = _quiet(training)
+    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
+    one_pass = training.protocol == "one_pass"
+    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
+    return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
 
 
-def _step_costs(spec: "SweepSpec", cell: "Cell", size: int, configs: tuple) -> Probe:
-    """``probe``'s step costs (no evaluation) of a pack of ``size`` trained as ``configs`` say."""
-    full, pack_s = _slope(spec, cell, configs, size)
+def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
+    """``rest`` with the step costs of a pack of ``size`` whose step took ``full`` a model: a
+    pack of one timed too, a + b·k split into a pack's and a model's share."""
     if size == 1:
-        return Probe(full, pack_s)
+        return dataclasses.replace(rest, step_s=full)
     alone, _ = _slope(spec, cell, configs, 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
-    return Probe(per_model, pack_s, max(0.0, size * (full - per_model)))
+    return dataclasses.replace(rest, step_s=per_model, pack_step_s=max(0.0, size * (full - per_model)))
 
 
 def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe:
@@ -418,7 +416,8 @@ def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe
         return rate
     budget = training.batch_size * training.max_steps // smallest
     quiet = dataclasses.replace(_quiet(training), batch_size=smallest, max_steps=budget)
-    timed = _step_costs(spec, cell, size, (data, model, quiet))
+    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
+    timed = _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
     least = smallest / training.batch_size  # a + b·B: never below the grid's cost a sample
     return Probe(
         max(timed.step_s, rate.step_s * least),
