@@ -213,7 +213,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     earlier = _earlier(spec, home)
     steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
     first = first_packs(spec, slots)
-    timed: dict[str, Probe] = {}
+    timed: dict[str, tuple[Probe, Probe]] = {}  # a step's costs, and as the bound counts them
     cells = []
     for index, cell in enumerate(spec.cells):
         trainings, most, per_model = _budget(spec, cell)
@@ -222,9 +222,9 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         later = spec.mode.expected_trainings(spec, cell) - trainings  # a later round trains one N of each seed
         key = _timing_key(spec, cell, size)
         if key not in timed:
-            timed[key] = probe(spec, cell, size)
-            timed[f"most {key}"] = most_probe(spec, cell, size, timed[key])
-        rate, most_rate = timed[key], timed[f"most {key}"]
+            rate = probe(spec, cell, size)
+            timed[key] = rate, most_probe(spec, cell, size, rate)
+        rate, most_rate = timed[key]
         history = (earlier.sweep_id, steps_by_cell[cell.key]) if cell.key in steps_by_cell else None
         expected = _expectation(spec, cell, size, rate, history, pilot_s)
         cells.append(
@@ -411,7 +411,7 @@ def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe
     at B = 1 made its bound 18x, where a step at B = 1 took a seventh of one at B = 8). A run's cost,
     budget / B steps of a + b·B each, is the largest at the smallest B."""
     data, model, training = _piloted(spec, cell)
-    smallest = _smallest_batch(spec, cell)
+    smallest = spec.mode.smallest_batch(spec, cell)
     if smallest >= training.batch_size:
         return rate
     budget = training.batch_size * training.max_steps // smallest
@@ -636,14 +636,6 @@ def _spread(values, models: int) -> list:
     """``models`` of ``values`` evenly spaced from the smallest to the largest."""
     ordered = sorted(values)
     return [ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models)]
-
-
-def _smallest_batch(spec: "SweepSpec", cell: "Cell") -> int:
-    """The smallest batch a cell may train at: a one-pass tuned cell's extensions may go below its grid's."""
-    training = spec.resolved_cell(cell).training
-    if spec.tuning is None or not spec.resolved_cell(cell).one_pass:
-        return training.batch_size
-    return int(spec.tuning_of(cell.model).reach("batch_size", training.batch_size)[0])
 
 
 def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:

@@ -79,6 +79,10 @@ class Mode(BaseModel):
         """The most SGD steps one training of the cell takes."""
         return spec.resolved_cell(cell).training.max_steps
 
+    def smallest_batch(self, spec: Sweep, cell: Cell) -> int:
+        """The smallest batch size a training of the cell may take."""
+        return spec.resolved_cell(cell).training.batch_size
+
     def most_rounds(self, spec: Sweep, cell: Cell) -> int:
         """The longest chain of a cell's rounds, each waiting for the one before (1: no round waits)."""
         return 1
@@ -325,11 +329,18 @@ class Tuned:
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at the smallest batch it may reach (one pass: an extension
         past the grid's smallest takes that many more steps), or a multi-pass retry's cap."""
+        training = spec.resolved_cell(cell).training
+        steps = training.batch_size * training.max_steps // self.smallest_batch(spec, cell)
+        return (
+            steps if spec.resolved_cell(cell).one_pass else max(steps, getattr(self.search, "max_steps_cap", None) or 0)
+        )
+
+    def smallest_batch(self, spec: Sweep, cell: Cell) -> int:
+        """One pass: the smallest batch size its extensions may reach below its grid's; multi-pass: its grid's."""
         training, tuning = spec.resolved_cell(cell).training, spec.tuning_of(cell.model)
         if spec.resolved_cell(cell).one_pass:
-            return training.batch_size * training.max_steps // tuning.reach("batch_size", training.batch_size)[0]
-        steps = training.batch_size * training.max_steps // min(tuning.batch_size or [training.batch_size])
-        return max(steps, getattr(self.search, "max_steps_cap", None) or 0)
+            return int(tuning.reach("batch_size", training.batch_size)[0])
+        return min(tuning.batch_size or [training.batch_size])
 
     def most_rounds(self, spec: Sweep, cell: Cell) -> int:
         """Each selection round moves at least one setting (extensions included) one cap (one
