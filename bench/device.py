@@ -15,7 +15,6 @@ best of ten 8192^2 products on a GPU, 2048^2 on a CPU), and ends stdout with one
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,16 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import SEEDS, flops_per_training, fraction, matmul_flops, train_one, trainings, w1  # noqa: E402
+from bench.fig1 import (  # noqa: E402
+    SEEDS,
+    add_cores,
+    flops_per_training,
+    fraction,
+    matmul_flops,
+    train_one,
+    trainings,
+    w1,
+)
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
 
 
@@ -70,9 +78,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=SEEDS, help="seeds per (alpha*, N)")
     parser.add_argument("--loop-every", type=int, default=40, help="the loop trains every k-th training")
     parser.add_argument("--flop-every", type=int, default=100, help="count the FLOPs of every k-th training")
-    parser.add_argument(
-        "--cores", type=int, default=os.cpu_count(), help="on the CPU: the cores it uses (default: all)"
-    )
+    add_cores(parser)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "device.json")
     args = parser.parse_args()
     torch.set_num_threads(args.cores)

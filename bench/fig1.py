@@ -156,6 +156,14 @@ def vitsweep(path: Path, folder: Path, log: Path) -> tuple[float, float, float, 
     return total, summary["wall_s"], summary["train_s"], summary["trainings"]
 
 
+def add_cores(parser: argparse.ArgumentParser) -> None:
+    """--cores: the CPU cores a bench's own measurements use (the suite gives one; a sweep it runs
+    through vitsweep uses what Ray finds)."""
+    parser.add_argument(
+        "--cores", type=int, default=os.cpu_count(), help="CPU cores its own measurements use (default: all)"
+    )
+
+
 def matmul_flops(threads: int | None, size: int = 2048, repeats: int = 10, device: str = "cpu") -> float:
     """FLOP/s of the best of ``repeats`` float32 size^2 matmuls on ``device`` (a CPU: on
     ``threads`` threads; None leaves torch's setting; a GPU: TF32 as torch leaves it, off)."""
@@ -222,12 +230,7 @@ def main() -> None:
         action="store_true",
         help="all of W1 (4,000 trainings): (c), then (b) and the FLOPs on samples of it; no (a)",
     )
-    parser.add_argument(
-        "--cores",
-        type=int,
-        default=os.cpu_count(),
-        help="CPU cores its own measurements use (default: all); the sweep through vitsweep uses what Ray finds",
-    )
+    add_cores(parser)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fig1.json")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)

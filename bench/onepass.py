@@ -44,7 +44,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fig1 import _timed, fraction, matmul_flops, tune_grid_seconds  # noqa: E402  (one way to measure each)
+from bench.fig1 import (  # noqa: E402  (one way to measure each)
+    _timed,
+    add_cores,
+    fraction,
+    matmul_flops,
+    tune_grid_seconds,
+)
 from services.spec import load_spec  # noqa: E402
 from services.store import state  # noqa: E402
 from vit_core import train_pack  # noqa: E402
@@ -235,12 +241,7 @@ def main() -> None:
         help="data_share: samples a model trains on (fewer: sooner, noisier)",
     )
     parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
-    parser.add_argument(
-        "--cores",
-        type=int,
-        default=os.cpu_count(),
-        help="CPU cores its own measurements use (default: all); the sweep through vitsweep uses what Ray finds",
-    )
+    add_cores(parser)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
     args = parser.parse_args()
     args.spec = args.spec.resolve()
