@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from services.app import plan
+from services.app import plan, rehearsal
 from services.app.cli import app
 from services.spec import load_spec
 
@@ -256,6 +256,27 @@ def test_a_tuned_one_pass_cell_expects_each_selection_run_under_every_cap_it_out
     assert spec.mode.expected_total(spec, cell, (100.0, 240.0)) == runs * selection + seeds * 100  # the soonest
     # past the first cap beyond the soonest stop (20 steps: the cap of 60), a setting cannot win
     assert spec.mode.expected_total(spec, cell, (20.0, 240.0)) == runs * ((15 + 20) + (15 + 60)) / 2 + seeds * 20
+
+
+def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_take(unit_steps, monkeypatch, tmp_path):
+    """sample_complexity_arms' plan came out 3.9x under its sweep: it counted the grid's first
+    round and the measurement at the pilot's soonest stop, where the search took later caps,
+    settings past an edge and seeds that ran on. Played out where every run stops after 100
+    samples (tiny_tuned: caps 30, 120, 480; W = 3): the four settings on two seeds under the
+    first cap (15 steps at B = 2, 3 at B = 8), all open, again under the second (50 and 13 steps,
+    all confirmed), then the measurement of four seeds at the smaller tie (50 steps at B = 2); a
+    step at B = 8 counts as four at B = 2."""
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
+    monkeypatch.setattr(plan, "pilot", lambda spec, cell, models, allowance: plan.Pilot((50.0,) * models, models, 0))
+    made = plan.make_plan(spec, tmp_path, 2).cells[0]
+    first_cap, second_cap, measurement = 4 * 15 + 4 * 3 * 4, 4 * 50 + 4 * 13 * 4, 4 * 50
+    assert made.model_steps == first_cap + second_cap + measurement
+    assert made.packs + made.later_packs == 2 + 2 + 1  # each round's B = 2 and B = 8 packs, one for the measurement
+    assert "its search played out in 16 draws" in made.basis
+    extended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
+    trained = rehearsal.rehearse(extended, 0, [100.0] * 4)
+    assert all(min(t.batch_size for t in world) == 1 for world in trained)  # the tie at B = 2 extends to B = 1
+    assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):

@@ -247,8 +247,9 @@ def plan_command(
         "expected: the steps each cell's pilot saw its models take to stop (one cut at zero test error: where its "
         "window would confirm; one cut otherwise: a guess between the soonest it can stop, one pass W x the cut, "
         "and its budget) over the trainings its "
-        "mode expects (an N* search: its grid and one grid step bisected; a tuned one-pass cell: each selection "
-        "run under every cap it outgrows), at the rates timed here; after one sweep of this name under the home, "
+        "mode expects (an N* search: its grid and one grid step bisected; a tuned one-pass cell: its search played "
+        "out where each run stops as one of the pilot's models did: later caps, settings past an edge, the "
+        "measurement), at the rates timed here; after one sweep of this name under the home, "
         "plan estimates from it"
     )
     if made.guessed_share >= 0.005:

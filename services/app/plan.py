@@ -5,8 +5,8 @@ and tuning add rounds that depend on the results), the most trainings and model-
 protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
 caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
 takes exactly its budget; otherwise the mode says what a run's steps come to in the cell
-(``expected_total``: an N* search its grid and one grid step bisected; a tuned one-pass cell
-each selection run under every cap it outgrows, up to the one past the soonest stop). Runs that
+(``expected_total``: an N* search its grid and one grid step bisected; a tuned one-pass cell its
+search played out on its pilot's stops, services.app.rehearsal). Runs that
 stop early (settled, or a one-pass window confirmed) take less, by how much only a run shows.
 So each cell gets a pilot here (``pilot``: PILOT_MODELS models at the cell's own settings in
 one run, cut after PILOT_S): the steps of each model that stopped; where a one-pass model was
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from services.app.rehearsal import rehearse
 from services.results import SweepResult, model_of
 from services.search.planners import first_packs
 from services.spec import SweepSpec
@@ -226,7 +227,9 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
             timed[key] = rate, most_probe(spec, cell, size, rate)
         rate, most_rate = timed[key]
         history = (earlier.sweep_id, steps_by_cell[cell.key]) if cell.key in steps_by_cell else None
-        expected = _expectation(spec, cell, size, rate, history, pilot_s)
+        expected = _expectation(spec, index, size, (rate, most_rate), history, pilot_s)
+        if expected.packs is not None:
+            later = 0
         cells.append(
             CellPlan(
                 label=cell.label,
@@ -248,7 +251,11 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
                 most_pack_step_s=most_rate.pack_step_s,
                 rounds_most=spec.mode.most_rounds(spec, cell),
                 steps_most=per_model,
-                later_packs=math.ceil(later / min(size, spec.seeds)),
+                later_packs=(
+                    math.ceil(later / min(size, spec.seeds))
+                    if expected.packs is None
+                    else max(0, round(expected.packs) - cell_packs)
+                ),
             )
         )
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
@@ -273,13 +280,22 @@ class Expectation:
     evals_most_s: float
     basis: str
     guessed: bool = False
+    packs: float | None = None  # every pack it is expected to train, where its search was played out
 
 
 def _expectation(
-    spec: "SweepSpec", cell: "Cell", size: int, rate: "Probe", history: tuple[str, int] | None, pilot_s: float
+    spec: "SweepSpec",
+    index: int,
+    size: int,
+    rates: tuple["Probe", "Probe"],
+    history: tuple[str, int] | None,
+    pilot_s: float,
 ) -> Expectation:
-    """A cell's expected work at ``rate``: every run at its budget where none stops early, else the
-    model-steps an earlier sweep recorded (``history``: its id and their sum), else a pilot's."""
+    """A cell's expected work at ``rates`` (a step's costs, and at the smallest batch the bound
+    counts): every run at its budget where none stops early, else the model-steps an earlier sweep
+    recorded (``history``: its id and their sum), else a pilot's (a tuned one-pass cell: its
+    search played out on the pilot's stops, ``_rehearsed``)."""
+    cell, rate = spec.cells[index], rates[0]
     trainings, most, per_model = _budget(spec, cell)
     graded = _piloted(spec, cell)[2]
     evals = _evaluations(graded, rate.eval_s)
@@ -295,12 +311,58 @@ def _expectation(
         return Expectation(expected, expected / size, evals_s, evals(per_model), f"history {sweep_id}")
     allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
     tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
+    if spec.tuning is not None and spec.resolved_cell(cell).one_pass:
+        return _rehearsed(spec, index, tried, rates)
     expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
     # a pack steps until its longest model stops: every training as long as the pilot's longest
     pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
     evals = _evaluations(graded, tried.evaluation_s(rate))
     evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
     return Expectation(expected, pack_steps, evals_s, evals(per_model), tried.basis, tried.guessed)
+
+
+def _rehearsed(spec: "SweepSpec", index: int, tried: "Pilot", rates: tuple["Probe", "Probe"]) -> Expectation:
+    """A tuned one-pass cell's expected work: the mean over its search's rehearsals
+    (services.app.rehearsal) on its pilot's stops, each pack at its own batch's step costs."""
+    cell, rate = spec.cells[index], rates[0]
+    graded = _piloted(spec, cell)[2]
+    cost = _batch_costs(graded.batch_size, spec.mode.smallest_batch(spec, cell), rates)
+    evals = _evaluations(graded, tried.evaluation_s(rate))
+    worlds = rehearse(spec, index, [s * graded.batch_size for s in tried.steps])
+    model_s = pack_s = evals_s = 0.0
+    for trained in (t for world in worlds for t in world):
+        model, pack = cost(trained.batch_size)
+        model_s += model * sum(trained.steps)
+        pack_s += pack * max(trained.steps)
+        evals_s += sum(evals(s) for s in trained.steps)
+    draws = len(worlds)
+    return Expectation(
+        round(model_s / draws / rate.step_s) if rate.step_s else 0,
+        pack_s / draws / rate.pack_step_s if rate.pack_step_s else 0.0,
+        evals_s / draws,
+        evals(_budget(spec, cell)[2]),
+        f"{tried.basis}; its search played out in {draws} draws of them",
+        tried.guessed,
+        sum(map(len, worlds)) / draws,
+    )
+
+
+def _batch_costs(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> Callable[[int], tuple[float, float]]:
+    """(a model-step's, a pack-step's seconds) at batch size B, from ``rates`` timed at ``batch``
+    and at ``smallest``: in between, on the line through the two (a + b·B); above ``batch``, its
+    cost a sample (nothing was timed there: as the expectation has always counted a larger batch)."""
+    at, least = rates
+
+    def cost(b: int) -> tuple[float, float]:
+        if b >= batch or smallest >= batch:
+            return at.step_s * b / batch, at.pack_step_s * b / batch
+        t = (b - smallest) / (batch - smallest)
+        return (
+            least.step_s + t * (at.step_s - least.step_s),
+            least.pack_step_s + t * (at.pack_step_s - least.pack_step_s),
+        )
+
+    return cost
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:

@@ -150,10 +150,14 @@ class TuningSearch(RoundPlanner):
         return packs
 
     def learn(self, pack: Pack, records: list["ModelRecord"]) -> None:
-        cell = self.cells[pack.cell]
-        for setting, runs in runs_by_setting(records).items():
+        self.learn_runs(pack.cell, runs_by_setting(records))
+
+    def learn_runs(self, index: int, table: dict[Setting, dict[int, Run]]) -> None:
+        """Keep each seed's run of each setting in cell ``index`` (``learn`` reads them from a
+        trial's records; `vitsweep plan`'s rehearsal makes them up)."""
+        for setting, runs in table.items():
             for seed, run in runs.items():
-                cell.add(setting, seed, run)
+                self.cells[index].add(setting, seed, run)
 
     def get_state(self) -> dict:
         return super().get_state() | {

@@ -312,7 +312,9 @@ class Tuned:
         win (its first round alone counted 24 runs of the main job at the whole budget, where its
         first cap holds them to a sixteenth); Optuna's at the last cap; then the measurement, at
         the setting chosen for the smallest N*: the pilot's soonest stop (its models spread over
-        the step sizes). Multi-pass: each N* search as its search expects."""
+        the step sizes). Multi-pass: each N* search as its search expects. A one-pass cell with a
+        pilot is played out instead (services.app.rehearsal: its extensions too); this count
+        serves one planned from its budget or from an earlier sweep."""
         if not spec.resolved_cell(cell).one_pass:
             return _each_training(self, spec, cell, steps, per_run)
         tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
