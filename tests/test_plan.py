@@ -277,6 +277,10 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     trained = rehearsal.rehearse(extended, 0, [100.0] * 4)
     assert all(min(t.batch_size for t in world) == 1 for world in trained)  # the tie at B = 2 extends to B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
+    # a step's costs at B: timed at 8 and at 1 (model, pack), on the line between; above 8, its cost a sample
+    cost = plan._batch_costs(8, 1, (plan.Probe(8e-3, 0.0, 4e-3), plan.Probe(1e-3, 0.0, 2e-3)))
+    assert cost(1) == (1e-3, 2e-3) and cost(8) == (8e-3, 4e-3) and cost(32) == (32e-3, 16e-3)
+    assert cost(4) == pytest.approx((4e-3, 2e-3 + 3 / 7 * 2e-3))
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):

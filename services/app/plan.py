@@ -228,8 +228,6 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         rate, most_rate = timed[key]
         history = (earlier.sweep_id, steps_by_cell[cell.key]) if cell.key in steps_by_cell else None
         expected = _expectation(spec, index, size, (rate, most_rate), history, pilot_s)
-        if expected.packs is not None:
-            later = 0
         cells.append(
             CellPlan(
                 label=cell.label,

@@ -41,6 +41,7 @@ def rehearse(spec: SweepSpec, index: int, stops: Sequence[float], draws: int = D
 
 
 def _played(search: TuningSearch, index: int, stops: Sequence[float], window: float, rng) -> list[Trained]:
+    """One world: the cell's rounds until its search is done, each round's runs learnt at once."""
     world: dict[tuple[Setting, int], float] = {}
     trained = []
     while packs := search.next_round(index):
