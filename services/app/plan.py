@@ -309,24 +309,30 @@ def _expectation(
         return Expectation(expected, expected / size, evals_s, evals(per_model), f"history {sweep_id}")
     allowance = min(pilot_s, PILOT_SHARE * most * per_model * (rate.step_s + rate.pack_step_s / size))
     tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
+    evals = _evaluations(graded, tried.evaluation_s(rate))
     if spec.tuning is not None and spec.resolved_cell(cell).one_pass:
-        return _rehearsed(spec, index, tried, rates)
+        return _rehearsed(spec, index, tried, rates, graded.batch_size, evals)
     expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
     # a pack steps until its longest model stops: every training as long as the pilot's longest
     pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
-    evals = _evaluations(graded, tried.evaluation_s(rate))
     evals_s = spec.mode.expected_total(spec, cell, tried.steps, evals)
     return Expectation(expected, pack_steps, evals_s, evals(per_model), tried.basis, tried.guessed)
 
 
-def _rehearsed(spec: "SweepSpec", index: int, tried: "Pilot", rates: tuple["Probe", "Probe"]) -> Expectation:
+def _rehearsed(
+    spec: "SweepSpec",
+    index: int,
+    tried: "Pilot",
+    rates: tuple["Probe", "Probe"],
+    batch: int,
+    evals: Callable[[float], float],
+) -> Expectation:
     """A tuned one-pass cell's expected work: the mean over its search's rehearsals
-    (services.app.rehearsal) on its pilot's stops, each pack at its own batch's step costs."""
+    (services.app.rehearsal) on the stops of its pilot (trained at ``batch``), each pack at its own
+    batch's step costs, its runs' evaluations at ``evals``."""
     cell, rate = spec.cells[index], rates[0]
-    graded = _piloted(spec, cell)[2]
-    cost = _batch_costs(graded.batch_size, spec.mode.smallest_batch(spec, cell), rates)
-    evals = _evaluations(graded, tried.evaluation_s(rate))
-    worlds = rehearse(spec, index, [s * graded.batch_size for s in tried.steps])
+    cost = _batch_costs(batch, spec.mode.smallest_batch(spec, cell), rates)
+    worlds = rehearse(spec, index, [s * batch for s in tried.steps])
     model_s = pack_s = evals_s = 0.0
     for trained in (t for world in worlds for t in world):
         model, pack = cost(trained.batch_size)
@@ -352,7 +358,7 @@ def _batch_costs(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> C
     at, least = rates
 
     def cost(b: int) -> tuple[float, float]:
-        if b >= batch or smallest >= batch:
+        if b >= batch:  # below it only where the smallest reachable batch lies below it, timed apart
             return at.step_s * b / batch, at.pack_step_s * b / batch
         t = (b - smallest) / (batch - smallest)
         return (
