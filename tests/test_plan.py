@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from services.app import plan, rehearsal
 from services.app.cli import app
-from services.spec import load_spec
+from services.spec import Setting, load_spec
 
 ROOT = Path(__file__).parents[1]
 SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -29,9 +29,11 @@ def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and every pilot's model runs to its budget: the budgets alone decide the plan."""
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
-    budget = lambda spec, cell: plan._piloted(spec, cell)[2].max_steps  # noqa: E731
+    budget = lambda spec, cell, batch: plan._piloted(spec, cell, batch)[2].max_steps  # noqa: E731
     monkeypatch.setattr(
-        plan, "pilot", lambda spec, cell, models, allowance: plan.Pilot((budget(spec, cell),) * models, models, 0)
+        plan,
+        "pilot",
+        lambda spec, cell, models, allowance, batch=None: plan.Pilot((budget(spec, cell, batch),) * models, models, 0),
     )
 
 
@@ -157,7 +159,7 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
 
     def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
-        assert progress(10, 3)  # out of time at the first evaluation
+        assert progress(10, 3, 0)  # out of time at the first evaluation (one model stopped)
         result = SimpleNamespace(steps=np.array([10, 10, 7, 10]), settled=np.array(settled))
         extra = {"diverged": np.zeros(4, bool), "streak_start": np.array(streak), "eval_steps": np.array([0, 5, 10])}
         return 1.0, SimpleNamespace(**vars(result), **extra)
@@ -168,6 +170,35 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
     assert tried.steps == tuple(float(s) if s is not None else guess for s in steps)
     assert tried.basis == f"pilot: {basis}" and tried.guessed
     assert plan._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
+
+
+@pytest.mark.parametrize(
+    "evaluations, cut",
+    [  # (models still training, of them at zero test error), a second each; 4 models, allowance 3 s
+        ([(4, 0)] * 100, 30),  # blind throughout: cut at BLIND x the allowance
+        ([(4, 1)] * 100, 30),  # one at zero test error, three still guesses: blind as well
+        ([(4, 0)] * 6 + [(4, 4)] * 94, 7),  # all four at zero test error from the 7th second: cut there
+        ([(4, 0)] * 4 + [(3, 0)] * 96, 5),  # one stopped in the 5th second: cut there
+        ([(3, 0)] * 100, 3),  # one stopped from the start: cut at the allowance
+    ],
+)
+def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_are_guesses(
+    monkeypatch, evaluations, cut
+):
+    """Each guess lies between the cut and a budget up to three decades above: cut at 3 s,
+    sample_complexity_wide's ViT pilots put its plan 2.06x above its sweep. Going on only until
+    one model reached zero test error, arms' never-confirming cells foresaw their runs short."""
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # one pass, W = 3
+    clock = itertools.count()
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: next(clock))
+
+    def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
+        step = next(i for i, (still, zero) in enumerate(evaluations, start=1) if progress(i, still, zero))
+        ran = SimpleNamespace(steps=np.full(size, step), settled=np.zeros(size, bool), diverged=np.zeros(size, bool))
+        return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.arange(step + 1))
+
+    monkeypatch.setattr(plan, "_train", train)
+    assert plan.BLIND * 3 == 30 and plan.pilot(spec, spec.cells[0], 4, allowance=3).cut == cut
 
 
 def test_cells_that_differ_in_values_alone_share_one_timing():
@@ -267,20 +298,41 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     all confirmed), then the measurement of four seeds at the smaller tie (50 steps at B = 2); a
     step at B = 8 counts as four at B = 2."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
-    monkeypatch.setattr(plan, "pilot", lambda spec, cell, models, allowance: plan.Pilot((50.0,) * models, models, 0))
+    # every pilot model stops after 100 samples, at either batch size piloted (2 and 8)
+    monkeypatch.setattr(
+        plan,
+        "pilot",
+        lambda spec, cell, models, allowance, batch=None: plan.Pilot((100 / (batch or 2),) * models, models, 0),
+    )
     made = plan.make_plan(spec, tmp_path, 2).cells[0]
     first_cap, second_cap, measurement = 4 * 15 + 4 * 3 * 4, 4 * 50 + 4 * 13 * 4, 4 * 50
     assert made.model_steps == first_cap + second_cap + measurement
     assert made.packs + made.later_packs == 2 + 2 + 1  # each round's B = 2 and B = 8 packs, one for the measurement
     assert "its search played out in 16 draws" in made.basis
     extended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
-    trained = rehearsal.rehearse(extended, 0, [100.0] * 4)
+    trained = rehearsal.rehearse(extended, 0, [rehearsal.Seen(2, 1.0, 100.0)] * 4)
     assert all(min(t.batch_size for t in world) == 1 for world in trained)  # the tie at B = 2 extends to B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step's costs at B: timed at 8 and at 1 (model, pack), on the line between; above 8, its cost a sample
     cost = plan._batch_costs(8, 1, (plan.Probe(8e-3, 0.0, 4e-3), plan.Probe(1e-3, 0.0, 2e-3)))
     assert cost(1) == (1e-3, 2e-3) and cost(8) == (8e-3, 4e-3) and cost(32) == (32e-3, 16e-3)
     assert cost(4) == pytest.approx((4e-3, 2e-3 + 3 / 7 * 2e-3))
+
+
+def test_a_rehearsed_run_stops_where_the_pilot_model_nearest_its_batch_and_step_size_did():
+    """The main job's ViT pilot at alpha* = 0.15 saw no model reach zero test error by 10,400
+    samples at B = 8, and one stop at 5,120 samples at B = 32: stops drawn from every pilot model
+    alike, its plan counted every setting at its budget (0.34 of its sweep). Here only B = 2 at
+    eta = 0.25 stops (after 30 samples, under the first cap): the search measures there, after
+    one round of caps."""
+    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # B in {2, 8}, eta in {0.25, 1}, caps 30, 120, 480
+    never = 10_000.0
+    seen = [rehearsal.Seen(b, lr, 30.0 if (b, lr) == (2, 0.25) else never) for b in (2, 8) for lr in (0.25, 1.0)]
+    assert list(rehearsal._nearest(seen, Setting(4, 0.25))) == [0, 2]  # as near B = 2 as 8 (log scale): a tie
+    assert list(rehearsal._nearest(seen, Setting(1, 2.0))) == [1]
+    for world in rehearsal.rehearse(spec, 0, seen):
+        measured = world[-1]
+        assert measured.batch_size == 2 and measured.steps == (15,) * 4  # 30 samples at B = 2, on 4 seeds
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):

@@ -1,26 +1,26 @@
 """`vitsweep plan`: what a sweep will train and how long it should take, before anything runs.
 
-Per cell: its first round's packs and trainings (a grid's are all it trains; an adaptive search
-and tuning add rounds that depend on the results), the most trainings and model-steps its
-protocol allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's
-caps and extensions), and the model-steps it is expected to take. A grid with a fixed step count
-takes exactly its budget; otherwise the mode says what a run's steps come to in the cell
+Per cell: its first round's packs and trainings (a grid's are all it trains; an adaptive search and
+tuning add rounds that depend on the results), the most trainings and model-steps its protocol
+allows (the budgets: ``max_steps``, the N* search's ``n_max`` and step cap, tuning's caps and
+extensions), and the model-steps it is expected to take. A grid with a fixed step count takes
+exactly its budget; otherwise the mode says what a run's steps come to in the cell
 (``expected_total``: an N* search its grid and one grid step bisected; a tuned one-pass cell its
-search played out on its pilot's stops, services.app.rehearsal). Runs that
-stop early (settled, or a one-pass window confirmed) take less, by how much only a run shows.
-So each cell gets a pilot here (``pilot``: PILOT_MODELS models at the cell's own settings in
-one run, cut after PILOT_S): the steps of each model that stopped; where a one-pass model was
-cut inside a run of zero test error, the step its window would confirm; otherwise a guess between
-the soonest it can stop (the cut; one pass: W x the cut) and the budget (not a bound, which "at
-most" is). A step's
-time is timed once per kind of cell (``probe``: a pack's step costs a + b·k with k models in
+search played out on its pilot's stops, services.app.rehearsal). Runs that stop early (settled, or
+a one-pass window confirmed) take less, by how much only a run shows. So each cell gets a pilot
+here (``pilot``: PILOT_MODELS models at the cell's own settings in one run, cut after PILOT_S,
+longer while it sees nothing stop, BLIND; a tuned one-pass cell's at its grid's smallest and at its
+largest batch size): the steps of each model that stopped; where a one-pass model was cut inside a
+run of zero test error, the step its window would confirm; otherwise a guess between the soonest it
+can stop (the cut; one pass: W x the cut) and the budget (not a bound, which "at most" is). A
+step's time is timed once per kind of cell (``probe``: a pack's step costs a + b·k with k models in
 it; a one-pass evaluation apart, at what the cell's pilot paid for its own). The newest finished
 sweep of the same name under the home, where there is one, gives the steps per cell and the rate
-instead. The wall time on S slots is Ray Tune's own time plus the larger of the work over S and
-the longest cell's work over its packs (where trials share a GPU, the work at the pace of packs
-timed side by side on it: ``sharing``); the bound ("at most") allows the trials to run IN_SWEEP
-slower than timed here. Like the time `run` reports, it counts from Ray Tune's start to the last
-trial's end: starting Ray and logging to MLflow (~15 s here) come on top.
+instead. The wall time on S slots is Ray Tune's own time plus the larger of the work over S and the
+longest cell's work over its packs (where trials share a GPU, the work at the pace of packs timed
+side by side on it: ``sharing``); the bound ("at most") allows the trials to run IN_SWEEP slower
+than timed here. Like the time `run` reports, it counts from Ray Tune's start to the last trial's
+end: starting Ray and logging to MLflow (~15 s here) come on top.
 """
 
 import dataclasses
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.app.rehearsal import rehearse
+from services.app.rehearsal import Seen, rehearse
 from services.results import SweepResult, model_of
 from services.search.planners import first_packs
 from services.spec import SweepSpec
@@ -66,6 +66,12 @@ IN_SWEEP = 1.5
 PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
+# A pilot that by then has seen none of its models stop, and must guess some (one pass: not at zero
+# test error), goes on up to BLIND x its allowance: each guess lies between the cut and a budget up to
+# three decades above it. Cut at 3 s, sample_complexity_wide's ViT pilots (step 6-14 of 2,000-45,255)
+# put its plan 2.06x above its sweep; going on only until one model reached zero test error, arms'
+# two never-confirming cells foresaw runs of zero error that broke (2.5x under its sweep)
+BLIND = 10
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -311,7 +317,12 @@ def _expectation(
     tried = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance)
     evals = _evaluations(graded, tried.evaluation_s(rate))
     if spec.tuning is not None and spec.resolved_cell(cell).one_pass:
-        return _rehearsed(spec, index, tried, rates, graded.batch_size, evals)
+        largest = max(spec.tuning_of(cell.model).batch_size or [graded.batch_size])
+        tried_at = {graded.batch_size: tried}
+        # a run's samples to stop change with B (the main job's ViT at 0.15: 5,120 at B = 32, > 10,400 at 8)
+        if largest != graded.batch_size:
+            tried_at[largest] = pilot(spec, cell, min(PILOT_MODELS, trainings), allowance, largest)
+        return _rehearsed(spec, index, tried_at, rates, evals)
     expected = min(most * per_model, round(spec.mode.expected_total(spec, cell, tried.steps)))
     # a pack steps until its longest model stops: every training as long as the pilot's longest
     pack_steps = min(most * per_model, spec.mode.expected_total(spec, cell, (max(tried.steps),))) / size
@@ -322,17 +333,22 @@ def _expectation(
 def _rehearsed(
     spec: "SweepSpec",
     index: int,
-    tried: "Pilot",
+    tried_at: dict[int, "Pilot"],
     rates: tuple["Probe", "Probe"],
-    batch: int,
     evals: Callable[[float], float],
 ) -> Expectation:
     """A tuned one-pass cell's expected work: the mean over its search's rehearsals
-    (services.app.rehearsal) on the stops of its pilot (trained at ``batch``), each pack at its own
-    batch's step costs, its runs' evaluations at ``evals``."""
+    (services.app.rehearsal) on the stops of its pilots (one per batch size: the grid's smallest,
+    at which ``rates`` were timed, and its largest), each pack at its own batch's step costs, its
+    runs' evaluations at ``evals``."""
     cell, rate = spec.cells[index], rates[0]
+    batch = min(tried_at)
     cost = _batch_costs(batch, spec.mode.smallest_batch(spec, cell), rates)
-    worlds = rehearse(spec, index, [s * batch for s in tried.steps])
+    seen = []
+    for b, tried in tried_at.items():
+        lrs = _step_sizes(spec, cell, len(tried.steps)) or [_piloted(spec, cell, b)[2].lr] * len(tried.steps)
+        seen += [Seen(b, lr, steps * b) for lr, steps in zip(lrs, tried.steps)]
+    worlds = rehearse(spec, index, seen)
     model_s = pack_s = evals_s = 0.0
     for trained in (t for world in worlds for t in world):
         model, pack = cost(trained.batch_size)
@@ -345,8 +361,9 @@ def _rehearsed(
         pack_s / draws / rate.pack_step_s if rate.pack_step_s else 0.0,
         evals_s / draws,
         evals(_budget(spec, cell)[2]),
-        f"{tried.basis}; its search played out in {draws} draws of them",
-        tried.guessed,
+        "; ".join(f"at B = {b}, {tried.basis}" for b, tried in tried_at.items())
+        + f"; its search played out in {draws} draws of them",
+        any(tried.guessed for tried in tried_at.values()),
         sum(map(len, worlds)) / draws,
     )
 
@@ -643,25 +660,28 @@ class Pilot:
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
 
 
-def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float) -> Pilot:
+def pilot(spec: "SweepSpec", cell: "Cell", models: int, allowance: float, batch: int | None = None) -> Pilot:
     """``models`` models of ``cell`` (as ``probe`` trains them; a tuned cell's at step sizes
-    spread over those it tries, an untuned multi-pass cell's at Ns spread over its grid) in one
-    run up to their budget, cut at the first evaluation after
-    ``allowance`` seconds. One run, not a limit doubled: a one-pass run's first steps are the same
-    under any limit, so each try repeated the one before. At the middle step size alone, the
-    pilots of fig1_grid_one_pass_tuned's cells saw a fifth of the steps their selections took."""
-    configs = _piloted(spec, cell)
+    spread over those it tries, at ``batch`` where given, an untuned multi-pass cell's at Ns
+    spread over its grid) in one run up to their budget, cut at the first evaluation after
+    ``allowance`` seconds, or after BLIND x it while none of them has stopped and some are
+    guesses (one pass: not at zero test error). One run, not a limit doubled: a one-pass run's
+    first steps are the same under any limit, so each try repeated the one before. At the middle
+    step size alone, the pilots of fig1_grid_one_pass_tuned's cells saw a fifth of the steps
+    their selections took."""
+    configs = _piloted(spec, cell, batch)
     budget, window, began, cut = configs[2].max_steps, configs[2].stability_window, time.perf_counter(), []
 
-    def out_of_time(step: int, still: int) -> bool:
-        if still and time.perf_counter() - began >= allowance:
+    def out_of_time(step: int, still: int, at_zero: int) -> bool:
+        blind = still == models and at_zero < still  # no model stopped, some not even at zero test error
+        if still and time.perf_counter() - began >= (BLIND * allowance if blind else allowance):
             cut.append(step)
         return bool(cut)
 
+    one_pass = configs[2].protocol == "one_pass"
     lr, n = _step_sizes(spec, cell, models), _sample_sizes(spec, cell, models)
     took, result = _train(spec, cell, configs, budget, models, progress=out_of_time, lr=lr, n=n)
     ran = tuple(int(s) for s in result.steps)
-    one_pass = configs[2].protocol == "one_pass"
     evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran) if one_pass else 0
     steps = result.steps.astype(float)
     running = (result.steps == cut[0]) & ~result.settled & ~result.diverged if cut else np.zeros(models, bool)
@@ -704,14 +724,14 @@ def _spread(values, models: int) -> list:
     return [ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models)]
 
 
-def _piloted(spec: "SweepSpec", cell: "Cell") -> tuple:
-    """The cell's configs as its pilot trains them: a tuned cell at its smallest batch size and
-    middle step size, over its sample budget."""
+def _piloted(spec: "SweepSpec", cell: "Cell", batch: int | None = None) -> tuple:
+    """The cell's configs as its pilot trains them: a tuned cell at its smallest batch size (or
+    ``batch``) and middle step size, over its sample budget."""
     data, model, training = spec.resolved_cell(cell).configs
     tuning = spec.tuning_of(cell.model) if spec.tuning is not None else None
     if tuning is not None:
         lrs = sorted(tuning.lr or [training.lr])
-        batch = min(tuning.batch_size or [training.batch_size])
+        batch = batch or min(tuning.batch_size or [training.batch_size])
         budget = training.batch_size * training.max_steps // batch
         training = dataclasses.replace(training, batch_size=batch, max_steps=budget, lr=lrs[len(lrs) // 2])
     return data, model, training

@@ -1,14 +1,15 @@
 """A tuned one-pass cell's search played out before it runs, for `vitsweep plan`'s expectation.
 
 The search (services.search.tuning) is driven round by round, as Ray Tune drives it, in a world
-where each (setting, seed)'s run stops where one of the cell's pilot models stopped (in samples,
-drawn with replacement): so the plan counts the rounds only results decide (later caps, settings
-past an edge, the measurement's seeds that run to the budget) the way the search takes them. What
-the plan cannot know, which setting wins, the draws make even: every setting stops like every
-other, so a field of two values always extends and ties go to the smaller setting, as the search
-breaks them. Counting the grid's first round and the measurement at the soonest stop alone put
-sample_complexity_arms 3.9x under its sweep, its runs past the grid a third of it
-(docs/performance.md).
+where each (setting, seed)'s run stops where the cell's pilot model nearest its setting stopped
+(in samples; the pilot trains at the grid's smallest and largest batch sizes, its step sizes
+spread over the grid's): so the plan counts the rounds only results decide (later caps, settings
+past an edge, the measurement's seeds that run to the budget) the way the search takes them, and
+settings that stop late are ruled out as the search rules them out. Ties go to the smaller
+setting, as the search breaks them. Counting the grid's first round and the measurement at the
+soonest stop alone put sample_complexity_arms 3.9x under its sweep, its runs past the grid a
+third of it; drawing every run's stop from every pilot model alike put the main job 2.9x over
+once its pilot at B = 8 saw no zero test error where B = 32 stops (docs/performance.md).
 """
 
 import math
@@ -32,15 +33,31 @@ class Trained:
     steps: tuple[int, ...]
 
 
-def rehearse(spec: SweepSpec, index: int, stops: Sequence[float], draws: int = DRAWS) -> list[list[Trained]]:
+@dataclass(frozen=True)
+class Seen:
+    """One pilot model: the setting it trained at and the samples it took to stop (or is guessed to)."""
+
+    batch_size: int
+    lr: float
+    samples: float
+
+
+def rehearse(spec: SweepSpec, index: int, seen: Sequence[Seen], draws: int = DRAWS) -> list[list[Trained]]:
     """Each world's packs of cell ``index``: the search played out where every run stops after
-    ``stops[k]`` samples for a k drawn per (setting, seed) (a run confirms its window there when
-    its sample cap allows it; else it trains to the cap and stays open)."""
+    the samples of the pilot model nearest its setting (on log scales, |log B ratio| + |log eta
+    ratio|; ties drawn per (setting, seed)). A run confirms its window there when its sample cap
+    allows it; else it trains to the cap and stays open."""
     window = spec.resolved_cell(spec.cells[index]).training.stability_window
-    return [_played(TuningSearch(spec), index, stops, window, np.random.default_rng(draw)) for draw in range(draws)]
+    return [_played(TuningSearch(spec), index, seen, window, np.random.default_rng(draw)) for draw in range(draws)]
 
 
-def _played(search: TuningSearch, index: int, stops: Sequence[float], window: float, rng) -> list[Trained]:
+def _nearest(seen: Sequence[Seen], setting: Setting) -> np.ndarray:
+    """The pilot models nearest ``setting``, on log scales of B and eta."""
+    gap = np.array([abs(math.log(s.batch_size / setting.batch_size)) + abs(math.log(s.lr / setting.lr)) for s in seen])
+    return np.flatnonzero(gap <= gap.min() + 1e-9)
+
+
+def _played(search: TuningSearch, index: int, seen: Sequence[Seen], window: float, rng) -> list[Trained]:
     """One world: the cell's rounds until its search is done, each round's runs learnt at once."""
     world: dict[tuple[Setting, int], float] = {}
     trained = []
@@ -50,7 +67,9 @@ def _played(search: TuningSearch, index: int, stops: Sequence[float], window: fl
             steps = []
             for lr, cap, seed in zip(pack.lr, pack.n_train, pack.seeds):
                 setting = Setting(pack.batch_size, lr)
-                stop = world.setdefault((setting, seed), stops[rng.integers(len(stops))])
+                if (setting, seed) not in world:
+                    world[setting, seed] = seen[rng.choice(_nearest(seen, setting))].samples
+                stop = world[setting, seed]
                 budget, confirmed = cap // pack.batch_size, stop <= cap
                 steps.append(min(math.ceil(stop / pack.batch_size), budget))
                 run = Run(math.ceil(stop / window) if confirmed else -1, False, budget)

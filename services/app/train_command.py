@@ -120,9 +120,10 @@ def train(**values: Any) -> None:
     ) as bar:
         task = bar.add_task(f"{model.kind}: {len(n_train)} models", total=training.max_steps)
 
-        def report(step: int, left: int) -> None:
+        def report(step: int, left: int, at_zero: int) -> None:
             done = step if left else training.max_steps
-            bar.update(task, completed=done, description=f"{model.kind}: {left} of {len(n_train)} models training")
+            training_now = f"{model.kind}: {left} of {len(n_train)} models training, {at_zero} at zero test error"
+            bar.update(task, completed=done, description=training_now)
 
         result = train_pack(
             data, model, training, n_train, seeds * len(n_values), device=values["device"], progress=report

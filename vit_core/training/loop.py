@@ -166,15 +166,16 @@ def train_pack(
     seeds: list[int],
     lr: list[float] | None = None,
     device: str | torch.device = "cpu",
-    progress: Callable[[int, int], bool | None] | None = None,
+    progress: Callable[[int, int, int], bool | None] | None = None,
 ) -> PackResult:
     """Train K = len(seeds) models at once with seed seeds[k] and step size lr[k]. multi_pass:
     model k has a training set of n_train[k] samples and trains max_steps steps at most;
     one_pass: it reads n_train[k] fresh samples, n_train[k] / B steps (max_steps at most), or
     stops once its stability window is confirmed.
 
-    ``progress(step, models_still_training)`` is called after every evaluation; training ends
-    there when it returns True (a caller's time limit: ``vitsweep plan``'s pilot).
+    ``progress(step, models_still_training, of_them_at_zero_test_error)`` is called after every
+    evaluation; training ends there when it returns True (a caller's time limit: ``vitsweep
+    plan``'s pilot, which goes on longer while none has stopped and some are not at zero error).
     """
     if len(n_train) != len(seeds) or (lr is not None and len(lr) != len(seeds)):
         raise ValueError("n_train, seeds and lr must have one entry per model")
@@ -219,7 +220,7 @@ def train_pack(
             rec.snap(pack.ids, pack.model.snapshot())
             confirmed = rec.confirmed(step, pack.ids, train.stability_window if one_pass else 0.0).to(device)
             stay = torch.nonzero(~(diverged | settled | ending | confirmed)).squeeze(1)
-            stop = progress is not None and progress(step, len(stay))
+            stop = progress is not None and progress(step, len(stay), rec.at_zero(pack.ids[stay.cpu()]))
             if len(stay) == 0 or stop:
                 break
             if len(stay) < pack.model.K:  # drop finished models: the pack gets smaller and faster
