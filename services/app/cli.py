@@ -197,7 +197,8 @@ def plan_command(
         None,
         "--pilot-s",
         min=0.1,
-        help="cut each cell's pilot after this many seconds (default 3): longer sees more runs stop",
+        help="cut each cell's pilot after this many seconds (default 3; up to 10x while none of its models "
+        "stopped): longer sees more runs stop",
     ),
 ) -> None:
     """Before a sweep runs: per cell and in total its packs, trainings and model-steps, and its
@@ -248,7 +249,8 @@ def plan_command(
         "window would confirm; one cut otherwise: a guess between the soonest it can stop, one pass W x the cut, "
         "and its budget) over the trainings its "
         "mode expects (an N* search: its grid and one grid step bisected; a tuned one-pass cell: its search played "
-        "out where each run stops as one of the pilot's models did: later caps, settings past an edge, the "
+        "out where each run stops as the pilot's model nearest its batch and step size did, piloted at the grid's "
+        "smallest and largest batch: later caps, settings past an edge, the "
         "measurement), at the rates timed here; after one sweep of this name under the home, "
         "plan estimates from it"
     )
