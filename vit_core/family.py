@@ -31,7 +31,8 @@ GROUP = "vitsweep.families"
 class Scaling:
     """The data field N* is fitted against: N* ~ x^k with x the field's effective value, or its
     inverse (Paper A: x = 1/alpha*). ``rule`` names the spec section of training values that grow
-    with x (Paper A's alpha_scaling); None where the family has none."""
+    with x (Paper A's alpha_scaling); None where the family has none. ``shifted``: the theory's
+    bound is N ~ (value - c)^-k, so N* is also fitted in that form (services.forms)."""
 
     field: str  # the data config's field ("alpha_star")
     name: str  # the field for people ("alpha*")
@@ -40,6 +41,7 @@ class Scaling:
     column: str = ""  # the field's effective value in a table ("alpha* (effective)"); "": the name (value_label)
     rule: str | None = None
     format: str = ".4g"  # how a table prints the field's value
+    shifted: bool = False  # the theory's bound is a power of the field less an unknown shift c (Paper A: alpha* - c)
 
     @property
     def symbol(self) -> str:
@@ -140,11 +142,19 @@ class Family:
         """The scaling field's value the samples really have (Paper A: alpha* after rounding)."""
         return getattr(data, self.scaling.field)
 
-    def premises(self, data: Any, model: Any, batch_size: int, lr: float, n: int) -> list[Premise]:
+    def premises(self, data: Any, model: Any, batch_size: int, lr: float, n: int, seeds: list[int]) -> list[Premise]:
         """The premises of the theory's claim about ``model``, checked on a cell trained at
-        ``batch_size`` and step ``lr`` with ``n`` samples: a fitted exponent is compared with the
-        claim only where every one is met. None known: []."""
+        ``batch_size`` and step ``lr`` with ``n`` samples, on the models of ``seeds`` as built
+        where a premise is about the initial model: a fitted exponent is compared with the claim
+        only where every one is met. None known: []."""
         return []
+
+    def information_floor(self, data: Any, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> Any:
+        """(n_max, len(seeds)) of 1.0/0.0: whether a plug-in rule that knows the data's form, fitted
+        on seed s's first N = 1..n_max training samples, makes no error on the test set (n_test
+        samples of test_seed): how few samples the data allow, beside what SGD needs. None: no
+        such rule known."""
+        return None
 
     def difficulty(self, data: Any) -> dict[str, float]:
         """How hard ``data`` are for simple rules that know the truth (name -> value): a regime

@@ -69,7 +69,7 @@ class Jelassi2022(_PositionalModels):
         return bayes_error(data)
 
     def premises(
-        self, data: SpatialDataConfig, model: PositionalConfig, batch_size: int, lr: float, n: int
+        self, data: SpatialDataConfig, model: PositionalConfig, batch_size: int, lr: float, n: int, seeds: list[int]
     ) -> list[Premise]:
         """Theorem 3.1's one premise a finite cell can be checked on (linear models): its scales
         (q = poly(C)/D) put more spurious +-w* patches in a sample, (D - C) q on average, than the

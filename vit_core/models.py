@@ -183,6 +183,34 @@ class ShallowCNN(PackedModel):
 KINDS: dict[str, type[PackedModel]] = {"vit": ShallowViT, "cnn": ShallowCNN}  # ModelConfig.kind -> class
 
 
+def alignment_error(maps: list[Tensor], patterns: Tensor, gain: float) -> Tensor:
+    """The initial model error of Theorem 1 measured on weights: per model (K,), the largest
+    ||W mu_j - gain u_j|| over the patterns mu_j and the matrices W in ``maps`` (each (K, rows, d)),
+    where the u_j are the orthonormal directions nearest to where the matrices send the patterns
+    (one set shared by the maps: W_Q and W_K must send a pattern the same way for attention to
+    pick tokens of the query's own pattern). Nearest in the Frobenius sense: the polar factor of
+    the maps' mean image of the patterns (orthogonal Procrustes)."""
+    images = [W.double() @ patterns.double().T for W in maps]  # (K, rows, M): column j is W mu_j
+    U, _, Vh = torch.linalg.svd(sum(images) / len(images), full_matrices=False)
+    target = gain * (U @ Vh)
+    return torch.stack([torch.linalg.vector_norm(image - target, dim=-2).amax(-1) for image in images]).amax(0)
+
+
+@torch.no_grad()
+def initial_errors(
+    cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], n_tokens: int
+) -> dict[str, float]:
+    """The initial model errors of the models of ``seeds`` as built (the largest over the seeds):
+    sigma, W_V's (the values), and for the ViT delta, W_Q's and W_K's (one set of directions for
+    both); what Theorem 1's premises and its shift of alpha* are read from."""
+    patterns = torch.as_tensor(patterns)
+    pack = build_model(cfg, patterns, seeds, n_tokens)
+    errors = {"sigma": alignment_error([pack.W_V], patterns, cfg.v_gain)}
+    if cfg.kind == "vit":
+        errors["delta"] = alignment_error([pack.W_Q, pack.W_K], patterns, cfg.qk_gain)
+    return {name: float(value.max()) for name, value in errors.items()}
+
+
 def build_model(
     cfg: ModelConfig,
     patterns: Tensor | np.ndarray,

@@ -38,6 +38,7 @@ def table_rows(summary: "Summary") -> list[list[str]]:
                 bracket,
                 fmt(r.n_star_ci95),
                 fmt(r.n_star_first_zero),
+                _floor_cell(r.floor),
                 "yes" if r.monotone else ("no" if r.monotone is False else "-"),
                 fmt(r.steps_to_zero, ".0f"),
                 fmt(r.t_star, ".0f"),
@@ -60,6 +61,7 @@ TABLE_HEADER = [  # after the cell and its scaling value
     "bracket",
     "N* 95% CI",
     "first-zero N*",
+    "floor N*",
     "monotone",
     "T (steps to 0)",
     "T* = N*/B",
@@ -107,6 +109,48 @@ def _fit_lines(summary: "Summary") -> list[str]:
                 f"{min(values):.2f}-{max(values):.2f} only has a log-log slope of {ref['exponent']:.2f} (a line with "
                 "a large offset over a narrow range: drawn beside ours, not a measurement to compare one to one)"
             )
+    return lines
+
+
+def _floor_cell(floor) -> str:
+    """The information floor in the table: its N*, or above the largest N tried, or - (none known)."""
+    if floor is None:
+        return "-"
+    return f"> {floor.n_max}" if floor.n_star is None else str(floor.n_star)
+
+
+def _form_lines(summary: "Summary") -> list[str]:
+    """Per group and statistic: the four forms fitted (services.forms) and the one the data prefer."""
+    lines, name = [], summary.scaling.name if summary.scaling else "x"
+    for key, what in (("forms", "N*"), ("forms_first_zero", "first-zero N*")):
+        for group, forms in getattr(summary, key).items():
+            parts = [
+                f"{f.form}: k = {fmt(f.k.value, '.2f')} {fmt(f.k.ci95, '.2f')}, c = {fmt(f.c.value, '.3f')} "
+                f"{fmt(f.c.ci95, '.3f')}, log-rms {fmt(f.rms, '.3f')}, held out {fmt(f.held_out, '.3f')}"
+                for f in forms.fits
+            ]
+            lines.append(
+                f"{what} in the theorem's form {what} = K ({name} - c)^-k, {group}: "
+                + "; ".join(parts)
+                + f"; the data prefer: {forms.preferred or '- (too few cells to hold one out)'} (the smallest "
+                f"error of log {what} at each {name} held out in turn)"
+                + _against_theory(summary, " (k fixed: the theory's exponent)", forms.cells)
+            )
+    return lines
+
+
+def _floor_lines(summary: "Summary") -> list[str]:
+    """Per cell: samples against steps, the plug-in rule's floor beside SGD's N* and T* = N*/B."""
+    lines = []
+    for r in summary.cells:
+        if r.floor is None or not r.rates:
+            continue
+        steps = f" = T* {r.t_star:.0f} steps of B = {r.batch_size}" if r.t_star is not None else ""
+        lines.append(
+            f"samples against steps, {r.label}: a plug-in rule (nearest class centroid of the mean token) keeps zero "
+            f"test error from N = {_floor_cell(r.floor)} {fmt(r.floor.ci95)} on the same seeds' samples; SGD's "
+            f"N* {fmt(r.n_star)}{steps}"
+        )
     return lines
 
 
@@ -160,7 +204,8 @@ def _premise_lines(summary: "Summary") -> list[str]:
             )
             lines.append(f"premises violated, {row.label}: {broken}")
         elif row.premises:
-            lines.append(f"premises, {row.label}: all {len(row.premises)} met")
+            values = ", ".join(f"{p.name} {p.value:.4g} ({p.bound:.4g})" for p in row.premises)
+            lines.append(f"premises, {row.label}: all {len(row.premises)} met, each value (its bound): {values}")
     return lines
 
 
@@ -236,6 +281,8 @@ def notes(summary: "Summary") -> list[str]:
     concentration, test error and patch association, sparsification effects)."""
     lines = [
         *_fit_lines(summary),
+        *_form_lines(summary),
+        *_floor_lines(summary),
         *_premise_lines(summary),
         *_difficulty_lines(summary),
         *_window_lines(summary),

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from services.analysis import Difference, Fit, LocalSlope
+from services.forms import Forms
 from vit_core.family import Family, Premise, Scaling, families
 
 CONFIDENCE = 0.95
@@ -47,6 +48,17 @@ class WindowRow:
 
 
 @dataclass
+class FloorRow:
+    """The information floor of a cell's data (Family.information_floor): the N from which a
+    plug-in rule fitted on the seeds' first N training samples keeps zero test error on a share p
+    of them, with its bootstrap CI, and the largest N tried."""
+
+    n_star: int | None  # None: not reached by n_max
+    ci95: list[int | None]
+    n_max: int
+
+
+@dataclass
 class CellRow:
     """One cell in the summary: its setting, N* (bracket, CI, whether it is known), the success
     rate and outcome counts per N, T and T*, and whether too many of its models did not converge."""
@@ -78,6 +90,7 @@ class CellRow:
     window: WindowRow | None = None
     premises: list[Premise] = field(default_factory=list)  # the theory's premises checked on the cell
     difficulty: dict[str, float] = field(default_factory=dict)  # oracle rules on the cell's data (family's names)
+    floor: FloorRow | None = None  # the plug-in rule's N on the same seeds' samples (None: the family has none)
 
     @property
     def violated(self) -> list[Premise]:
@@ -104,6 +117,8 @@ class Summary:
     iterations_exponent: dict[str, Fit]  # T ~ x^k
     t_star_exponent: dict[str, Fit]  # one pass: T* = N*/B ~ x^k
     exponent_first_zero: dict[str, Fit]  # one pass: the first-zero N* ~ x^k
+    forms: dict[str, Forms]  # N* in the theorem's form beside the power law (a family whose Scaling is shifted)
+    forms_first_zero: dict[str, Forms]  # the same for the first-zero N*
     local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
     exponent_difference: dict[str, Difference]  # "cnn - vit" (per other axis values), paired bootstrap CI
     lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k

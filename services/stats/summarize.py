@@ -19,13 +19,16 @@ from services.analysis import (
     n_star_ci,
     paired_slope_difference,
 )
+from services.forms import Forms, fit_forms
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, SweepSpec
 from services.stats import paper, statistics
-from services.stats.rows import CellRow, Summary, TuningRow, WindowRow, error_bound
+from services.stats.rows import CellRow, FloorRow, Summary, TuningRow, WindowRow, error_bound
 from vit_core.family import Family, Premise
 from vit_core.outcomes import OUTCOMES
+
+FLOOR_N = 2048  # the information floor is looked for among N = 1 .. this (above it: reported as not reached)
 
 
 @cache
@@ -35,10 +38,23 @@ def _difficulty(family: Family, data) -> dict[str, float]:
 
 
 def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
-    """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N)."""
+    """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N),
+    on the models of its measurement seeds as built."""
     data, model, _ = spec.resolved_cell(cell.cell).configs
     n = row.n_star or max((r.n_train for r in cell.records), default=1)
-    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2))
+    seeds = sorted({r.seed for r in cell.measured()})
+    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2), seeds)
+
+
+@cache
+def _floor(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int, p: float) -> FloorRow | None:
+    """The information floor of one data config on ``seeds`` (the same for every cell sharing them)."""
+    table = family.information_floor(data, list(seeds), FLOOR_N, n_test, test_seed)
+    if table is None:
+        return None
+    nan = np.full(table.shape, np.nan)
+    outcomes = Outcomes(np.arange(1, FLOOR_N + 1), np.array(seeds), table, nan, nan)
+    return FloorRow(outcomes.n_star(p), list(n_star_ci(outcomes, p)), FLOOR_N)
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
@@ -77,6 +93,8 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.window = _window_row(training, cell)
     row.premises = _premises(spec, cell, row)
     row.difficulty = _difficulty(spec.FAMILY, data)
+    seeds = tuple(sorted({r.seed for r in measured}))
+    row.floor = _floor(spec.FAMILY, data, seeds, training.n_test, training.test_seed, spec.success_rate)
     return row
 
 
@@ -167,6 +185,21 @@ def first_zero_statistic(p: float):
     return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
 
 
+def _forms(spec: SweepSpec, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
+    """Per group of cells differing only in the scaling field: the statistic fitted in the theory's
+    shifted form and as a power law (services.forms), k fixed at the model's claimed exponent and free."""
+    scaling, out = spec.FAMILY.scaling, {}
+    for name, members in _groups(cells, flagged, scaling.field).items():
+        values = [spec.FAMILY.scaling_value(spec.resolved_cell(c.cell).data) for c in members]
+        theory = spec.FAMILY.theory.get(members[0].cell.model)
+        forms = fit_forms(
+            values, [c.outcomes() for c in members], statistic, theory and theory.exponent, scaling.inverse
+        )
+        if forms is not None:
+            out[name] = replace(forms, cells=[c.cell.label for c in members])
+    return out
+
+
 def _differences(spec: SweepSpec, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
     """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
     of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
@@ -217,8 +250,8 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
     p = spec.success_rate
     rows = [_cell_row(spec, c) for c in cells]
     flagged = {r.label for r in rows if r.flagged}
-    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
-    fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent", "exponent_difference")}
+    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero", "forms")
+    fits: dict[str, dict] = {name: {} for name in (*names, "forms_first_zero", "local_exponent", "exponent_difference")}
     if scaled(spec):
         axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
@@ -235,6 +268,9 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
             for name, (values, outcomes) in inputs.items()
         }
         fits["exponent_difference"] = _differences(spec, inputs, fits["exponent"])
+        if scaling.shifted:
+            fits["forms"] = _forms(spec, cells, flagged, n_star_statistic(p))
+            fits["forms_first_zero"] = _forms(spec, one_pass, flagged, first_zero_statistic(p))
     if "lr" in spec.swept:
         fits["lr_exponent"] = _fits(
             cells, flagged, "lr", lambda c: 1 / spec.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)

@@ -1,0 +1,49 @@
+"""The information floor of Paper A's data: how few samples a plug-in rule needs for zero test
+error, beside the N* of SGD (Theorem 1 bounds SGD's count; the data may allow far fewer).
+
+The rule is the nearest class centroid of the mean token (over the tokens each sample keeps),
+fitted on a seed's first N training samples, the very samples one-pass SGD reads first, and
+scored on the sweep's test set. Until both labels have been seen it predicts the one it has seen,
+so a floor of 2 needs the first two samples to carry both labels (label balance, not learning).
+"""
+
+import numpy as np
+import torch
+
+from vit_core.configs import TokenDataConfig
+from vit_core.data import sample_tokens
+from vit_core.seeding import Stream
+
+
+def mean_tokens(data: TokenDataConfig, n: int, seed: int, stream: Stream) -> tuple[np.ndarray, np.ndarray]:
+    """Samples [0, n) of (seed, stream) as (mean kept token (n, d), label (n,))."""
+    batch = sample_tokens(data, n, seed, stream)
+    keep = batch.keep.to(torch.float64).unsqueeze(-1)
+    means = (batch.tokens.double() * keep).sum(1) / keep.sum(1)
+    return means.numpy(), batch.labels.double().numpy()
+
+
+def nearest_centroid_zero_error(
+    train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """(n,) bool: whether the nearest-centroid rule fitted on the first N = 1..n training samples
+    makes no error on the test samples; each given as (features (., d), labels in {-1, +1})."""
+    X, y = train
+    T, t = test
+    counts = {sign: np.cumsum(y == sign) for sign in (1.0, -1.0)}
+    centroid = {
+        sign: np.cumsum(X * (y == sign)[:, None], 0) / np.maximum(counts[sign], 1)[:, None] for sign in (1.0, -1.0)
+    }
+    w = centroid[1.0] - centroid[-1.0]  # (n, d): score x -> <x, w> - b, positive for class +1
+    b = ((centroid[1.0] ** 2).sum(1) - (centroid[-1.0] ** 2).sum(1)) / 2
+    score = T @ w.T - b  # (n_test, n)
+    score = np.where(counts[-1.0] == 0, 1.0, np.where(counts[1.0] == 0, -1.0, score))  # one label seen: predict it
+    return np.all(t[:, None] * score > 0, axis=0)
+
+
+def plug_in_floor(data: TokenDataConfig, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> np.ndarray:
+    """(n_max, len(seeds)) of 1.0/0.0: the plug-in rule on seed s's first N = 1..n_max training
+    samples has zero error on the test set (n_test samples of test_seed's test stream)."""
+    test = mean_tokens(data, n_test, test_seed, Stream.TEST_DATA)
+    columns = [nearest_centroid_zero_error(mean_tokens(data, n_max, s, Stream.TRAIN_DATA), test) for s in seeds]
+    return np.stack(columns, 1).astype(float)
