@@ -35,6 +35,11 @@ class Form:
         return f"{'shifted' if self.shifted else 'power'}, k {'free' if self.k is None else f'= {self.k:g}'}"
 
     @property
+    def key(self) -> str:
+        """The label as a metric name's part: "shifted_k2", "power_kfree"."""
+        return f"{'shifted' if self.shifted else 'power'}_k{'free' if self.k is None else f'{self.k:g}'}"
+
+    @property
     def parameters(self) -> int:
         return 1 + self.shifted + (self.k is None)
 
@@ -45,6 +50,7 @@ class FormFit:
     95% CIs, the in-sample and held-out root-mean-square error of log N*."""
 
     form: str
+    key: str
     K: Estimate
     c: Estimate
     k: Estimate
@@ -131,6 +137,7 @@ def fit_forms(
         fits.append(
             FormFit(
                 f.label,
+                f.key,
                 *(
                     Estimate(_round(value), _round(np.percentile(spread[:, j], CI)) if spread is not None else None)
                     for j, value in enumerate((K, c, k))

@@ -101,6 +101,14 @@ class Premise:
     statement: str
 
 
+@dataclass(frozen=True)
+class FloorTable:
+    """A plug-in rule fitted on each seed's first N = 1..n_max training samples (Family.information_floor)."""
+
+    zero_error: np.ndarray  # (n_max, seeds) of 1.0/0.0: no error on the test set
+    both_labels_from: np.ndarray  # (seeds,): the smallest N whose samples hold both labels (0: none by n_max)
+
+
 class Family:
     """One experiment family. Subclasses set the class attributes and implement ``sample`` and
     ``build``; the rest has defaults that say nothing (no checks, unit cost, no theory)."""
@@ -149,11 +157,12 @@ class Family:
         only where every one is met. None known: []."""
         return []
 
-    def information_floor(self, data: Any, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> Any:
-        """(n_max, len(seeds)) of 1.0/0.0: whether a plug-in rule that knows the data's form, fitted
-        on seed s's first N = 1..n_max training samples, makes no error on the test set (n_test
-        samples of test_seed): how few samples the data allow, beside what SGD needs. None: no
-        such rule known."""
+    def information_floor(
+        self, data: Any, seeds: list[int], n_max: int, n_test: int, test_seed: int
+    ) -> FloorTable | None:
+        """Whether a plug-in rule that knows the data's form, fitted on seed s's first N = 1..n_max
+        training samples, makes no error on the test set (n_test samples of test_seed): how few
+        samples the data allow, beside what SGD needs. None: no such rule known."""
         return None
 
     def difficulty(self, data: Any) -> dict[str, float]:

@@ -12,6 +12,7 @@ import torch
 
 from vit_core.configs import TokenDataConfig
 from vit_core.data import sample_tokens
+from vit_core.family import FloorTable
 from vit_core.seeding import Stream
 
 
@@ -41,9 +42,16 @@ def nearest_centroid_zero_error(
     return np.all(t[:, None] * score > 0, axis=0)
 
 
-def plug_in_floor(data: TokenDataConfig, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> np.ndarray:
-    """(n_max, len(seeds)) of 1.0/0.0: the plug-in rule on seed s's first N = 1..n_max training
-    samples has zero error on the test set (n_test samples of test_seed's test stream)."""
+def plug_in_floor(data: TokenDataConfig, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> FloorTable:
+    """The plug-in rule on seed s's first N = 1..n_max training samples: whether it has zero error
+    on the test set (n_test samples of test_seed's test stream), and from which N they hold both labels."""
     test = mean_tokens(data, n_test, test_seed, Stream.TEST_DATA)
-    columns = [nearest_centroid_zero_error(mean_tokens(data, n_max, s, Stream.TRAIN_DATA), test) for s in seeds]
-    return np.stack(columns, 1).astype(float)
+    trains = [mean_tokens(data, n_max, s, Stream.TRAIN_DATA) for s in seeds]
+    columns = [nearest_centroid_zero_error(train, test) for train in trains]
+    return FloorTable(np.stack(columns, 1).astype(float), np.array([both_labels_from(y) for _, y in trains]))
+
+
+def both_labels_from(labels: np.ndarray) -> int:
+    """The smallest N whose first N labels hold both classes (0: never within them)."""
+    differs = np.nonzero(labels != labels[0])[0]
+    return int(differs[0]) + 1 if len(differs) else 0

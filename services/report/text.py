@@ -150,6 +150,32 @@ def _floor_lines(summary: "Summary") -> list[str]:
             f"samples against steps, {r.label}: a plug-in rule (nearest class centroid of the mean token) keeps zero "
             f"test error from N = {_floor_cell(r.floor)} {fmt(r.floor.ci95)} on the same seeds' samples; SGD's "
             f"N* {fmt(r.n_star)}{steps}"
+            + (
+                f"; {r.floor.both_labels} of {r.floor.seeds} seeds' first N* samples hold both labels"
+                if r.floor.both_labels is not None
+                else ""
+            )
+        )
+    return lines
+
+
+def _kept_lines(summary: "Summary") -> list[str]:
+    """Per one-pass cell where some seeds reached zero test error and lost it: how many, and what
+    tells the causes apart (services.stats.rows.LostRow)."""
+    lines = []
+    for r in summary.cells:
+        if r.lost is None:
+            continue
+        lost, mass = r.lost, ""
+        if lost.mass_at_first_zero is not None:
+            end = fmt(lost.mass_at_end, ".3f")
+            mass = f"; attention mass {lost.mass_at_first_zero:.3f} at the first zero, {end} at the end"
+        lines.append(
+            f"reached, not kept, {r.label}: {lost.seeds} of {len(r.per_seed['seeds'])} seeds had zero test error "
+            f"at some N and no stable N by their cap (failures of the stable N*): after the first zero the test "
+            f"error was above 0 at {lost.nonzero_share:.0%} of their evaluations, at most {lost.worst_error:.3f} "
+            f"(medians){mass}; {lost.ended_at_zero} ended at zero error (a zero run the cap cut before its window "
+            "closed)"
         )
     return lines
 
@@ -283,6 +309,7 @@ def notes(summary: "Summary") -> list[str]:
         *_fit_lines(summary),
         *_form_lines(summary),
         *_floor_lines(summary),
+        *_kept_lines(summary),
         *_premise_lines(summary),
         *_difficulty_lines(summary),
         *_window_lines(summary),

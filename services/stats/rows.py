@@ -56,6 +56,23 @@ class FloorRow:
     n_star: int | None  # None: not reached by n_max
     ci95: list[int | None]
     n_max: int
+    both_labels: int | None = None  # seeds whose first N* samples (the cell's SGD N*) hold both labels
+    seeds: int = 0
+
+
+@dataclass
+class LostRow:
+    """One-pass seeds that reached zero test error and did not keep it (no stable N by their cap),
+    with what tells the causes apart: the test error after their first zero (a few samples flipping
+    under SGD's noise, or a collapse), the attention mass then and at the end (the ViT's), and how
+    many end at zero error, a zero run the cap cut before its window closed."""
+
+    seeds: int  # seeds lost
+    worst_error: float  # the median over them of the largest test error after their first zero
+    nonzero_share: float  # the median share of their evaluations after the first zero with an error
+    ended_at_zero: int  # of them, those whose last evaluation had zero error (the window, not the error)
+    mass_at_first_zero: float | None  # median attention mass at the first zero (None: no attention)
+    mass_at_end: float | None
 
 
 @dataclass
@@ -91,6 +108,7 @@ class CellRow:
     premises: list[Premise] = field(default_factory=list)  # the theory's premises checked on the cell
     difficulty: dict[str, float] = field(default_factory=dict)  # oracle rules on the cell's data (family's names)
     floor: FloorRow | None = None  # the plug-in rule's N on the same seeds' samples (None: the family has none)
+    lost: LostRow | None = None  # one pass: seeds that reached zero test error and did not keep it (None: none)
 
     @property
     def violated(self) -> list[Premise]:

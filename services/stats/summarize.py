@@ -24,8 +24,8 @@ from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, SweepSpec
 from services.stats import paper, statistics
-from services.stats.rows import CellRow, FloorRow, Summary, TuningRow, WindowRow, error_bound
-from vit_core.family import Family, Premise
+from services.stats.rows import CellRow, FloorRow, LostRow, Summary, TuningRow, WindowRow, error_bound
+from vit_core.family import Family, FloorTable, Premise
 from vit_core.outcomes import OUTCOMES
 
 FLOOR_N = 2048  # the information floor is looked for among N = 1 .. this (above it: reported as not reached)
@@ -47,14 +47,20 @@ def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
 
 
 @cache
-def _floor(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int, p: float) -> FloorRow | None:
-    """The information floor of one data config on ``seeds`` (the same for every cell sharing them)."""
-    table = family.information_floor(data, list(seeds), FLOOR_N, n_test, test_seed)
+def _floor_table(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int) -> FloorTable | None:
+    """The family's plug-in rule on one data config and ``seeds`` (the same for every cell sharing them)."""
+    return family.information_floor(data, list(seeds), FLOOR_N, n_test, test_seed)
+
+
+def _floor(table: FloorTable | None, seeds: tuple[int, ...], p: float, n_star: int | None) -> FloorRow | None:
+    """The information floor's N* (share p of the seeds) with its CI, and how many seeds' first
+    N* samples (the cell's SGD N*) hold both labels."""
     if table is None:
         return None
-    nan = np.full(table.shape, np.nan)
-    outcomes = Outcomes(np.arange(1, FLOOR_N + 1), np.array(seeds), table, nan, nan)
-    return FloorRow(outcomes.n_star(p), list(n_star_ci(outcomes, p)), FLOOR_N)
+    nan = np.full(table.zero_error.shape, np.nan)
+    outcomes = Outcomes(np.arange(1, FLOOR_N + 1), np.array(seeds), table.zero_error, nan, nan)
+    both = None if n_star is None else int(np.sum((table.both_labels_from > 0) & (table.both_labels_from <= n_star)))
+    return FloorRow(outcomes.n_star(p), list(n_star_ci(outcomes, p)), FLOOR_N, both, len(seeds))
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
@@ -89,13 +95,37 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.t_star = None if cell.failures else o.t_star(p)
     row.per_seed = cell.per_seed()
     row.n_star_first_zero = o.n_star_first_zero(p)
+    row.lost = _lost_row(measured) if one_pass else None
     row.tuning = _tuning_row(spec, cell)
     row.window = _window_row(training, cell)
     row.premises = _premises(spec, cell, row)
     row.difficulty = _difficulty(spec.FAMILY, data)
     seeds = tuple(sorted({r.seed for r in measured}))
-    row.floor = _floor(spec.FAMILY, data, seeds, training.n_test, training.test_seed, spec.success_rate)
+    table = _floor_table(spec.FAMILY, data, seeds, training.n_test, training.test_seed)
+    row.floor = _floor(table, seeds, spec.success_rate, row.n_star)
     return row
+
+
+def _lost_row(measured: list) -> LostRow | None:
+    """The seeds of a one-pass cell that reached zero test error and kept it over no window (LostRow)."""
+    runs: dict[int, list] = {}
+    for r in measured:
+        if r.n_stable is not None and r.n_first_zero >= 0 and r.n_stable < 0 and not r.diverged:
+            runs.setdefault(r.seed, []).append(r)
+    if not runs:
+        return None
+    worst, share, at_zero, first_mass, end_mass = [], [], 0, [], []
+    for mine in runs.values():
+        mine.sort(key=lambda r: r.n_train)
+        after = [r for r in mine if r.n_train >= r.n_first_zero]
+        errors = np.array([r.test_error for r in after])
+        worst.append(float(np.nanmax(errors)))
+        share.append(float(np.mean(errors > 0)))
+        at_zero += bool(errors[-1] == 0)
+        first_mass.append(after[0].metrics.get("attention_mass", np.nan))
+        end_mass.append(after[-1].metrics.get("attention_mass", np.nan))
+    mass = [None if np.all(np.isnan(m)) else round(float(np.nanmedian(m)), 4) for m in (first_mass, end_mass)]
+    return LostRow(len(runs), float(np.median(worst)), round(float(np.median(share)), 4), at_zero, *mass)
 
 
 def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:

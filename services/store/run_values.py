@@ -2,6 +2,7 @@
 and the registered statistics' own) and a cell's per-N metrics (step = N), with the timestamp
 MLflow orders them by. services.store.tracking logs them; services.store.live too, mid-sweep."""
 
+import math
 import time
 
 from mlflow.entities import Metric
@@ -76,6 +77,13 @@ def fitted_metrics(summary: Summary) -> list[Metric]:
         for key in ("exponent", "exponent_first_zero", "exponent_difference")
         for group, fit in getattr(summary, key).items()
         if fit.value is not None
+    }
+    fitted |= {
+        f"forms.{group}.{fit.key}.{name}": value
+        for group, forms in summary.forms.items()
+        for fit in forms.fits
+        for name, value in (("k", fit.k.value), ("c", fit.c.value), ("held_out", fit.held_out))
+        if value is not None and math.isfinite(value)
     }
     fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
     now = now_ms()
