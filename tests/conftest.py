@@ -31,6 +31,7 @@ STACK_TESTS = "test_compose_stack.py"
 NO_RAY = {
     "test_analysis.py",
     "test_data.py",
+    "test_forms.py",
     "test_layers.py",
     "test_models.py",
     "test_nstar.py",

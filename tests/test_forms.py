@@ -1,11 +1,11 @@
 """N* in the theorem's shifted form: a known curve's K, c and k recovered, and the form the data
-prefer told apart from a power law (services.forms)."""
+prefer told apart from a power law (services.stats.forms)."""
 
 import numpy as np
 from test_analysis import NS, SEEDS
 
 from services.analysis import Outcomes
-from services.forms import Form, fit_form, fit_forms
+from services.stats.forms import Form, fit_form, fit_forms
 
 ALPHA = np.array([0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4])  # a decade of alpha*, as the decade spec sweeps
 

@@ -111,6 +111,11 @@ def test_a_tiny_sample_complexity_sweep_and_its_report(local_ray, tmp_path):
     width = {p["name"]: p for p in premises["vit alpha_star=0.1"]}["width"]
     assert not width["met"] and width["value"] == 16 and width["bound"] > 144  # m = 16 < M^2 log N, M = 12
     assert difficulty["cnn alpha_star=0.3"]["mean_token_error"] == 0  # fixed counts: the mean separates
+    floors = {r["label"]: r["floor"] for r in summary["cells"]}  # the plug-in rule on the same seeds' samples
+    assert all(f["n_max"] == 2048 and f["seeds"] == 4 and 0 <= f["both_labels"] <= 4 for f in floors.values())
+    easy, hard = floors["vit alpha_star=0.3"]["n_star"], floors["vit alpha_star=0.1"]["n_star"]
+    assert hard is None or easy <= hard
+    assert summary["forms"] == {}  # two values of alpha*: no shifted form (it needs three)
     client = MlflowClient(summary["tracking_uri"])
     tags = client.get_run(summary["mlflow_parent_run_id"]).data.tags
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()

@@ -120,7 +120,7 @@ def _floor_cell(floor) -> str:
 
 
 def _form_lines(summary: "Summary") -> list[str]:
-    """Per group and statistic: the four forms fitted (services.forms) and the one the data prefer."""
+    """Per group and statistic: the four forms fitted (services.stats.forms) and the one the data prefer."""
     lines, name = [], summary.scaling.name if summary.scaling else "x"
     for key, what in (("forms", "N*"), ("forms_first_zero", "first-zero N*")):
         for group, forms in getattr(summary, key).items():

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from services.analysis import Difference, Fit, LocalSlope
-from services.forms import Forms
+from services.stats.forms import Forms
 from vit_core.family import Family, Premise, Scaling, families
 
 CONFIDENCE = 0.95

@@ -19,11 +19,11 @@ from services.analysis import (
     n_star_ci,
     paired_slope_difference,
 )
-from services.forms import Forms, fit_forms
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, SweepSpec
 from services.stats import paper, statistics
+from services.stats.forms import Forms, fit_forms
 from services.stats.rows import CellRow, FloorRow, LostRow, Summary, TuningRow, WindowRow, error_bound
 from vit_core.family import Family, FloorTable, Premise
 from vit_core.outcomes import OUTCOMES
@@ -217,7 +217,7 @@ def first_zero_statistic(p: float):
 
 def _forms(spec: SweepSpec, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
     """Per group of cells differing only in the scaling field: the statistic fitted in the theory's
-    shifted form and as a power law (services.forms), k fixed at the model's claimed exponent and free."""
+    shifted form and as a power law (services.stats.forms), k fixed at the model's claimed exponent and free."""
     scaling, out = spec.FAMILY.scaling, {}
     for name, members in _groups(cells, flagged, scaling.field).items():
         values = [spec.FAMILY.scaling_value(spec.resolved_cell(c.cell).data) for c in members]
