@@ -33,7 +33,7 @@ except ImportError:
     scorer = trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-MAIN, RESULTS = ROOT / "sweeps" / "sample_complexity.yaml", ROOT / "bench" / "results"
+MAIN, RESULTS = ROOT / "sweeps" / "sample_complexity_tuned.yaml", ROOT / "bench" / "results"
 CHOSEN_ETA = {0.05: 1.0, 0.1: 2.0, 0.25: 4.0}  # the ViT's eta the main job chose at B = 1 (its header)
 
 

@@ -1,6 +1,7 @@
-"""W2, the one-pass workload of the main job, three ways in one run: trainings per second and ratios.
+"""W2, the one-pass workload of the tuned main job (sweeps/sample_complexity_tuned.yaml, the main job until issue
+64), three ways in one run: trainings per second and ratios.
 
-W2 is what `vitsweep run sweeps/sample_complexity.yaml` trains: per (model, alpha*) cell, every
+W2 is what `vitsweep run sweeps/sample_complexity_tuned.yaml` trains: per (model, alpha*) cell, every
 (B, eta) of its tuning space on the selection seeds under growing sample caps, then the chosen
 setting on 16 seeds, each run one pass with a stability window. It runs, in this order:
   (c) vitsweep: one `vitsweep run --no-cache` of the main job's spec, end to end as a user runs
@@ -58,7 +59,7 @@ from vit_core.seeding import Stream  # noqa: E402
 from vit_core.training import batches  # noqa: E402
 from vit_core.training import loop as training_loop  # noqa: E402
 
-MAIN = ROOT / "sweeps" / "sample_complexity.yaml"
+MAIN = ROOT / "sweeps" / "sample_complexity_tuned.yaml"
 SHARE_SAMPLES = 2048  # data_share: samples each model trains on
 
 
@@ -240,7 +241,9 @@ def main() -> None:
         default=SHARE_SAMPLES,
         help="data_share: samples a model trains on (fewer: sooner, noisier)",
     )
-    parser.add_argument("--spec", type=Path, default=MAIN, help="the workload's spec (default: the main job's)")
+    parser.add_argument(
+        "--spec", type=Path, default=MAIN, help="the workload's spec (default: the tuned main job before issue 64, W2)"
+    )
     add_cores(parser)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "onepass.json")
     args = parser.parse_args()

@@ -67,3 +67,17 @@ def test_a_pure_power_law_is_not_mistaken_for_a_shifted_one():
 def test_fewer_than_three_values_give_no_form():
     cells = cells_on(lambda a: 10 / a, np.random.default_rng(0))[:2]
     assert fit_forms([0.05, 0.075], cells, lambda o, cols: o.n_star(0.5, cols), theory=2.0) is None
+
+
+def test_a_cell_without_a_stable_n_under_its_cap_is_bounded_by_the_cap_over_its_window():
+    """A stable N needs W times itself under the cap: no stable N under a cap of 32,000 with W = 4 puts
+    N* above 8,000, not above 32,000; without a window, above the largest N evaluated."""
+    from services.stats.rows import CellRow, WindowRow
+
+    row = CellRow("vit alpha_star=0.1", "vit", {}, 0.1, 0.5, 16, False, bracket_lo=32000)
+    row.window = WindowRow(4, 32000, None, 16, 16)
+    assert row.n_star_above == 8000
+    row.window = None
+    assert row.n_star_above == 32000
+    row.n_star = 100
+    assert row.n_star_above is None

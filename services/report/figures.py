@@ -95,6 +95,8 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
         ax.set_title(f"N* against {family.scaling.symbol}" + (f" (theory: {claims})" if claims else ""))
         ax.legend(fontsize=7)
         figs["n_star_fit.png"] = fig
+    if summary.forms:
+        figs["n_star_forms.png"] = _forms_figure(summary)
     if any(r.tuning for r in summary.cells):
         figs["tuning.png"] = _tuning_figure(spec, summary)
     if any(any(s.value is not None for s in slopes) for slopes in summary.local_exponent.values()):
@@ -118,6 +120,48 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
     for unit in statistics():
         figs |= unit.figures(spec, summary, cells)
     return figs
+
+
+def _forms_figure(summary: "Summary"):
+    """Per group: N* (filled), first-zero N* (open) and the information floor (x) against the scaling
+    value, with the four forms fitted to N* (services.stats.forms), the preferred one drawn thick."""
+    groups = summary.forms
+    fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+    scaling = summary.scaling
+    for ax, (group, forms) in zip(axes[0], groups.items()):
+        rows = [r for r in summary.cells if r.label in forms.cells]
+        values = np.array([r.alpha_effective for r in rows])
+        for y, style, label in (
+            ([r.n_star if r.n_star_known else np.nan for r in rows], "o", "N* (stable)"),
+            ([r.n_star_first_zero or np.nan for r in rows], "o", "first-zero N*"),
+            ([r.floor.n_star if r.floor and r.floor.n_star else np.nan for r in rows], "x", "floor (plug-in rule)"),
+            ([r.n_star_above or np.nan for r in rows], "^", "N* above (no stable N under the cap)"),
+        ):
+            ax.plot(values, np.array(y, dtype=float), style, mfc="none" if "first" in label else None, label=label)
+        grid = np.linspace(values.min(), values.max(), 60)
+        sign = -1.0 if scaling.inverse else 1.0
+        for fit in forms.fits:
+            if fit.k.value is None or fit.c.value is None or fit.K.value is None:
+                continue
+            curve = fit.K.value * (grid - fit.c.value) ** (sign * fit.k.value)
+            bold = fit.form == forms.preferred
+            ax.plot(
+                grid,
+                curve,
+                "-",
+                lw=2.5 if bold else 1,
+                label=f"{fit.form}: c = {fit.c.value:.3f}" + (" (preferred)" if bold else ""),
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=scaling.value_label,
+            ylabel="N",
+            title=f"{group}: N = K ({scaling.name} - c)^-k",
+        )
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def _success_figure(spec: SweepSpec, summary: "Summary"):

@@ -19,8 +19,8 @@ def table_rows(summary: "Summary") -> list[list[str]]:
     for r in summary.cells:
         if r.failed or not r.rates:
             star, bracket = "FAILED" if r.failed else "-", "-"
-        elif r.n_star is None:  # even the largest N missed p
-            star, bracket = "-", f"> {r.bracket_lo}"
+        elif r.n_star is None:  # even the largest N missed p (with a window: no stable N under cap / W)
+            star, bracket = "-", f"> {r.n_star_above:.0f}"
         else:  # "<= N": the smallest N tried already reached p
             star, bracket = (
                 ("" if r.n_star_known else "<= ") + str(r.n_star),

@@ -111,6 +111,14 @@ class CellRow:
     lost: LostRow | None = None  # one pass: seeds that reached zero test error and did not keep it (None: none)
 
     @property
+    def n_star_above(self) -> float | None:
+        """The bound a cell without N* puts on it: a one-pass stable N needs W times itself under the
+        cap, so cap / W where a window was checked, else the largest N evaluated; None where N* is known."""
+        if self.n_star is not None or not self.bracket_lo:
+            return None
+        return self.window.cap / self.window.stability_window if self.window else float(self.bracket_lo)
+
+    @property
     def violated(self) -> list[Premise]:
         return [p for p in self.premises if not p.met]
 
