@@ -55,7 +55,7 @@ class FormFit:
     c: Estimate
     k: Estimate
     rms: float | None
-    held_out: float | None  # None: too few cells to leave one out (parameters + 1 needed)
+    held_out: float | None  # None: too few cells to leave one out (parameters + 1), or one left out below the shift
 
 
 @dataclass
@@ -88,15 +88,16 @@ def fit_form(v: np.ndarray, n: np.ndarray, form: Form, inverse: bool = True) -> 
 
 def held_out_error(v: np.ndarray, n: np.ndarray, form: Form, inverse: bool = True) -> float | None:
     """Root-mean-square error of log N* at each cell left out in turn, predicted by the form
-    fitted to the others; None where fewer cells than the form's parameters + 1."""
+    fitted to the others; None where fewer cells than the form's parameters + 1, or where a cell
+    left out lies at or below the shift fitted to the others (the form predicts no finite N there)."""
     if len(v) < form.parameters + 1:
         return None
     errors = []
     for i in range(len(v)):
         rest = np.arange(len(v)) != i
         K, c, k, _ = fit_form(v[rest], n[rest], form, inverse)
-        if v[i] <= c:  # the left-out value lies below the shift: the form predicts no finite N there
-            return float("inf")
+        if v[i] <= c:
+            return None
         predicted = np.log(K) + (-k if inverse else k) * np.log(v[i] - c)
         errors.append(predicted - np.log(n[i]))
     return float(np.sqrt(np.mean(np.square(errors))))
