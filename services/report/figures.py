@@ -143,10 +143,11 @@ def _forms_figure(summary: "Summary"):
         for fit in forms.fits:
             if fit.k.value is None or fit.c.value is None or fit.K.value is None:
                 continue
-            curve = fit.K.value * (grid - fit.c.value) ** (sign * fit.k.value)
+            above = grid[grid > fit.c.value]  # the form has no finite N at or below its shift
+            curve = fit.K.value * (above - fit.c.value) ** (sign * fit.k.value)
             bold = fit.form == forms.preferred
             ax.plot(
-                grid,
+                above,
                 curve,
                 "-",
                 lw=2.5 if bold else 1,
