@@ -64,13 +64,15 @@ def test_status_of_a_home_without_tune_state_loads_none_of_them(tmp_path):
     assert loaded_by("status", "--home", str(tmp_path)) == set()
 
 
-def test_report_loads_no_ray_and_export_neither_torch_nor_ray(two_sweeps, tmp_path):
-    """report reads Theorem 1's premises from the models as built and draws the seeds' samples for the
-    information floor (vit_core, with torch, as training does); export only reads the records."""
+def test_report_and_export_load_no_ray(two_sweeps, tmp_path):
+    """Both compute the summary (export's cells table is its rows), whose premises are read from the
+    models as built and whose information floor draws the seeds' samples: vit_core, with torch, as
+    training does. Neither starts or imports Ray."""
     home = str(two_sweeps)
-    assert loaded_by("report", "--home", home, "--out", str(tmp_path / "report")) == {"mlflow", "matplotlib", "torch"}
+    with_torch = {"mlflow", "matplotlib", "torch"}
+    assert loaded_by("report", "--home", home, "--out", str(tmp_path / "report")) == with_torch
     assert (tmp_path / "report" / "summary.md").exists()  # it did write the report
-    assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == {"mlflow", "matplotlib"}
+    assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == with_torch
     assert (tmp_path / "models.csv").exists()
 
 

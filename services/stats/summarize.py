@@ -52,15 +52,28 @@ def _floor_table(family: Family, data, seeds: tuple[int, ...], n_test: int, test
     return family.information_floor(data, list(seeds), FLOOR_N, n_test, test_seed)
 
 
-def _floor(table: FloorTable | None, seeds: tuple[int, ...], p: float, n_star: int | None) -> FloorRow | None:
-    """The information floor's N* (share p of the seeds) with its CI, and how many seeds' first
-    N* samples (the cell's SGD N*) hold both labels."""
+@cache
+def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int, p: float):
+    """The information floor's N* at share p of the seeds and its bootstrap CI (a live record's
+    summaries ask again for the same cells: computed once), or None where the family has no rule."""
+    table = _floor_table(family, data, seeds, n_test, test_seed)
     if table is None:
         return None
     nan = np.full(table.zero_error.shape, np.nan)
     outcomes = Outcomes(np.arange(1, FLOOR_N + 1), np.array(seeds), table.zero_error, nan, nan)
-    both = None if n_star is None else int(np.sum((table.both_labels_from > 0) & (table.both_labels_from <= n_star)))
-    return FloorRow(outcomes.n_star(p), list(n_star_ci(outcomes, p)), FLOOR_N, both, len(seeds))
+    return outcomes.n_star(p), list(n_star_ci(outcomes, p))
+
+
+def _floor(spec: SweepSpec, data, training, seeds: tuple[int, ...], n_star: int | None) -> FloorRow | None:
+    """The information floor of a cell's data on its seeds, and how many seeds' first N* samples
+    (the cell's SGD N*) hold both labels."""
+    args = (spec.FAMILY, data, seeds, training.n_test, training.test_seed)
+    star = _floor_star(*args, spec.success_rate)
+    if star is None:
+        return None
+    first = _floor_table(*args).both_labels_from
+    both = None if n_star is None else int(np.sum((first > 0) & (first <= n_star)))
+    return FloorRow(*star, FLOOR_N, both, len(seeds))
 
 
 def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
@@ -100,9 +113,7 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.window = _window_row(training, cell)
     row.premises = _premises(spec, cell, row)
     row.difficulty = _difficulty(spec.FAMILY, data)
-    seeds = tuple(sorted({r.seed for r in measured}))
-    table = _floor_table(spec.FAMILY, data, seeds, training.n_test, training.test_seed)
-    row.floor = _floor(table, seeds, spec.success_rate, row.n_star)
+    row.floor = _floor(spec, data, training, tuple(sorted({r.seed for r in measured})), row.n_star)
     return row
 
 
