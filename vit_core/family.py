@@ -32,7 +32,7 @@ class Scaling:
     """The data field N* is fitted against: N* ~ x^k with x the field's effective value, or its
     inverse (Paper A: x = 1/alpha*). ``rule`` names the spec section of training values that grow
     with x (Paper A's alpha_scaling); None where the family has none. ``shifted``: the theory's
-    bound is N ~ (value - c)^-k, so N* is also fitted in that form (services.forms)."""
+    bound is N ~ (value - c)^-k, so N* is also fitted in that form (services.stats.forms)."""
 
     field: str  # the data config's field ("alpha_star")
     name: str  # the field for people ("alpha*")

@@ -59,8 +59,12 @@ def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_
     table = _floor_table(family, data, seeds, n_test, test_seed)
     if table is None:
         return None
-    nan = np.full(table.zero_error.shape, np.nan)
-    outcomes = Outcomes(np.arange(1, FLOOR_N + 1), np.array(seeds), table.zero_error, nan, nan)
+    # a run of equal rows has equal rates in every resample, and the stable N* is the first N of a run:
+    # the runs' first rows alone give the same N* and CI (2,048 rows become tens; the CI ~40x faster)
+    changed = np.r_[True, np.any(table.zero_error[1:] != table.zero_error[:-1], axis=1)]
+    success = table.zero_error[changed]
+    nan = np.full(success.shape, np.nan)
+    outcomes = Outcomes(np.arange(1, FLOOR_N + 1)[changed], np.array(seeds), success, nan, nan)
     return outcomes.n_star(p), list(n_star_ci(outcomes, p))
 
 
