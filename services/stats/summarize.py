@@ -60,7 +60,7 @@ def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_
     if table is None:
         return None
     # a run of equal rows has equal rates in every resample, and the stable N* is the first N of a run:
-    # the runs' first rows alone give the same N* and CI (2,048 rows become tens; the CI ~40x faster)
+    # the runs' first rows alone give the same N* and CI (at alpha* = 0.1, 16 seeds: 168 of 2,048 rows, 2.5x faster)
     changed = np.r_[True, np.any(table.zero_error[1:] != table.zero_error[:-1], axis=1)]
     success = table.zero_error[changed]
     nan = np.full(success.shape, np.nan)
