@@ -37,13 +37,12 @@ def _difficulty(family: Family, data) -> dict[str, float]:
     return family.difficulty(data)
 
 
-def _premises(spec: SweepSpec, cell: CellResult, row: CellRow) -> list[Premise]:
+def _premises(spec: SweepSpec, cell: CellResult, row: CellRow, seeds: tuple[int, ...]) -> list[Premise]:
     """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N),
-    on the models of its measurement seeds as built."""
+    on the models of its measurement ``seeds`` as built."""
     data, model, _ = spec.resolved_cell(cell.cell).configs
     n = row.n_star or max((r.n_train for r in cell.records), default=1)
-    seeds = sorted({r.seed for r in cell.measured()})
-    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2), seeds)
+    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2), list(seeds))
 
 
 @cache
@@ -115,9 +114,10 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.lost = _lost_row(measured) if one_pass else None
     row.tuning = _tuning_row(spec, cell)
     row.window = _window_row(training, cell)
-    row.premises = _premises(spec, cell, row)
+    seeds = tuple(sorted({r.seed for r in measured}))
+    row.premises = _premises(spec, cell, row, seeds)
     row.difficulty = _difficulty(spec.FAMILY, data)
-    row.floor = _floor(spec, data, training, tuple(sorted({r.seed for r in measured})), row.n_star)
+    row.floor = _floor(spec, data, training, seeds, row.n_star)
     return row
 
 
@@ -295,8 +295,9 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
     p = spec.success_rate
     rows = [_cell_row(spec, c) for c in cells]
     flagged = {r.label for r in rows if r.flagged}
-    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero", "forms")
-    fits: dict[str, dict] = {name: {} for name in (*names, "forms_first_zero", "local_exponent", "exponent_difference")}
+    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
+    others = ("forms", "forms_first_zero", "local_exponent", "exponent_difference")
+    fits: dict[str, dict] = {name: {} for name in (*names, *others)}
     if scaled(spec):
         axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
