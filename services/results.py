@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from services import legacy
 from services.analysis import Outcomes, counted_success
-from services.store import legacy
 from vit_core.outcomes import Outcome, summarize_by_n
 
 SELECTION, MEASUREMENT = "selection", "measurement"  # a tuned cell's two phases, as its records name them
@@ -100,7 +100,7 @@ class ModelRecord:
     @classmethod
     def from_dict(cls, row: dict) -> "ModelRecord":
         """A record from vit_core's flat dict (or a table row); every other number is a metric, kept
-        as MLflow keeps it (as_logged). Older names: services.store.legacy.record_row."""
+        as MLflow keeps it (as_logged). Older names: services.legacy.record_row."""
         row = legacy.record_row(row)
         named = {f.name for f in fields(cls)} - {"metrics"}
         known = {k: v for k, v in row.items() if k in named}

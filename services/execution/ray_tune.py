@@ -28,12 +28,13 @@ from ray import tune
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.search import Searcher
 
+from services.execution import legacy
 from services.process import WORKER_ENVIRONMENT, not_set
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
 from services.search.packs import Pack
 from services.search.planners import planner
 from services.search.rounds import RoundPlanner
-from services.store import legacy, state
+from services.store import state
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec

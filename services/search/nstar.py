@@ -21,9 +21,9 @@ import numpy as np
 
 from services.analysis import counted_success, stable_n_star
 from services.results import ModelRecord
+from services.search import legacy
 from services.search.packs import Pack, cut, pack_cost
 from services.search.rounds import RoundPlanner
-from services.store import legacy
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def bracket_learn(bracket: Bracket, records: list[ModelRecord], seeds: list[int]
 class NStarSearch(RoundPlanner):
     """Plans the adaptive search's packs round by round for every cell (packs.RoundPlanner)."""
 
-    def __init__(self, spec: "SweepSpec"):
+    def __init__(self, spec: "SweepSpec", slots: int | None = None):
         super().__init__(len(spec.cells), pack_cost(spec))
         search = spec.search
         self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack

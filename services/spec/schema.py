@@ -13,14 +13,14 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model, field_validator
 
+from services import legacy
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, search_union
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, load_modes, search_union
 from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.spec.tuning import Tuning, TuningSpace
-from services.store import legacy
-from vit_core.configs import TrainConfig
 from vit_core.family import Family, families
+from vit_core.train_config import TrainConfig
 
 
 def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
@@ -75,7 +75,6 @@ def _model_grid(name: str, axes: type[BaseModel]) -> type[BaseModel]:
 
 TrainingSpec = _section("TrainingSpec", TrainConfig)
 OwnTraining = _section("OwnTraining", TrainConfig, partial=True)
-SEARCH = "how N is chosen: " + " or ".join([", ".join(list(SEARCH_MODES)[:-1]), list(SEARCH_MODES)[-1]])
 PER_MODEL = (
     "a model's own n_train and axis values, replacing the sweep's for that model "
     "(Fig 1: the ViT and the CNN on different grids)"
@@ -126,7 +125,7 @@ class SweepSpec(BaseModel):
         description="flag a cell where more than this share of an N's models did not "
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
-    search: Mode = Field(default_factory=GridMode, description=SEARCH)  # each family's spec: one of SEARCH_MODES
+    search: Mode = Field(default_factory=GridMode)  # each family's spec: one of SEARCH_MODES (spec_class)
     tuning: Tuning | None = Field(
         None, description="one pass: search these training settings inside every cell, N* at each cell's best"
     )
@@ -319,7 +318,7 @@ def spec_class(family: Family) -> type[SweepSpec]:
         "model": (model, Field(default_factory=model)),
         "axes": (axes, Field(default_factory=axes)),
         "per_model": (dict[kind, grid], Field(default_factory=dict, description=PER_MODEL)),
-        "search": (search_union(), Field(default_factory=GridMode, description=SEARCH)),
+        "search": (search_union(), Field(default_factory=GridMode, description=_search_words())),
     }
     if family.scaling and family.scaling.rule:
         fields[family.scaling.rule] = (
@@ -339,8 +338,16 @@ def spec_class(family: Family) -> type[SweepSpec]:
 FAMILIES: dict[str, type[SweepSpec]] = {}
 
 
+def _search_words() -> str:
+    """The search section's description: the installed modes."""
+    names = list(SEARCH_MODES)
+    return "how N is chosen: " + " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def refresh() -> None:
-    """Build every installed family's spec class (again, after a search mode is registered)."""
+    """Build every installed family's spec class with every installed search mode (services.spec
+    calls it once it is imported: a mode's package may import services.spec)."""
+    load_modes()
     FAMILIES.clear()
     FAMILIES.update({name: spec_class(family) for name, family in families().items()})
 
@@ -349,8 +356,6 @@ def json_schema() -> dict:
     """The JSON Schema of every family's spec (``vitsweep schema``: for editors)."""
     return TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")]).json_schema()  # noqa: UP007
 
-
-refresh()
 
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:

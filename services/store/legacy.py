@@ -1,54 +1,6 @@
-"""Every reader of what an older vitsweep wrote, in one place, each with the date its format
-changed: plain functions on the saved dicts that return them as today's code reads them (no
-imports, so that any layer may use them). Drop one when no store of its age is left to read."""
-
-
-def record_row(row: dict) -> dict:
-    """A model record (a table row, or vit_core's dict): before 2026-11-23 its seed was ``seeds``."""
-    row = dict(row)
-    if "seeds" in row:
-        row["seed"] = row.pop("seeds")
-    return row
-
-
-def cell_result(saved: dict) -> dict:
-    """A cell of a saved SweepResult: before 2026-11-23 it had no ``started_at`` and ``ended_at``."""
-    return {"started_at": None, "ended_at": None} | saved
-
-
-def sweep_result(saved: dict) -> dict:
-    """A saved SweepResult: before 2026-11-24 it had no ``slots`` (0: not known)."""
-    return {"slots": 0} | saved
-
-
-def planner_state(saved: dict) -> dict:
-    """A round planner's saved state: before 2026-11-24 it had no ``failed`` cells."""
-    return {"failed": []} | saved
-
-
-def searcher_state(saved: dict) -> dict:
-    """PlanSearcher's saved state: before 2026-11-25 it did not say whether its search had ended;
-    then, as those versions read it, it had ended where no pack was queued or in flight."""
-    ended = not saved.get("queue") and not saved.get("in_flight")
-    return {"search_finished": ended} | saved
-
-
-def bracket_states(cells: list[dict]) -> tuple[list[dict], set[int]]:
-    """The N* search's saved brackets, and the cells that had failed: before 2026-11-24 a bracket
-    held its cell's ``failed`` flag itself."""
-    cells = [dict(c) for c in cells]
-    return cells, {i for i, c in enumerate(cells) if c.pop("failed", False)}
-
-
-def progress_state(saved: dict) -> dict:
-    """The progress callback's saved counts: before 2026-11-24 they had no ``train_s``."""
-    return {"train_s": 0.0} | saved
-
-
-def search_section(raw: dict, fields) -> dict:
-    """A recorded spec's search section with only its own mode's ``fields``: sweeps recorded before
-    the modes were classes of their own (2026-11-22) hold every mode's."""
-    return {k: v for k, v in raw.items() if k in fields}
+"""The readers of MLflow records written by an older vitsweep, each with the date its format
+changed: plain functions on what MLflow returns, as today's tracking module reads it. Drop one
+when no record of its age is left to read."""
 
 
 def cell_of_run(tags: dict, run_name: str, cell_tag: str, by_label: dict):
