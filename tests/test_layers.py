@@ -1,6 +1,8 @@
 """The layers as the folder tree shows them. vit_core never imports services; only
-services/execution imports Ray; and each command loads only what it needs, checked in
-sys.modules after the command ran in a fresh interpreter."""
+services/execution imports Ray; every module of services sits in the layer its folder names
+(services/*.py at the bottom); the store knows no report and statistics only where it writes a
+summary's schema; and each command loads only what it needs, checked in sys.modules after the
+command ran in a fresh interpreter."""
 
 import ast
 import json
@@ -141,3 +143,27 @@ def test_no_module_of_services_or_vit_core_imports_itself_back():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def test_each_folder_of_services_is_its_own_layer():
+    """A folder's modules sit in its layer (a legacy reader too: beside what reads it), and a module
+    of services/ itself at the bottom: no module is placed in a layer other than its folder's."""
+    placed = [
+        name
+        for name in import_graph()
+        if name.startswith("services.") and name.count(".") >= 2 and LAYERS[layer_of(name)] != (name.rsplit(".", 1)[0],)
+    ]
+    assert placed == []
+
+
+# The store's modules that write or read a summary in MLflow's schema (record_sweep takes the Summary);
+# every other one is handed what it logs (the live record: by services.app.runs.so_far)
+SUMMARY_SCHEMA = {"services.store.tracking", "services.store.run_values"}
+
+
+def test_the_store_imports_no_report_and_statistics_only_for_the_summarys_schema():
+    graph = import_graph()
+    store = {name: imported for name, imported in graph.items() if name.startswith("services.store.")}
+    assert {name for name, imported in store.items() if any(i.startswith("services.report") for i in imported)} == set()
+    stats = {name for name, imported in store.items() if any(i.startswith("services.stats") for i in imported)}
+    assert stats <= SUMMARY_SCHEMA

@@ -188,13 +188,14 @@ def test_a_live_record_whose_server_is_gone_stops_after_quick_retries_and_leaves
     """The live record is a view: it gives up after two quick retries where a user set no retries
     of their own (MLflow's ~4 minutes of them held a sweep's end that long after the compose
     stack's MLflow went down), and the final record then retries as MLflow does."""
+    from services.app.runs import so_far
     from services.spec import parse_spec
     from services.store.live import LiveRecord
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
-    said = []
-    live = LiveRecord(parse_spec(SPEC), "live-gone", f"http://127.0.0.1:{free_port()}", tmp_path, SPEC, said.append)
+    said, spec, uri = [], parse_spec(SPEC), f"http://127.0.0.1:{free_port()}"
+    live = LiveRecord(spec, "live-gone", uri, tmp_path, SPEC, said.append, so_far(spec, "live-gone"))
     live.open()
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
     assert live.parent_run() is None and "live MLflow record" in said[0] and "sweep goes on" in said[0]

@@ -1,5 +1,6 @@
 """The ``vitsweep`` command line: each command parses its arguments, calls the layer that does the
-work (services.app.runs for run, sync, report, export, compare and status) and prints what came back.
+work (services.app.runs for run and sync) and prints what came back; the commands that read what
+sweeps left (report, export, compare, paper, status) are services.app.cli_recorded's.
 Heavy modules (torch, Ray, MLflow, matplotlib, pandas) are imported by the commands that use them:
 `validate` loads none.
 
@@ -10,32 +11,27 @@ services.app.train_command.
 import json
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 
 from services import process
+from services.app import cli_recorded
 from services.app.printing import (
     duration,
     estimate,
     models_resolved,
-    print_comparison,
-    print_paper_grid,
     print_summary,
     print_sweep,
     run_json,
     show,
     show_table,
+    usage,
 )
 from services.app.progress import progress
 from services.app.train_command import train
 from services.store.uris import embedded_uri, redact, resolve_tracking_uri
-
-if TYPE_CHECKING:
-    pass
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 
@@ -171,7 +167,7 @@ def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
     """Plan the spec here (kept under the home, for the report); exit 2 when it is estimated beyond ``max_minutes``."""
     made = _plan_here(spec, home)
     if made.wall_s() > 60 * max_minutes:
-        _usage(
+        usage(
             f"{spec.name}: estimated {estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
             "nothing started (`vitsweep plan` shows it per cell)"
         )
@@ -179,9 +175,9 @@ def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
 
 def _plan_here(spec, home: Path, pilot_s: float | None = None):
     """The spec's plan on this machine's slots, kept under the home for the run to report."""
-    from services.app import plan
+    from services.app import plan, timing
 
-    made = plan.make_plan(spec, home, plan.local_slots(spec), pilot_s or plan.PILOT_S)
+    made = plan.make_plan(spec, home, timing.local_slots(spec), pilot_s or plan.PILOT_S)
     plan.save(made, spec, home)
     return made
 
@@ -206,10 +202,10 @@ def plan_command(
     the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
     The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
     spec = _load_or_exit(path)
-    from services.app import plan
+    from services.app import plan, timing
 
     made = _plan_here(spec, home, pilot_s)
-    cluster = plan.slots_of(spec, cpus, gpus) if cpus else None
+    cluster = timing.slots_of(spec, cpus, gpus) if cpus else None
     if as_json:
         print(json.dumps(made.to_dict(cluster)))
         return
@@ -281,147 +277,14 @@ def sync(
         raise typer.Exit(1)
 
 
-@app.command("report")
-def report_command(
-    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
-    out: Path = typer.Option(None, "--out", help="folder for the figures and summary (default: HOME/reports/SWEEP_ID)"),
-    as_json: bool = typer.Option(
-        False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"
-    ),
-) -> None:
-    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
-    from services.app import runs
-
-    with _store(tracking_uri, home) as uri:
-        summary, folder = runs.report(uri, sweep_id, out, home)
-    print_summary(summary)
-    show(f"report written to {folder}")
-    if as_json:
-        print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
-
-
-EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}
-
-
-@app.command()
-def export(
-    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
-    out: Path = typer.Option(..., "--out", help="the file to write: .csv, or .parquet (.pq)"),
-    table: str = typer.Option(
-        "models", "--table", help="models: one row per model record; cells: one row per cell (N*, its CI, ...)"
-    ),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
-) -> None:
-    """Write a recorded sweep's per-model records or per-cell results as CSV or Parquet: the
-    DataFrames vitsweep.load_sweep returns."""
-    if out.suffix.lower() not in EXPORT_FORMATS:
-        _usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
-    if table not in ("models", "cells"):
-        _usage(f"--table {table}: must be models or cells")
-    from services.app import runs
-
-    with _store(tracking_uri, home) as uri:
-        found = runs.frames(uri, sweep_id)
-    frame = getattr(found, table)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
-    print(f"{found.sweep_id}: {len(frame)} rows of {table} written to {out}")
-
-
-@app.command()
-def compare(
-    sweep_a: str = typer.Argument(..., help="the first sweep's id (A)"),
-    sweep_b: str = typer.Argument(..., help="the second sweep's id (B); differences are B minus A"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
-    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/compare-A-B)"),
-    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the comparison"),
-) -> None:
-    """Two recorded sweeps side by side: N* per cell, the exponents of N* in the family's x (Paper
-    A: 1/alpha*) with their CIs, B's exponent minus A's with a bootstrap CI, and one overlaid
-    figure, also logged to MLflow as a run of its own in B's experiment."""
-    from services.app import runs
-
-    with _store(tracking_uri, home) as uri:
-        comparison, folder, run_id = runs.compare(uri, sweep_a, sweep_b, out, home)
-    print_comparison(comparison)
-    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
-    if as_json:
-        print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
-
-
-@app.command()
-def paper(
-    sweeps: list[str] = typer.Argument(..., help="sweep ids, or spec names (their latest sweeps), in column order"),
-    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
-    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
-    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/paper-grid-A)"),
-    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the grid"),
-) -> None:
-    """The paper's own figure (Paper A: Fig 1) beside recorded sweeps: per model and column of the
-    figure, the paper's N* | each sweep's N* with its 95% CI and the (B, eta) it was measured at
-    (tuned or fixed); one figure with the paper's boundary drawn over ours, also logged to MLflow."""
-    from services.app import runs
-
-    with _store(tracking_uri, home) as uri:
-        grid, folder, run_id = runs.paper_grid(uri, sweeps, out, home)
-    print_paper_grid(grid)
-    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
-    if as_json:
-        print(json.dumps(grid.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
-
-
-@contextmanager
-def _store(tracking_uri: str | None, home: Path):
-    """The tracking URI to read (the given one, else the embedded store under ``home``), exiting
-    with code 2 where there is no store or the sweep asked for is not in it."""
-    if not tracking_uri and not (home / "mlflow.db").exists():
-        _usage(
-            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri"
-        )
-    try:
-        yield tracking_uri or embedded_uri(home)
-    except LookupError as error:
-        _usage(str(error))
-
-
-def _usage(message: str) -> NoReturn:
-    """Print why the command cannot run, and exit with code 2 (nothing was started)."""
-    print(message, file=sys.stderr)
-    raise typer.Exit(2)
-
-
-@app.command()
-def status(
-    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
-    as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
-) -> None:
-    """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
-    from services.app import runs
-
-    rows = runs.status(home)
-    if as_json:
-        print(json.dumps(rows))
-        return
-    header = ["sweep", "trials", "by status", "models done", "MLflow parent run"]
-    show_table(
-        f"sweeps under {home}",
-        header,
-        [
-            [
-                r["sweep_id"],
-                str(r["trials"]),
-                " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
-                str(r["models_done"]),
-                r["mlflow_parent_run_id"] or "not logged",
-            ]
-            for r in rows
-        ],
-        left=tuple(header),
-    )
+for name, command in (
+    ("report", cli_recorded.report),
+    ("export", cli_recorded.export),
+    ("compare", cli_recorded.compare),
+    ("paper", cli_recorded.paper),
+    ("status", cli_recorded.status),
+):
+    app.command(name)(command)
 
 
 @app.command()
@@ -434,7 +297,7 @@ def ui(
     the latest sweep's parent run, in MLflow's model-training view."""
     store = home / "mlflow.db"
     if not store.exists():
-        _usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
+        usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
     from services.store import tracking
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # what a browser on this machine opens

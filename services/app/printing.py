@@ -3,8 +3,9 @@ sweep's summary and where it is recorded, comparisons and the paper's grid, esti
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -36,6 +37,12 @@ def show(line: str) -> None:
         Console().print(line, markup=False)
     else:
         print(line, flush=True)
+
+
+def usage(message: str) -> NoReturn:
+    """Print why the command cannot run, and exit with code 2 (nothing was started)."""
+    print(message, file=sys.stderr)
+    raise typer.Exit(2)
 
 
 def estimate(made, slots: int | None = None) -> str:

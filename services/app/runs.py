@@ -1,5 +1,6 @@
-"""What `vitsweep run`, `sync`, `report`, `export`, `compare` and `status` do, without the command line: the flow from
-a spec to a recorded sweep, with its state explicit (``Stage``) so that every path is testable.
+"""What `vitsweep run`, `sync` and `export` do, without the command line: the flow from a spec to a
+recorded sweep, with its state explicit (``Stage``) so that every path is testable (`report`,
+`compare`, `paper` and `status`: services.app.recorded).
 
 Running a spec again continues its newest sweep under the home, whatever stopped it: a sweep
 whose trials did not all finish RESUMEs (Ray Tune's state), a FINISHED one (results saved under
@@ -10,7 +11,6 @@ needs (``status`` of a home with no Tune state loads none of them).
 """
 
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from services.app import plan
-from services.results import SweepResult
+from services.results import CellResult, SweepResult
 from services.spec import SweepSpec
 from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.report.compare import Comparison, PaperGrid
     from services.report.frames import SweepFrames
+    from services.results import CellResult
     from services.stats.rows import Summary
-    from services.store.live import LiveRecord
+    from services.store.live import LiveRecord, SoFar
     from services.store.tracking import Record
 
 
@@ -348,19 +348,6 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
     return logged, left
 
 
-def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple["Summary", Path]:
-    """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
-    (the summary, the folder). LookupError when the store has no such sweep."""
-    from services.report import figures
-    from services.report.text import write
-    from services.stats.summarize import summarize
-    from services.store.tracking import load_sweep
-
-    spec, found_id, cells = load_sweep(uri, sweep_id)
-    summary = summarize(spec, found_id, cells)
-    return summary, write(out or home / "reports" / found_id, summary, figures.figures(spec, summary, cells))
-
-
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
     """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
     and its cells; LookupError when the store has no such sweep."""
@@ -370,67 +357,6 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
 
     spec, found_id, cells = load_sweep(uri, sweep_id)
     return build(summarize(spec, found_id, cells), cells)
-
-
-def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
-    """Sweep B against sweep A, both read from ``uri``: the comparison, the folder its figure and
-    JSON were written to (default HOME/reports/compare-A-B), and the MLflow run that records it."""
-    from services.report import figures
-    from services.report.compare import compare as build
-    from services.store.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
-
-    comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
-    figure = figures.comparison_figure(comparison)
-    folder = _written(
-        out or home / "reports" / f"compare-{sweep_a}-{sweep_b}", figure, (COMPARE_FIGURE, COMPARE_JSON), comparison
-    )
-    return comparison, folder, record_comparison(uri, comparison, figure)
-
-
-def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tuple["PaperGrid", Path, str]:
-    """The paper's figure beside the given sweeps (ids, or spec names for their latest sweeps),
-    read from ``uri``: the grid, the folder its figure and JSON went to (default
-    HOME/reports/paper-grid-<first sweep>), and the MLflow run that records it."""
-    from services.report import figures
-    from services.report.compare import paper_grid as build
-    from services.store.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
-
-    grid = build([load_sweep(uri, sweep) for sweep in sweeps])
-    figure = figures.paper_grid_figure(grid)
-    folder = _written(out or home / "reports" / f"paper-grid-{grid.sweeps[0]}", figure, (GRID_FIGURE, GRID_JSON), grid)
-    return grid, folder, record_paper_grid(uri, grid, figure)
-
-
-def _written(folder: Path, figure, names: tuple[str, str], made) -> Path:
-    """``folder``, with ``figure`` and ``made.to_dict()`` written into it under ``names`` (figure, JSON)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(folder / names[0], dpi=120)
-    (folder / names[1]).write_text(json.dumps(made.to_dict(), indent=2))
-    return folder
-
-
-def status(home: Path) -> list[dict]:
-    """Every sweep under ``home``: its trials by status (from Ray Tune's own state), the models
-    its finished trials trained or read from the cache, and its MLflow parent run once logged."""
-    logged = {sweep_id: m["recorded"] for sweep_id, m in state.markers(home)}
-    rows = []
-    for sweep_id in state.sweep_ids(home):
-        counts, models, trials = {"NO_STATE": 1}, 0, 0  # stopped before Tune saved any state
-        if state.has_tune_state(state.folder(home, sweep_id)):
-            from services.execution.ray_tune import trial_status
-
-            counts, models = trial_status(state.folder(home, sweep_id))
-            trials = sum(counts.values())
-        rows.append(
-            {
-                "sweep_id": sweep_id,
-                "trials": trials,
-                "by_status": counts,
-                "models_done": models,
-                "mlflow_parent_run_id": logged.get(sweep_id),
-            }
-        )
-    return rows
 
 
 def _check_cluster(ray_address: str | None) -> None:
@@ -458,9 +384,25 @@ def _live_record(
     in ~2 s, a new SQLite store's tables take ~2 s more)."""
     from services.store.live import LiveRecord
 
-    live = LiveRecord(spec, sweep_id, uri, home, spec_text, say)
+    live = LiveRecord(spec, sweep_id, uri, home, spec_text, say, so_far(spec, sweep_id))
     live.open()
     return live
+
+
+def so_far(spec: SweepSpec, sweep_id: str) -> Callable[[list[CellResult]], "SoFar"]:
+    """What the live record logs of the sweep so far, given its measured cells: the fitted
+    metrics, the summary and its figures (statistics and figures load at the first refresh)."""
+
+    def summarized(cells: list[CellResult]) -> "SoFar":
+        from services.report import figures
+        from services.stats.summarize import summarize
+        from services.store.live import SoFar
+        from services.store.run_values import fitted_metrics
+
+        summary = summarize(spec, sweep_id, cells)
+        return SoFar(fitted_metrics(summary), summary.to_dict(), figures.figures(spec, summary, cells))
+
+    return summarized
 
 
 def stderr(message: str) -> None:

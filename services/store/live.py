@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
+from matplotlib.figure import Figure
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
@@ -37,21 +39,32 @@ FAIL_FAST = {
 }
 
 
+class SoFar(NamedTuple):
+    """What a refresh logs on the parent run of the sweep so far: its fitted metrics, its
+    summary's JSON and its figures."""
+
+    metrics: list[Metric]
+    summary: dict
+    figures: dict[str, Figure]
+
+
 class LiveRecord:
     """The MLflow runs of one running sweep: ``open`` first; ``started`` and ``ended`` as trials
-    start and end (from Ray Tune's callbacks); ``close`` at the end."""
+    start and end (from Ray Tune's callbacks); ``close`` at the end. ``so_far`` summarizes the
+    measured cells for a refresh (given by the caller: the store knows no statistics or figures)."""
 
     def __init__(
-        self, spec: SweepSpec, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+        self,
+        spec: SweepSpec,
+        sweep_id: str,
+        uri: str,
+        home: Path,
+        spec_text: str,
+        say: Callable[[str], None],
+        so_far: Callable[[list[CellResult]], SoFar],
     ):
-        self.spec, self.sweep_id, self.uri, self.home, self.spec_text, self.say = (
-            spec,
-            sweep_id,
-            uri,
-            home,
-            spec_text,
-            say,
-        )
+        self.spec, self.sweep_id, self.uri, self.home, self.spec_text = spec, sweep_id, uri, home, spec_text
+        self.say, self.so_far = say, so_far
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="mlflow-live")
         self.cells: dict[str, CellResult] = {}  # cell key -> its records so far
         self.children: dict[str, str] = {}  # cell key -> child run id
@@ -162,16 +175,13 @@ class LiveRecord:
     def _refresh(self) -> None:
         """N* per cell, the fits and the figures of the sweep so far; the next refresh no sooner
         than REFRESH_S, or ten times what this one took."""
-        from services.report import figures
-        from services.stats.summarize import summarize
-
         began = time.monotonic()
         order = {cell.key: i for i, cell in enumerate(self.spec.cells)}
         measured = [c for c in self.cells.values() if c.measured()]  # a tuned cell still selecting has no N* yet
         if not measured:
             return
         cells = sorted(measured, key=lambda c: (order.get(c.cell.key, len(order)), str(c.cell.values)))
-        summary = summarize(self.spec, self.sweep_id, cells)
+        made = self.so_far(cells)
         now = run_values.now_ms()
         for cell in cells:
             n_star = None if cell.failures else cell.n_star(self.spec.success_rate)
@@ -180,8 +190,8 @@ class LiveRecord:
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]
                 )
         trainings = Metric("trainings", sum(len(c.records) for c in cells), now, 0)
-        tracking.log_batch(self.client, self.parent, metrics=[trainings, *run_values.fitted_metrics(summary)])
-        tracking.log_report(self.client, self.parent, figures.figures(self.spec, summary, cells), summary)
+        tracking.log_batch(self.client, self.parent, metrics=[trainings, *made.metrics])
+        tracking.log_report(self.client, self.parent, made.figures, made.summary)
         self.next_refresh = time.monotonic() + max(REFRESH_S, 10 * (time.monotonic() - began))
 
     def _end(self, status: str) -> None:

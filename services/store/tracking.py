@@ -18,7 +18,6 @@ from matplotlib.figure import Figure
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunTag
 from mlflow.tracking import MlflowClient
 
-from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
 from services.stats.rows import CellRow, Summary
@@ -215,7 +214,7 @@ def record_sweep(
     for child in children:
         if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
             client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
-    log_report(client, pid, figures, summary)
+    log_report(client, pid, figures, summary.to_dict())
     client.log_text(pid, summary_md, SUMMARY_MD)
     failed = any(c.failures for c in result.cells)
     client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))
@@ -223,11 +222,11 @@ def record_sweep(
     return Record(pid, False)
 
 
-def log_report(client: MlflowClient, parent_id: str, figures: dict[str, Figure], summary: Summary) -> None:
-    """The sweep's figures and summary JSON on its parent run (mid-sweep: the sweep so far)."""
+def log_report(client: MlflowClient, parent_id: str, figures: dict[str, Figure], summary: dict) -> None:
+    """The sweep's figures and summary JSON (Summary.to_dict) on its parent run (mid-sweep: the sweep so far)."""
     for name, fig in figures.items():
         client.log_figure(parent_id, fig, name)
-    client.log_dict(parent_id, summary.to_dict(), SUMMARY_JSON)
+    client.log_dict(parent_id, summary, SUMMARY_JSON)
 
 
 def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
@@ -321,37 +320,38 @@ def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellR
     client.set_tag(run_id, RECORD_TAG, WHOLE)  # last: a stopped recording goes on from the next cell
 
 
-def record_comparison(tracking_uri: str, comparison: Comparison, figure: Figure) -> str:
+def record_comparison(
+    tracking_uri: str, sweep_a: str, sweep_b: str, difference: dict[str, float | None], document: dict, figure: Figure
+) -> str:
     """A run of its own for `vitsweep compare A B`, in sweep B's experiment: B's exponent minus A's
-    per group (metrics), the overlaid figure and the comparison's JSON. Returns the run's id."""
+    per group (``difference``, metrics), the overlaid figure and the comparison's JSON
+    (``document``). Returns the run's id."""
     client = MlflowClient(tracking_uri)
-    sweep_b = _parent(client, tracking_uri, comparison.sweep_b)
-    pair = f"{comparison.sweep_a} vs {comparison.sweep_b}"
-    run = client.create_run(sweep_b.info.experiment_id, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
+    experiment = _parent(client, tracking_uri, sweep_b).info.experiment_id
+    pair = f"{sweep_a} vs {sweep_b}"
+    run = client.create_run(experiment, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
     metrics = [
-        Metric(f"exponent_difference.{group.replace('=', '_')}", diff.value, 0, 0)
-        for group, diff in comparison.difference.items()
-        if diff.value is not None
+        Metric(f"exponent_difference.{group.replace('=', '_')}", value, 0, 0)
+        for group, value in difference.items()
+        if value is not None
     ]
-    log_batch(
-        client, run.info.run_id, params={"sweep_a": comparison.sweep_a, "sweep_b": comparison.sweep_b}, metrics=metrics
-    )
+    log_batch(client, run.info.run_id, params={"sweep_a": sweep_a, "sweep_b": sweep_b}, metrics=metrics)
     client.log_figure(run.info.run_id, figure, COMPARE_FIGURE)
-    client.log_dict(run.info.run_id, comparison.to_dict(), COMPARE_JSON)
+    client.log_dict(run.info.run_id, document, COMPARE_JSON)
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
 
 
-def record_paper_grid(tracking_uri: str, grid: PaperGrid, figure: Figure) -> str:
+def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figure: Figure) -> str:
     """A run of its own for `vitsweep paper A [B ...]`, in the last sweep's experiment: the figure
-    (the paper's boundary over every sweep's N*) and the grid's JSON. Returns the run's id."""
+    (the paper's boundary over every sweep's N*) and the grid's JSON (``document``). Returns the run's id."""
     client = MlflowClient(tracking_uri)
-    last = _parent(client, tracking_uri, grid.sweeps[-1])
-    sweeps = ", ".join(grid.sweeps)
-    run = client.create_run(last.info.experiment_id, run_name=f"paper grid {sweeps}", tags={GRID_TAG: sweeps})
-    log_batch(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(grid.sweeps)}, metrics=[])
+    experiment = _parent(client, tracking_uri, sweeps[-1]).info.experiment_id
+    named = ", ".join(sweeps)
+    run = client.create_run(experiment, run_name=f"paper grid {named}", tags={GRID_TAG: named})
+    log_batch(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(sweeps)}, metrics=[])
     client.log_figure(run.info.run_id, figure, GRID_FIGURE)
-    client.log_dict(run.info.run_id, grid.to_dict(), GRID_JSON)
+    client.log_dict(run.info.run_id, document, GRID_JSON)
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
 

@@ -1,0 +1,144 @@
+"""The command line's commands that read what sweeps left: `report`, `export`, `compare`, `paper`
+and `status`. Each parses its arguments, calls services.app.recorded (or runs.frames, the
+notebook API's) and prints what came back; services.app.cli registers them."""
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from services.app.printing import print_comparison, print_paper_grid, print_summary, show, show_table, usage
+from services.store.uris import embedded_uri
+
+
+def report(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figures and summary (default: HOME/reports/SWEEP_ID)"),
+    as_json: bool = typer.Option(
+        False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"
+    ),
+) -> None:
+    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
+    from services.app import recorded
+
+    with _store(tracking_uri, home) as uri:
+        summary, folder = recorded.report(uri, sweep_id, out, home)
+    print_summary(summary)
+    show(f"report written to {folder}")
+    if as_json:
+        print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
+
+
+EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}
+
+
+def export(
+    sweep_id: str = typer.Argument(None, help="a sweep id (default: the latest sweep in the store)"),
+    out: Path = typer.Option(..., "--out", help="the file to write: .csv, or .parquet (.pq)"),
+    table: str = typer.Option(
+        "models", "--table", help="models: one row per model record; cells: one row per cell (N*, its CI, ...)"
+    ),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+) -> None:
+    """Write a recorded sweep's per-model records or per-cell results as CSV or Parquet: the
+    DataFrames vitsweep.load_sweep returns."""
+    if out.suffix.lower() not in EXPORT_FORMATS:
+        usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
+    if table not in ("models", "cells"):
+        usage(f"--table {table}: must be models or cells")
+    from services.app import runs
+
+    with _store(tracking_uri, home) as uri:
+        found = runs.frames(uri, sweep_id)
+    frame = getattr(found, table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
+    print(f"{found.sweep_id}: {len(frame)} rows of {table} written to {out}")
+
+
+def compare(
+    sweep_a: str = typer.Argument(..., help="the first sweep's id (A)"),
+    sweep_b: str = typer.Argument(..., help="the second sweep's id (B); differences are B minus A"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/compare-A-B)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the comparison"),
+) -> None:
+    """Two recorded sweeps side by side: N* per cell, the exponents of N* in the family's x (Paper
+    A: 1/alpha*) with their CIs, B's exponent minus A's with a bootstrap CI, and one overlaid
+    figure, also logged to MLflow as a run of its own in B's experiment."""
+    from services.app import recorded
+
+    with _store(tracking_uri, home) as uri:
+        comparison, folder, run_id = recorded.compare(uri, sweep_a, sweep_b, out, home)
+    print_comparison(comparison)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
+    if as_json:
+        print(json.dumps(comparison.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+def paper(
+    sweeps: list[str] = typer.Argument(..., help="sweep ids, or spec names (their latest sweeps), in column order"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/paper-grid-A)"),
+    as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the grid"),
+) -> None:
+    """The paper's own figure (Paper A: Fig 1) beside recorded sweeps: per model and column of the
+    figure, the paper's N* | each sweep's N* with its 95% CI and the (B, eta) it was measured at
+    (tuned or fixed); one figure with the paper's boundary drawn over ours, also logged to MLflow."""
+    from services.app import recorded
+
+    with _store(tracking_uri, home) as uri:
+        grid, folder, run_id = recorded.paper_grid(uri, sweeps, out, home)
+    print_paper_grid(grid)
+    show(f"figure and JSON written to {folder}; MLflow run {run_id}")
+    if as_json:
+        print(json.dumps(grid.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+@contextmanager
+def _store(tracking_uri: str | None, home: Path):
+    """The tracking URI to read (the given one, else the embedded store under ``home``), exiting
+    with code 2 where there is no store or the sweep asked for is not in it."""
+    if not tracking_uri and not (home / "mlflow.db").exists():
+        usage(
+            f"{home / 'mlflow.db'}: no MLflow store yet; run a sweep with --home {home} first, or give --tracking-uri"
+        )
+    try:
+        yield tracking_uri or embedded_uri(home)
+    except LookupError as error:
+        usage(str(error))
+
+
+def status(
+    home: Path = typer.Option(Path("runs"), "--home", help="the sweep home to look in"),
+    as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
+) -> None:
+    """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
+    from services.app import recorded
+
+    rows = recorded.status(home)
+    if as_json:
+        print(json.dumps(rows))
+        return
+    header = ["sweep", "trials", "by status", "models done", "MLflow parent run"]
+    show_table(
+        f"sweeps under {home}",
+        header,
+        [
+            [
+                r["sweep_id"],
+                str(r["trials"]),
+                " ".join(f"{k}:{v}" for k, v in r["by_status"].items()),
+                str(r["models_done"]),
+                r["mlflow_parent_run_id"] or "not logged",
+            ]
+            for r in rows
+        ],
+        left=tuple(header),
+    )

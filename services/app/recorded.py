@@ -1,0 +1,96 @@
+"""What `vitsweep report`, `compare`, `paper` and `status` do, without the command line: they read
+what sweeps left, recorded sweeps from MLflow (writing their figures and JSON, and a run of
+their own for a comparison or a paper grid) and every sweep's state under the home. MLflow and
+matplotlib load in the functions that use them (``status`` of a home with no Tune state loads
+neither, nor Ray).
+"""
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services.store import state
+
+if TYPE_CHECKING:
+    from services.report.compare import Comparison, PaperGrid
+    from services.stats.rows import Summary
+
+
+def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple["Summary", Path]:
+    """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
+    (the summary, the folder). LookupError when the store has no such sweep."""
+    from services.report import figures
+    from services.report.text import write
+    from services.stats.summarize import summarize
+    from services.store.tracking import load_sweep
+
+    spec, found_id, cells = load_sweep(uri, sweep_id)
+    summary = summarize(spec, found_id, cells)
+    return summary, write(out or home / "reports" / found_id, summary, figures.figures(spec, summary, cells))
+
+
+def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
+    """Sweep B against sweep A, both read from ``uri``: the comparison, the folder its figure and
+    JSON were written to (default HOME/reports/compare-A-B), and the MLflow run that records it."""
+    from services.report import figures
+    from services.report.compare import compare as build
+    from services.store.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
+
+    comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
+    figure = figures.comparison_figure(comparison)
+    document = comparison.to_dict()
+    folder = _written(
+        out or home / "reports" / f"compare-{sweep_a}-{sweep_b}", figure, (COMPARE_FIGURE, COMPARE_JSON), document
+    )
+    difference = {group: d.value for group, d in comparison.difference.items()}
+    run_id = record_comparison(uri, comparison.sweep_a, comparison.sweep_b, difference, document, figure)
+    return comparison, folder, run_id
+
+
+def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tuple["PaperGrid", Path, str]:
+    """The paper's figure beside the given sweeps (ids, or spec names for their latest sweeps),
+    read from ``uri``: the grid, the folder its figure and JSON went to (default
+    HOME/reports/paper-grid-<first sweep>), and the MLflow run that records it."""
+    from services.report import figures
+    from services.report.compare import paper_grid as build
+    from services.store.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
+
+    grid = build([load_sweep(uri, sweep) for sweep in sweeps])
+    figure = figures.paper_grid_figure(grid)
+    document = grid.to_dict()
+    folder = _written(
+        out or home / "reports" / f"paper-grid-{grid.sweeps[0]}", figure, (GRID_FIGURE, GRID_JSON), document
+    )
+    return grid, folder, record_paper_grid(uri, grid.sweeps, document, figure)
+
+
+def _written(folder: Path, figure, names: tuple[str, str], document: dict) -> Path:
+    """``folder``, with ``figure`` and ``document`` (JSON) written into it under ``names`` (figure, JSON)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.savefig(folder / names[0], dpi=120)
+    (folder / names[1]).write_text(json.dumps(document, indent=2))
+    return folder
+
+
+def status(home: Path) -> list[dict]:
+    """Every sweep under ``home``: its trials by status (from Ray Tune's own state), the models
+    its finished trials trained or read from the cache, and its MLflow parent run once logged."""
+    logged = {sweep_id: m["recorded"] for sweep_id, m in state.markers(home)}
+    rows = []
+    for sweep_id in state.sweep_ids(home):
+        counts, models, trials = {"NO_STATE": 1}, 0, 0  # stopped before Tune saved any state
+        if state.has_tune_state(state.folder(home, sweep_id)):
+            from services.execution.ray_tune import trial_status
+
+            counts, models = trial_status(state.folder(home, sweep_id))
+            trials = sum(counts.values())
+        rows.append(
+            {
+                "sweep_id": sweep_id,
+                "trials": trials,
+                "by_status": counts,
+                "models_done": models,
+                "mlflow_parent_run_id": logged.get(sweep_id),
+            }
+        )
+    return rows
