@@ -1,23 +1,21 @@
 """``vitsweep train``: one pack trained without Ray, every (N, seed) pair of one model kind at
-once. Its data, model and training flags are made from the fields of vit_core's config
-dataclasses, so their defaults and help texts live in one place."""
+once, on vit_core.configs' token data and model configs (the default family's). Its flags are
+made from the fields of the config dataclasses, so their defaults and help texts live in one
+place; the scaling field it reports is the data's family's (Family.scaling)."""
 
 import dataclasses
 import inspect
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
-from vit_core.fields import ConfigError
-
-if TYPE_CHECKING:
-    pass
-
 from services.app.printing import show_table
+from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
+from vit_core.family import family_of
+from vit_core.fields import ConfigError
 
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
 
@@ -128,9 +126,10 @@ def train(**values: Any) -> None:
         result = train_pack(
             data, model, training, n_train, seeds * len(n_values), device=values["device"], progress=report
         )
-    rows = result.by_n()
+    rows, family = result.by_n(), family_of(data)
+    field, value, effective = family.scaling.field, getattr(data, family.scaling.field), family.scaling_value(data)
     show_table(
-        f"{model.kind}, alpha*={data.alpha_star} (effective {data.effective_alpha_star:.4f}), "
+        f"{model.kind}, {family.scaling.name}={value} (effective {effective:.4f}), "
         f"{len(seeds)} seeds, {result.wall_s:.1f} s",
         ["N", "models", "success", "test error", "steps to 0", "settled", "diverged", "attn mass"],
         _per_n_rows(rows),
@@ -139,8 +138,8 @@ def train(**values: Any) -> None:
     if values["json"]:
         summary = {
             "model": model.kind,
-            "alpha_star": data.alpha_star,
-            "effective_alpha_star": data.effective_alpha_star,
+            field: value,
+            f"effective_{field}": effective,
             "trainings": len(n_train),
             "wall_s": round(result.wall_s, 3),
             "per_n": rows,
