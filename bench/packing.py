@@ -17,11 +17,12 @@ import numpy as np
 import torch
 
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
+from vit_core.kinds import KINDS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["vit", "cnn"], default="vit")
+    parser.add_argument("--model", choices=list(KINDS), default="vit")
     parser.add_argument("--K", type=int, default=256, help="models in the pack")
     parser.add_argument("--loop-models", type=int, default=24, help="models trained one at a time")
     parser.add_argument("--alpha-star", type=float, default=TokenDataConfig.alpha_star)

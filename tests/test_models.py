@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from vit_core import ModelConfig, TokenDataConfig, build_model, hinge_loss, make_patterns, sample_tokens
+from vit_core import ModelConfig, ShallowViT, TokenDataConfig, build_model, hinge_loss, make_patterns, sample_tokens
 
 DATA = TokenDataConfig(dim=12, n_patterns=8, n_tokens=20, alpha_star=0.3)
 CONFIGS = [
@@ -187,3 +187,41 @@ def test_an_unknown_model_kind_is_an_error_naming_the_field_not_another_model():
     with pytest.raises(ConfigError) as error:
         ModelConfig(kind="mlp")
     assert (error.value.field, error.value.value) == ("kind", "mlp") and "vit, cnn" in error.value.allowed
+
+
+class _RenamedViT(ShallowViT):
+    """A model kind only the test below declares: the ViT's network under a class of its own."""
+
+
+def test_a_kind_declared_once_with_attention_is_built_checked_costed_and_recorded_as_the_vit(monkeypatch):
+    """A kind with attention declared in vit_core.kinds.KINDS alone (here, by the test) is allowed
+    by ModelConfig and the family, gets W_Q and W_K, the aligned init's check of attn_dim, delta
+    and the ViT's cost, and train_pack records its attention mass: the ViT's numbers, as its network is."""
+    from vit_core import TrainConfig, train_pack
+    from vit_core.fields import ConfigError
+    from vit_core.kinds import KINDS, Kind
+    from vit_core.li2023 import Li2023
+    from vit_core.models import initial_errors
+
+    declared = Kind("the ViT, declared by a test", attention=True, model=f"{__name__}:_RenamedViT")
+    monkeypatch.setitem(KINDS, "renamed_vit", declared)
+    new, vit = ModelConfig(kind="renamed_vit", width=16), ModelConfig(kind="vit", width=16)
+    patterns = make_patterns(DATA)
+    assert Li2023.kinds() == ("vit", "cnn", "renamed_vit")
+    pack = build_model(new, patterns, [0, 1], DATA.n_tokens)
+    assert type(pack) is _RenamedViT and {"W_Q", "W_K"} <= dict(pack.named_parameters()).keys()
+    with pytest.raises(ConfigError) as error:
+        build_model(ModelConfig(kind="renamed_vit", attn_dim=4), patterns, [0], DATA.n_tokens)
+    assert error.value.field == "attn_dim"
+    errors = initial_errors(new, patterns, [0, 1], DATA.n_tokens)
+    assert "delta" in errors and errors == initial_errors(vit, patterns, [0, 1], DATA.n_tokens)
+    assert (
+        Li2023().sample_cost(DATA, new)
+        == Li2023().sample_cost(DATA, vit)
+        > Li2023().sample_cost(DATA, ModelConfig(kind="cnn", width=16))
+    )
+    train = TrainConfig(max_steps=40, eval_every=10, n_test=60, eval_subset=30)
+    ours, vits = (train_pack(DATA, cfg, train, [16, 32], [0, 1]) for cfg in (new, vit))
+    assert all(math.isfinite(r["attention_mass"]) for r in ours.records())
+    assert ours.records() == vits.records()
+    torch.testing.assert_close(ours.curves["attention_mass"], vits.curves["attention_mass"], equal_nan=True)

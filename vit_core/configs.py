@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from vit_core.fields import ConfigError, check_choices, param
+from vit_core.kinds import KINDS, Kind, kinds_help
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy
 
@@ -145,7 +146,7 @@ def _check(cfg: TokenDataConfig) -> None:
 class ModelConfig:
     """Architecture and initialisation of one model of a pack."""
 
-    kind: Literal["vit", "cnn"] = param("vit", "vit: eq. (1) with attention; cnn: the same network without it")
+    kind: str = param("vit", kinds_help(), choices=KINDS)  # declared in vit_core.kinds
     width: int = param(32, "m, the width of the ReLU layer")
     attn_dim: int | None = param(None, "m_a, rows of W_Q and W_K (default: the token dimension)")
     output_matrix: bool = param(
@@ -180,13 +181,18 @@ class ModelConfig:
         """Rows of W_V: m_b with an output matrix, else the width m."""
         return (self.value_dim or self.width) if self.output_matrix else self.width
 
+    @property
+    def declared(self) -> Kind:
+        """What the kind's network has (attention, its class): its declaration in vit_core.kinds."""
+        return KINDS[self.kind]
+
 
 def check_fits_data(cfg: ModelConfig, dim: int, n_patterns: int) -> None:
     """Raise ConfigError where the model cannot be built for data of this dimension and pattern
     count: the aligned init embeds the M patterns, so it needs M rows in W_Q, W_K and W_V."""
     if cfg.init != "aligned":
         return
-    rows = {"attn_dim": cfg.attn_dim or dim} if cfg.kind == "vit" else {}
+    rows = {"attn_dim": cfg.attn_dim or dim} if cfg.declared.attention else {}
     rows["value_dim" if cfg.output_matrix and cfg.value_dim is not None else "width"] = cfg.v_rows()
     for field, value in rows.items():
         if value < n_patterns:

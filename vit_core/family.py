@@ -2,9 +2,10 @@
 ones are found.
 
 A family names its data and model configs (frozen dataclasses made with ``fields.param``; the
-model config's ``kind`` Literal lists the model kinds it compares), samples data and builds packs
-of models for the trainer, and says what its theory claims: the variable N* scales with and each
-kind's exponent. The service asks a family for all of this and names none of them itself.
+model config's ``kind`` field lists the model kinds it compares, as a Literal or a registry of
+``param(choices=...)``), samples data and builds packs of models for the trainer, and says what
+its theory claims: the variable N* scales with and each kind's exponent. The service asks a
+family for all of this and names none of them itself.
 
 Families are found through the entry points of group ``vitsweep.families`` (each names a
 ``Family`` subclass), Paper A's and Paper B's as any other package's: see README "Add your own
@@ -12,7 +13,6 @@ experiment". A family's module must load without torch (a spec is validated with
 ``sample`` and ``build`` import what trains where they run.
 """
 
-import typing
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vit_core.fields import choices_of
 from vit_core.seeding import Stream
 
 GROUP = "vitsweep.families"
@@ -116,7 +117,7 @@ class Family:
     name: ClassVar[str]
     description: ClassVar[str]
     data: ClassVar[type]  # the data config (a frozen dataclass of ``param`` fields)
-    model: ClassVar[type]  # the model config; its ``kind`` field's Literal lists the model kinds
+    model: ClassVar[type]  # the model config; its ``kind`` field's Literal (or choices) lists the model kinds
     scaling: ClassVar[Scaling | None] = None
     theory: ClassVar[dict[str, Theory]] = {}  # model kind -> its claimed exponent of N* in x
     difference_claims: ClassVar[dict[str, str]] = {}  # "b - a" -> what the theory says of b's exponent minus a's
@@ -195,8 +196,9 @@ class Family:
 
     @classmethod
     def kinds(cls) -> tuple[str, ...]:
-        """The model kinds, from the model config's ``kind`` Literal."""
-        return typing.get_args(typing.get_type_hints(cls.model)["kind"])
+        """The model kinds: the values the model config's ``kind`` field allows (its Literal, or
+        the registry its ``param`` names: Paper A's vit_core.kinds.KINDS)."""
+        return choices_of(cls.model, "kind")
 
 
 @cache

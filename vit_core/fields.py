@@ -1,13 +1,17 @@
 """Config fields that carry their own help text, read by the CLI and the sweep specs."""
 
 import typing
-from dataclasses import field, fields
+from collections.abc import Mapping
+from dataclasses import Field, field, fields
 from typing import Any, Literal
 
 
-def param(default: Any, help: str) -> Any:
-    """A dataclass field with a default and a one-line description in its metadata."""
-    return field(default=default, metadata={"help": help})
+def param(default: Any, help: str, choices: Mapping[str, Any] | None = None) -> Any:
+    """A dataclass field with a default and a one-line description in its metadata; ``choices``:
+    the registry whose keys are its allowed values, read at each check (a kind declared later
+    counts), for a field whose values are declared elsewhere rather than in a Literal."""
+    metadata = {"help": help} | ({} if choices is None else {"choices": choices})
+    return field(default=default, metadata=metadata)
 
 
 class ConfigError(ValueError):
@@ -19,10 +23,25 @@ class ConfigError(ValueError):
 
 
 def check_choices(cfg: Any) -> None:
-    """Raise ConfigError where a field of the dataclass ``cfg`` typed ``Literal[...]`` holds another
-    value (dataclasses check no types; an unknown model kind must not build another model)."""
+    """Raise ConfigError where a field of the dataclass ``cfg`` typed ``Literal[...]`` or given
+    ``choices`` holds another value (dataclasses check no types; an unknown model kind must not
+    build another model)."""
     hints = typing.get_type_hints(type(cfg))
     for f in fields(cfg):
-        choices = typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) is Literal else ()
+        choices = _choices(f, hints[f.name])
         if choices and getattr(cfg, f.name) not in choices:
             raise ConfigError(f.name, getattr(cfg, f.name), f"one of {', '.join(map(str, choices))}")
+
+
+def choices_of(cls: type, name: str) -> tuple:
+    """The values field ``name`` of the dataclass ``cls`` allows: its registry's keys or its
+    Literal's values; () where any value of its type is."""
+    f = next(f for f in fields(cls) if f.name == name)
+    return _choices(f, typing.get_type_hints(cls)[name])
+
+
+def _choices(f: Field, hint: Any) -> tuple:
+    """A field's allowed values: its ``choices`` registry's keys (now), else its Literal's."""
+    if "choices" in f.metadata:
+        return tuple(f.metadata["choices"])
+    return typing.get_args(hint) if typing.get_origin(hint) is Literal else ()

@@ -147,10 +147,10 @@ class Li2023(Family):
         return oracle_rules(data)
 
     def sample_cost(self, data: TokenDataConfig, model: ModelConfig) -> float:
-        """The values' L·d·m; a ViT adds its query side L·d·d and its attention 2·L²·d."""
-        L, d = data.n_tokens, data.dim
-        values = L * d * model.v_rows()
-        return values + (L * d * d + 2 * L * L * d if model.kind == "vit" else 0)
+        """The values' L·d·m; a kind with attention (the ViT) adds its query side L·d·d and its
+        attention 2·L²·d (vit_core.kinds.Kind.attention_cost)."""
+        values = data.n_tokens * data.dim * model.v_rows()
+        return values + model.declared.attention_cost(data.n_tokens, data.dim)
 
     def scaling_value(self, data: TokenDataConfig) -> float:
         return data.effective_alpha_star

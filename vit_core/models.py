@@ -40,21 +40,21 @@ def _init_one(cfg: ModelConfig, patterns: Tensor, seed: int, n_tokens: int) -> d
     gen = torch.Generator().manual_seed(stream_seed(seed, Stream.INIT))
     P = patterns.double().T  # (d, M)
     d, M = P.shape
-    a_rows = cfg.attn_dim or d
+    a_rows, attention = cfg.attn_dim or d, cfg.declared.attention
 
     def gauss(rows: int, cols: int, scale: float) -> Tensor:
         return scale * torch.randn(rows, cols, generator=gen, dtype=torch.float64) / math.sqrt(cols)
 
     params: dict[str, Tensor] = {}
     if cfg.init == "aligned":
-        if cfg.kind == "vit":
+        if attention:
             U = _orthonormal_columns(a_rows, M, gen)
             params["W_Q"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
             params["W_K"] = cfg.qk_gain * U @ P.T + gauss(a_rows, d, cfg.init_error)
         R = _orthonormal_columns(cfg.v_rows(), M, gen)
         params["W_V"] = cfg.v_gain * R @ P.T + gauss(cfg.v_rows(), d, cfg.init_error)
     else:
-        if cfg.kind == "vit":
+        if attention:
             params["W_Q"] = gauss(a_rows, d, cfg.qk_gain)
             params["W_K"] = gauss(a_rows, d, cfg.qk_gain)
         params["W_V"] = gauss(cfg.v_rows(), d, cfg.v_gain)
@@ -180,9 +180,6 @@ class ShallowCNN(PackedModel):
         return X, None
 
 
-KINDS: dict[str, type[PackedModel]] = {"vit": ShallowViT, "cnn": ShallowCNN}  # ModelConfig.kind -> class
-
-
 def alignment_error(maps: list[Tensor], patterns: Tensor, gain: float) -> Tensor:
     """The initial model error of Theorem 1 measured on weights: per model (K,), the largest
     ||W mu_j - gain u_j|| over the patterns mu_j and the matrices W in ``maps`` (each (K, rows, d)),
@@ -201,12 +198,12 @@ def initial_errors(
     cfg: ModelConfig, patterns: Tensor | np.ndarray, seeds: list[int], n_tokens: int
 ) -> dict[str, float]:
     """The initial model errors of the models of ``seeds`` as built (the largest over the seeds):
-    sigma, W_V's (the values), and for the ViT delta, W_Q's and W_K's (one set of directions for
-    both); what Theorem 1's premises and its shift of alpha* are read from."""
+    sigma, W_V's (the values), and for a kind with attention (the ViT) delta, W_Q's and W_K's (one
+    set of directions for both); what Theorem 1's premises and its shift of alpha* are read from."""
     patterns = torch.as_tensor(patterns)
     pack = build_model(cfg, patterns, seeds, n_tokens)
     errors = {"sigma": alignment_error([pack.W_V], patterns, cfg.v_gain)}
-    if cfg.kind == "vit":
+    if cfg.declared.attention:
         errors["delta"] = alignment_error([pack.W_Q, pack.W_K], patterns, cfg.qk_gain)
     return {name: float(value.max()) for name, value in errors.items()}
 
@@ -219,9 +216,9 @@ def build_model(
     device: str | torch.device = "cpu",
 ) -> PackedModel:
     """A pack of len(seeds) models for samples of ``n_tokens`` tokens, model k initialised from
-    seeds[k] alone (float32)."""
+    seeds[k] alone (float32), of the class its kind declares (vit_core.kinds)."""
     patterns = torch.as_tensor(patterns)
     check_fits_data(cfg, patterns.shape[1], patterns.shape[0])
     per_model = [_init_one(cfg, patterns, s, n_tokens) for s in seeds]
     stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
-    return KINDS[cfg.kind](cfg, stacked)
+    return cfg.declared.pack_class()(cfg, stacked)
