@@ -133,7 +133,7 @@ SIGN_SPEC = "name: readme\nfamily: sign_of_mean\nmodels: [linear]\nn_train: [64]
 
 def test_a_family_built_from_the_readme_text_alone_validates_and_learns(readme_family):
     from vit_core import train_pack
-    from vit_core.configs import TrainConfig
+    from vit_core.train_config import TrainConfig
 
     spec = parse_spec(SIGN_SPEC)
     data, model, _ = spec.resolved_cell(spec.cells[0]).configs

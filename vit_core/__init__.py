@@ -1,8 +1,8 @@
 """The science of vitsweep: both papers' data and models and one packed trainer (torch and numpy only).
 
-Names load with the module that defines them (PEP 562): the configs (``vit_core.configs``) and the
-outcome classes (``vit_core.outcomes``) need no torch, so a spec is validated and results are read
-without loading it; ``from vit_core import train_pack`` loads the trainer."""
+Names load with the module that defines them (PEP 562): the configs (``vit_core.configs``,
+``vit_core.train_config``) and the outcome classes (``vit_core.outcomes``) need no torch, so a
+spec is validated and results are read without loading it; ``from vit_core import train_pack`` loads the trainer."""
 
 from importlib import import_module
 
@@ -13,8 +13,8 @@ _HOME = {
         "PositionalConfig",
         "SpatialDataConfig",
         "TokenDataConfig",
-        "TrainConfig",
     ),
+    "vit_core.train_config": ("TrainConfig",),
     "vit_core.data": ("TokenBatch", "sample_tokens"),
     "vit_core.family": ("Family", "Scaling", "Theory", "families", "family_of"),
     "vit_core.fields": ("ConfigError",),

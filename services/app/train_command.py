@@ -13,9 +13,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.app.printing import show_table
-from vit_core.configs import ModelConfig, TokenDataConfig, TrainConfig, check_fits_data
+from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.family import family_of
 from vit_core.fields import ConfigError
+from vit_core.train_config import TrainConfig
 
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}
 

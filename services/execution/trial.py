@@ -28,9 +28,7 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
     pack = Pack.from_config(config["pack"])
     data, model, training = sweep.trial_cell(config).configs
     if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
-        training = dataclasses.replace(
-            training, batch_size=pack.batch_size, max_steps=training.batch_size * training.max_steps // pack.batch_size
-        )
+        training = training.at_batch(pack.batch_size)
     training = dataclasses.replace(training, max_steps=pack.max_steps or training.max_steps)  # a retry's larger budget
     lrs = list(pack.lr or [training.lr] * len(pack.seeds))
     torch.set_num_threads(max(1, int(sweep.cpus_per_trial)))
@@ -55,7 +53,7 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
             entries[k] = entry
         wall_s = result.wall_s
     records = [
-        record | {"max_steps": _budget(training, n)} | _tuned(pack)
+        record | {"max_steps": training.steps_for(n)} | _tuned(pack)
         for entry, n in zip(entries, pack.n_train)
         for record in entry["records"]
     ]
@@ -76,11 +74,6 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
 def _tuned(pack: Pack) -> dict:
     """What a tuned pack's records add: its phase, and its batch size (one pass records theirs)."""
     return {"phase": pack.phase, "batch_size": pack.batch_size} if pack.phase else {}
-
-
-def _budget(training, n: int) -> int:
-    """The steps a model of N = n trained at most: max_steps, or one pass's n / B if fewer."""
-    return min(training.max_steps, n // training.batch_size) if training.protocol == "one_pass" else training.max_steps
 
 
 def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:

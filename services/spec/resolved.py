@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any, Protocol
 
 from services.results import Cell
-from vit_core.configs import TrainConfig
+from vit_core.train_config import TrainConfig
 
 SECTIONS = ("data", "model", "training")
 

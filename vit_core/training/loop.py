@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.configs import TrainConfig
 from vit_core.family import family_of
 from vit_core.packed import PackedModels, missing_members
 from vit_core.seeding import Stream
+from vit_core.train_config import TrainConfig
 from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, sample
 from vit_core.training.records import PackResult, _Recorder
 from vit_core.training.scoring import LOSSES, _TestScores, errors, outputs
@@ -198,9 +198,7 @@ def train_pack(
         else TrainSets(data, n_train, seeds, train.batch_size, device)
     )
     pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], _TestScores(test, test_keep, train, K))
-    budget = torch.tensor(
-        [min(train.max_steps, n // train.batch_size) if one_pass else train.max_steps for n in n_train]
-    )
+    budget = torch.tensor([train.steps_for(n) for n in n_train])
     grid = set(train.evaluation_steps(int(budget.max())))
     rec = _Recorder(K, model.metric_names)
     for step in range(int(budget.max()) + 1):

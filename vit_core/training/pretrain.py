@@ -5,8 +5,9 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from vit_core.configs import PositionalConfig, SpatialDataConfig, TrainConfig
+from vit_core.configs import PositionalConfig, SpatialDataConfig
 from vit_core.positional import ATTENTION, PRETRAIN_SEEDS
+from vit_core.train_config import TrainConfig
 from vit_core.training.loop import train_pack
 
 

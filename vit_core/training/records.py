@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.configs import TrainConfig
 from vit_core.outcomes import Outcome, outcome, summarize_by_n
+from vit_core.train_config import TrainConfig
 
 CURVES = ("test_error", "test_loss", "train_error", "train_loss", "attention_mass")
 METRICS = ("error", "loss", "attention_mass")  # what an evaluation measures on a set of samples

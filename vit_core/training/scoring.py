@@ -6,10 +6,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from vit_core.configs import TrainConfig
 from vit_core.data import TokenBatch
 from vit_core.layout import TokenKind
 from vit_core.packed import PackedModels, attention_mass
+from vit_core.train_config import TrainConfig
 from vit_core.training.records import METRICS
 
 
