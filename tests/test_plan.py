@@ -15,25 +15,33 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from services.app import plan, rehearsal
+from services.app import pilot as pilots
+from services.app import plan, timing
 from services.app.cli import app
-from services.spec import Setting, load_spec
+from services.search import rehearse
+from services.search.planners import planner
+from services.spec import load_spec
+from services.spec.modes import SampleComplexityMode, spread
 
 ROOT = Path(__file__).parents[1]
 SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
 runner = CliRunner()
 
 
+def first_pilot(spec, cell):
+    """The cell's first pilot run of four models, as `vitsweep plan` runs it."""
+    return spec.mode.pilots(spec, cell, 4)[0]
+
+
 @pytest.fixture
 def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and every pilot's model runs to its budget: the budgets alone decide the plan."""
-    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
+    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
-    budget = lambda spec, cell, batch: plan._piloted(spec, cell, batch)[2].max_steps  # noqa: E731
     monkeypatch.setattr(
         plan,
         "pilot",
-        lambda spec, cell, models, allowance, batch=None: plan.Pilot((budget(spec, cell, batch),) * models, models, 0),
+        lambda spec, cell, run, allowance: pilots.Pilot((run.training.max_steps,) * run.models, run.models, 0),
     )
 
 
@@ -78,11 +86,11 @@ def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_
     spec = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
     cell = spec.cells[0]
     assert spec.mode.most_steps(spec, cell) == 8 * 60 // 1
-    rate = plan.probe(spec, cell, 4)
-    most = plan.most_probe(spec, cell, 4, rate)
+    rate = timing.probe(spec, cell, 4)
+    most = timing.most_probe(spec, cell, 4, rate)
     assert most.step_s >= rate.step_s / 2 and most.pack_step_s >= rate.pack_step_s / 2 and most.eval_s == rate.eval_s
     unextended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 0})})
-    assert plan.most_probe(unextended, cell, 4, rate) is rate  # B = 2 is its smallest: nothing more to time
+    assert timing.most_probe(unextended, cell, 4, rate) is rate  # B = 2 is its smallest: nothing more to time
     made = plan.make_plan(spec, tmp_path, 2, pilot_s=0.2)
     assert all(c.most_step_s is not None and c.steps_most == 480 for c in made.cells)
 
@@ -91,30 +99,30 @@ def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision
     """transfer_tuned's plan counted its first round alone (840 trainings; the sweep trained 1,828),
     an expectation labelled an upper bound that its sweep took 2.9x."""
     spec = load_spec(ROOT / "sweeps" / "transfer_tuned.yaml")  # N 8 .. 2,048 in steps of 4x, precision 0.1
-    cell = spec.cells[0]
-    assert spec.mode.search.expected_n(spec, cell) == 5 + 4  # the grid, then log2(log 4 / log 1.1) = 3.9 midpoints
     runs = 3 * 4 + 16  # 3 step sizes on 4 selection seeds, then the measurement on 16 seeds: an N* search each
-    assert spec.mode.expected_trainings(spec, cell) == runs * 9
     made = plan.make_plan(spec, tmp_path, 2)
     first = made.cells[0]
-    assert (first.trainings, first.model_steps) == (runs * 5, runs * 9 * 4000)  # logistic loss: none stops early
-    assert first.later_packs == runs * 4 // 16  # a later round trains one N of each seed
+    assert first.trainings == runs * 5 and first.basis.startswith("budget")  # logistic loss: none stops early
+    # played out: each search its grid, then log2(log 4 / log 1.1) = 3.9 midpoints of the step where its runs
+    # begin to succeed; every setting ties, so the smaller edge extends (max_extensions) and those search too
+    assert first.model_steps % (9 * 4000) == 0 and first.model_steps >= runs * 9 * 4000
+    assert first.later_packs >= runs * 4 // 16  # a later round trains one N of each seed
 
 
 def test_slots_of_a_cluster_follow_the_per_trial_resources():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    assert plan.slots_of(spec, 64, 0) == 64
+    assert timing.slots_of(spec, 64, 0) == 64
     gpu = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
-    assert plan.slots_of(gpu, 64, 2) == 8 and plan.slots_of(gpu, 4, 2) == 4
+    assert timing.slots_of(gpu, 64, 2) == 8 and timing.slots_of(gpu, 4, 2) == 4
 
 
 def test_a_pilot_counts_the_steps_to_stop_and_a_step_is_timed_per_model_kind():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     for cell in (spec.cells[0], spec.cells[2]):  # the ViT's and the CNN's, each timed on its own
-        probe = plan.probe(spec, cell, 8)
+        probe = timing.probe(spec, cell, 8)
         assert probe.step_s >= 0 and probe.pack_step_s >= 0 and probe.pack_step_s + 8 * probe.step_s > 0
-        assert probe.pack_s >= plan.TRIAL_S  # a pack's set-up: its test set, models, Ray Tune's own
-    tried = plan.pilot(spec, spec.cells[0], 4, allowance=60)
+        assert probe.pack_s >= timing.TRIAL_S  # a pack's set-up: its test set, models, Ray Tune's own
+    tried = pilots.pilot(spec, spec.cells[0], first_pilot(spec, spec.cells[0]), allowance=60)
     assert (tried.seen, tried.cut) == (4, 0) and all(0 < s < 3000 for s in tried.steps)  # settled before max_steps
     assert tried.basis == "pilot: 4 of 4 stopped"
 
@@ -122,11 +130,11 @@ def test_a_pilot_counts_the_steps_to_stop_and_a_step_is_timed_per_model_kind():
 def test_a_pilot_cut_inside_a_run_of_zero_test_error_foresees_where_its_window_confirms(monkeypatch):
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # W = 3, 240 steps at its smallest batch
     cell = spec.cells[0]
-    whole = plan.pilot(spec, cell, 4, allowance=60)
+    whole = pilots.pilot(spec, cell, first_pilot(spec, cell), allowance=60)
     assert whole.seen == 4
     clock = itertools.count()  # a second a call: the pilot is cut at its 12th evaluation or so
-    monkeypatch.setattr(plan.time, "perf_counter", lambda: next(clock))
-    cut = plan.pilot(spec, cell, 4, allowance=12)
+    monkeypatch.setattr(pilots.time, "perf_counter", lambda: next(clock))
+    cut = pilots.pilot(spec, cell, first_pilot(spec, cell), allowance=12)
     assert cut.seen == 0 and cut.foreseen >= 1 and 0 < cut.cut < 60
     assert any(0.75 * before <= after <= 1.25 * before for before, after in zip(whole.steps, cut.steps))
     assert f"{cut.foreseen} at zero test error" in cut.basis
@@ -164,12 +172,12 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
         extra = {"diverged": np.zeros(4, bool), "streak_start": np.array(streak), "eval_steps": np.array([0, 5, 10])}
         return 1.0, SimpleNamespace(**vars(result), **extra)
 
-    monkeypatch.setattr(plan, "_train", train)
-    tried = plan.pilot(spec, spec.cells[0], 4, allowance=0)
-    guess = plan._log_uniform_mean(30, 240)
+    monkeypatch.setattr(pilots, "train", train)
+    tried = pilots.pilot(spec, spec.cells[0], first_pilot(spec, spec.cells[0]), allowance=0)
+    guess = pilots._log_uniform_mean(30, 240)
     assert tried.steps == tuple(float(s) if s is not None else guess for s in steps)
     assert tried.basis == f"pilot: {basis}" and tried.guessed
-    assert plan._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
+    assert pilots._log_uniform_mean(100, 100 * math.e) == pytest.approx(100 * (math.e - 1))
 
 
 @pytest.mark.parametrize(
@@ -190,15 +198,16 @@ def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_ar
     one model reached zero test error, arms' never-confirming cells foresaw their runs short."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # one pass, W = 3
     clock = itertools.count()
-    monkeypatch.setattr(plan.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(pilots.time, "perf_counter", lambda: next(clock))
 
     def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
         step = next(i for i, (still, zero) in enumerate(evaluations, start=1) if progress(i, still, zero))
         ran = SimpleNamespace(steps=np.full(size, step), settled=np.zeros(size, bool), diverged=np.zeros(size, bool))
         return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.arange(step + 1))
 
-    monkeypatch.setattr(plan, "_train", train)
-    assert plan.BLIND * 3 == 30 and plan.pilot(spec, spec.cells[0], 4, allowance=3).cut == cut
+    monkeypatch.setattr(pilots, "train", train)
+    run = first_pilot(spec, spec.cells[0])
+    assert pilots.BLIND * 3 == 30 and pilots.pilot(spec, spec.cells[0], run, allowance=3).cut == cut
 
 
 def test_cells_that_differ_in_values_alone_share_one_timing():
@@ -206,9 +215,9 @@ def test_cells_that_differ_in_values_alone_share_one_timing():
     size's scale: association_sensitivity's 40 cells were timed one by one (its plan 171 s). Its
     logits scaled or not, and a model with or without W_O, are timed apart."""
     spec = load_spec(ROOT / "sweeps" / "association_sensitivity.yaml")  # diag x scaled_logits x a_lr_scale
-    assert len({plan._timing_key(spec, c, 8) for c in spec.cells}) == 2
+    assert len({timing.timing_key(spec, c, 8) for c in spec.cells}) == 2
     arms = load_spec(ROOT / "sweeps" / "sample_complexity_arms.yaml")  # {vit, cnn} x alpha* x counts x output_matrix
-    assert len({plan._timing_key(arms, c, 8) for c in arms.cells}) == 4
+    assert len({timing.timing_key(arms, c, 8) for c in arms.cells}) == 4
 
 
 def test_an_untuned_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
@@ -222,12 +231,12 @@ def test_an_untuned_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains
         ran = SimpleNamespace(steps=np.full(size, 3), settled=np.ones(size, bool), diverged=np.zeros(size, bool))
         return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.array([0]))
 
-    monkeypatch.setattr(plan, "_train", train)
+    monkeypatch.setattr(pilots, "train", train)
     for name in ("sweeps/smoke.yaml", "sweeps/sample_complexity_multipass_tuned.yaml", "tests/tiny_tuned.yaml"):
         spec = load_spec(ROOT / name)  # untuned multi-pass (N in {5, 20}), tuned multi-pass, tuned one pass
-        plan.pilot(spec, spec.cells[0], 4, allowance=1)
+        pilots.pilot(spec, spec.cells[0], first_pilot(spec, spec.cells[0]), allowance=1)
     assert trained == [[5, 5, 20, 20], None, None]
-    assert plan._spread([320, 40, 160, 80], 4) == [40, 80, 160, 320] and plan._spread([40, 80, 160], 2) == [40, 160]
+    assert spread([320, 40, 160, 80], 4) == (40, 80, 160, 320) and spread([40, 80, 160], 2) == (40, 160)
 
 
 def test_trials_sharing_a_gpu_count_their_work_at_the_pace_timed_side_by_side():
@@ -259,34 +268,20 @@ def test_a_saved_plan_estimates_any_slots_as_the_plan_itself(tmp_path):
 def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     spec = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
-    assert plan.gpu_share(spec, 8) == 4 and plan.gpu_share(spec, 2) == 2
-    assert 1.0 <= plan.sharing(spec, spec.cells[0], 8, 4) < 8
+    assert timing.gpu_share(spec, 8) == 4 and timing.gpu_share(spec, 2) == 2
+    assert 1.0 <= timing.sharing(spec, spec.cells[0], 8, 4) < 8
 
 
 def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_path):
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: plan.Probe(1e-3, 0.0))
+    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
-    guessed = plan.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
-    pilots = iter([guessed, plan.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
-    monkeypatch.setattr(plan, "pilot", lambda spec, cell, models, allowance: next(pilots))
+    guessed = pilots.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
+    tried = iter([guessed, pilots.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
+    monkeypatch.setattr(plan, "pilot", lambda spec, cell, run, allowance: next(tried))
     made = plan.make_plan(spec, tmp_path, 2)
     assert [c.guessed for c in made.cells] == [True, False, True, False]
     assert made.guessed_share == pytest.approx(0.5) and made.to_dict()["guessed_share"] == 0.5
-
-
-def test_a_tuned_one_pass_cell_expects_each_selection_run_under_every_cap_it_outgrew():
-    """The main job's plan counted its 24 selection runs a cell at the whole budget, where its
-    first cap holds them to a sixteenth."""
-    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # caps 30, 120, 480 samples: 15, 60, 240 steps at B = 2
-    cell = spec.cells[0]
-    assert spec.tuning.caps(8 * 60) == [30, 120, 480]
-    runs, seeds = 2 * 2 * 2, 4  # 2 B x 2 lr on 2 selection seeds; the measurement on 4
-    assert spec.mode.expected_total(spec, cell, (10.0,)) == runs * 10 + seeds * 10  # within the first cap
-    selection = ((15 + 60 + 100) + (15 + 60 + 240)) / 2
-    assert spec.mode.expected_total(spec, cell, (100.0, 240.0)) == runs * selection + seeds * 100  # the soonest
-    # past the first cap beyond the soonest stop (20 steps: the cap of 60), a setting cannot win
-    assert spec.mode.expected_total(spec, cell, (20.0, 240.0)) == runs * ((15 + 20) + (15 + 60)) / 2 + seeds * 20
 
 
 def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_take(unit_steps, monkeypatch, tmp_path):
@@ -302,7 +297,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     monkeypatch.setattr(
         plan,
         "pilot",
-        lambda spec, cell, models, allowance, batch=None: plan.Pilot((100 / (batch or 2),) * models, models, 0),
+        lambda spec, cell, run, allowance: pilots.Pilot((100 / run.training.batch_size,) * run.models, run.models, 0),
     )
     made = plan.make_plan(spec, tmp_path, 2).cells[0]
     first_cap, second_cap, measurement = 4 * 15 + 4 * 3 * 4, 4 * 50 + 4 * 13 * 4, 4 * 50
@@ -310,11 +305,12 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert made.packs + made.later_packs == 2 + 2 + 1  # each round's B = 2 and B = 8 packs, one for the measurement
     assert "its search played out in 16 draws" in made.basis
     extended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
-    trained = rehearsal.rehearse(extended, 0, [rehearsal.Seen(2, 1.0, 100.0)] * 4)
-    assert all(min(t.batch_size for t in world) == 1 for world in trained)  # the tie at B = 2 extends to B = 1
+    seen = {i: [rehearse.Seen(2, 1.0, None, 50.0)] * 4 for i in range(len(extended.cells))}
+    worlds = rehearse.rehearse(extended, lambda: planner(extended), seen)
+    assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in worlds)  # the tie at B = 2: B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step's costs at B: timed at 8 and at 1 (model, pack), on the line between; above 8, its cost a sample
-    cost = plan._batch_costs(8, 1, (plan.Probe(8e-3, 0.0, 4e-3), plan.Probe(1e-3, 0.0, 2e-3)))
+    cost = plan._batch_costs(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
     assert cost(1) == (1e-3, 2e-3) and cost(8) == (8e-3, 4e-3) and cost(32) == (32e-3, 16e-3)
     assert cost(4) == pytest.approx((4e-3, 2e-3 + 3 / 7 * 2e-3))
 
@@ -327,12 +323,26 @@ def test_a_rehearsed_run_stops_where_the_pilot_model_nearest_its_batch_and_step_
     one round of caps."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # B in {2, 8}, eta in {0.25, 1}, caps 30, 120, 480
     never = 10_000.0
-    seen = [rehearsal.Seen(b, lr, 30.0 if (b, lr) == (2, 0.25) else never) for b in (2, 8) for lr in (0.25, 1.0)]
-    assert list(rehearsal._nearest(seen, Setting(4, 0.25))) == [0, 2]  # as near B = 2 as 8 (log scale): a tie
-    assert list(rehearsal._nearest(seen, Setting(1, 2.0))) == [1]
-    for world in rehearsal.rehearse(spec, 0, seen):
-        measured = world[-1]
+    seen = [rehearse.Seen(b, lr, None, 15.0 if (b, lr) == (2, 0.25) else never) for b in (2, 8) for lr in (0.25, 1.0)]
+    assert list(rehearse._nearest(seen, 4, 0.25, None)) == [0, 2]  # as near B = 2 as 8 (log scale): a tie
+    assert list(rehearse._nearest(seen, 1, 2.0, None)) == [1]
+    for world in rehearse.rehearse(spec, lambda: planner(spec), dict.fromkeys(range(len(spec.cells)), seen)):
+        measured = [t for t in world if t.cell == 0][-1]
         assert measured.batch_size == 2 and measured.steps == (15,) * 4  # 30 samples at B = 2, on 4 seeds
+
+
+def test_every_search_mode_is_played_out_through_the_round_planner_protocol_alone():
+    """An adaptive N* search, multi-pass, where its runs succeed from the middle of its grid's
+    widest step: its grid, then the bisection of that step to its precision (smoke: N in {5, 20},
+    precision 0.1: log2(log 4 / log 1.1) = 3.9, four midpoints), each seed at every N once."""
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    searched = spec.model_copy(update={"search": SampleComplexityMode(mode="sample_complexity")})
+    seen = {i: [rehearse.Seen(1, 1.0, n, 10.0) for n in (5, 20)] for i in range(len(spec.cells))}
+    (world,) = rehearse.rehearse(searched, lambda: planner(searched), seen, draws=1)
+    models = [len(t.steps) for t in world if t.cell == 0]
+    assert sum(models) == (2 + 4) * spec.seeds and {t.steps for t in world} == {(10,) * m for m in models}
+    (grid,) = rehearse.rehearse(spec, lambda: planner(spec), seen, draws=1)
+    assert sum(len(t.steps) for t in grid) == spec.trainings  # a grid: its first round is all
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
@@ -349,9 +359,9 @@ def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
         steps = np.full(size, limit)
         return fixed_s + step_s * steps.sum(), SimpleNamespace(steps=steps)
 
-    monkeypatch.setattr(plan, "_train", train)
-    slope, pack_s = plan._slope(spec, cell, plan._piloted(spec, cell), 10)
-    assert len(tried) > 1 and slope == pytest.approx(step_s) and pack_s == pytest.approx(fixed_s + plan.TRIAL_S)
+    monkeypatch.setattr(timing, "train", train)
+    slope, pack_s = timing._slope(spec, cell, timing.timed_configs(spec, cell), 10)
+    assert len(tried) > 1 and slope == pytest.approx(step_s) and pack_s == pytest.approx(fixed_s + timing.TRIAL_S)
 
 
 def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):

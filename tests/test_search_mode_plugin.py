@@ -1,19 +1,24 @@
-"""A search mode of one's own, added in this one file: its schema and budget (a Mode), its round
-planner, and one call to register them; its spec then validates and runs through Ray Tune into
-MLflow as the built-in modes do. Trials receive the spec resolved into plain configs, so the
-module that defines the mode need not be importable where they run (this one is not)."""
+"""A search mode of one's own, installed as a package: its schema and budget (a Mode naming its
+round planner) and the planner, found through an entry point of group vitsweep.search_modes, as
+the built-in modes are. `vitsweep validate`, `plan` and `run` find it with no code of the user's
+calling anything: its spec validates, its plan plays its planner out, and it runs through Ray Tune
+into MLflow as the built-in modes do."""
 
-from typing import ClassVar, Literal
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
-from conftest import run_spec
 
-from services.search.packs import Pack, pack_cost
-from services.search.planners import PLANNERS, register
-from services.search.rounds import RoundPlanner
-from services.spec import SEARCH_MODES, Mode, parse_spec
-from services.spec import schema as spec_schema
+from services.spec import SEARCH_MODES, parse_spec
+from services.spec import modes as spec_modes
 
+VITSWEEP = Path(sys.executable).parent / "vitsweep"
+PACKAGE = "vitsweep-smallest-mode"
 SPEC = """
 name: smallest-n
 models: [vit, cnn]
@@ -25,6 +30,14 @@ training: {max_steps: 20, n_test: 50}
 search: {mode: smallest, skip: 1}
 resources: {cpus_per_trial: 1, models_per_pack: 8}
 """
+MODULE = '''
+"""smallest: every cell at one N of n_train only (the ``skip``-th smallest)."""
+
+from typing import ClassVar, Literal
+
+from services.search.packs import Pack, pack_cost
+from services.search.rounds import RoundPlanner
+from services.spec import Mode
 
 
 class SmallestMode(Mode):
@@ -33,6 +46,7 @@ class SmallestMode(Mode):
     mode: Literal["smallest"]
     skip: int = 0
     planned: ClassVar[bool] = False
+    planner: ClassVar[str] = "smallest_mode:SmallestPlanner"
 
     def first_trainings(self, spec, cell) -> int:
         return spec.seeds
@@ -41,7 +55,7 @@ class SmallestMode(Mode):
 class SmallestPlanner(RoundPlanner):
     """One round per cell: its seeds at that one N."""
 
-    def __init__(self, spec, slots):
+    def __init__(self, spec, slots=None):
         super().__init__(len(spec.cells), pack_cost(spec))
         n_of = {i: sorted(spec.resolved_cell(c).n_values)[spec.search.skip] for i, c in enumerate(spec.cells)}
         self.rounds = {i: [Pack(i, (n,) * spec.seeds, tuple(range(spec.seeds)))] for i, n in n_of.items()}
@@ -51,27 +65,76 @@ class SmallestPlanner(RoundPlanner):
 
     def learn(self, pack: Pack, records: list) -> None:
         """Nothing more to plan."""
+'''
+PYPROJECT = f"""
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{PACKAGE}"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["smallest_mode"]
+
+[project.entry-points."vitsweep.search_modes"]
+smallest = "smallest_mode:SmallestMode"
+"""
 
 
-@pytest.fixture
-def smallest():
-    register(SmallestMode, SmallestPlanner)
+def _pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def smallest_installed(tmp_path_factory):
+    """The mode's package written out and installed (offline: no build isolation, no dependencies
+    to fetch), and uninstalled afterwards."""
+    root = tmp_path_factory.mktemp("smallest_mode")
+    (root / "smallest_mode.py").write_text(textwrap.dedent(MODULE))
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    done = _pip("install", "--quiet", "--no-deps", "--no-build-isolation", str(root))
+    assert done.returncode == 0, done.stderr[-3000:]
     yield
-    SEARCH_MODES.pop("smallest"), PLANNERS.pop("smallest")
-    spec_schema.refresh()
+    assert _pip("uninstall", "--yes", PACKAGE).returncode == 0
 
 
-def test_a_search_mode_of_ones_own_validates_and_runs_through_ray_into_mlflow(smallest, local_ray, tmp_path):
-    spec = parse_spec(SPEC)
-    assert spec.mode.name == "smallest" and spec.trainings == spec.max_trainings_bound == 2 * 3
-    summary, _ = run_spec(SPEC, tmp_path)
-    assert summary["trainings"] == 6 and summary["failed_trials"] == []
-    assert {c["label"]: sorted(c["rates"]) for c in summary["cells"]} == {"vit": ["32"], "cnn": ["32"]}
+def vitsweep(*args: str, cwd: Path) -> dict:
+    """`vitsweep ARGS --json` in a fresh interpreter (it finds the modes installed now): its JSON."""
+    out = subprocess.run([str(VITSWEEP), *args, "--json"], capture_output=True, text=True, cwd=cwd)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_an_unregistered_mode_is_refused_naming_the_modes_there_are():
+def test_an_installed_search_mode_plans_and_runs_through_ray_into_mlflow(smallest_installed, tmp_path):
+    spec = tmp_path / "smallest.yaml"
+    spec.write_text(SPEC)
+    checked = subprocess.run([str(VITSWEEP), "validate", str(spec)], capture_output=True, text=True, cwd=tmp_path)
+    assert checked.returncode == 0 and "6 trainings" in checked.stdout, checked.stdout + checked.stderr
+    planned = vitsweep("plan", str(spec), "--home", str(tmp_path / "home"), cwd=tmp_path)
+    assert planned["trainings"] == 6 and all(c["later_packs"] == 0 for c in planned["cells"])  # its planner, played
+    ran = vitsweep("run", str(spec), "--home", str(tmp_path / "home"), cwd=tmp_path)
+    assert ran["trainings"] == 6 and ran["failed_trials"] == []
+    assert {c["label"]: sorted(c["rates"]) for c in ran["cells"]} == {"vit": ["32"], "cnn": ["32"]}
+
+
+def test_an_uninstalled_mode_is_refused_naming_the_modes_there_are():
     with pytest.raises(Exception) as error:
         parse_spec(SPEC)
     (problem,) = error.value.problems
     assert problem.path == "search.mode" and problem.value == "smallest"
-    assert "grid, sample_complexity, optuna" in problem.message
+    assert f"one of {', '.join(SEARCH_MODES)}" in problem.message and list(SEARCH_MODES)[0] == "grid"
+
+
+def test_a_mode_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkeypatch):
+    builtin = list(spec_modes.entry_points(group=spec_modes.GROUP))
+    broken = EntryPoint("broken", "no_such_module:Mode", spec_modes.GROUP)
+    monkeypatch.setattr(spec_modes, "entry_points", lambda group: [*builtin, broken])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = spec_modes.load_modes()
+    assert "broken" not in found and {"grid", "sample_complexity", "optuna"} <= set(found)
+    assert any("search mode broken (no_such_module:Mode" in str(w.message) for w in caught)
+    monkeypatch.undo()
+    spec_modes.load_modes()

@@ -1,16 +1,14 @@
 """What one Ray Tune trial runs: train a pack (reading and filling the result cache) and report its
 records. Runs on a worker; the driver only names it (run_sweep's ``trainable``)."""
 
-import dataclasses
 import json
 import time
 
-import numpy as np
 import ray
 from ray import tune
 
-from services.analysis import counted_success
 from services.results import ModelRecord
+from services.search.optuna import trial_metrics
 from services.search.packs import Pack
 from services.spec import ResolvedSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
@@ -27,9 +25,7 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
 
     pack = Pack.from_config(config["pack"])
     data, model, training = sweep.trial_cell(config).configs
-    if pack.batch_size:  # a tuned cell's setting: the cell's sample budget, at this batch size
-        training = training.at_batch(pack.batch_size)
-    training = dataclasses.replace(training, max_steps=pack.max_steps or training.max_steps)  # a retry's larger budget
+    training = pack.training(training)  # a tuned setting's batch size at the cell's sample budget; a retry's budget
     lrs = list(pack.lr or [training.lr] * len(pack.seeds))
     torch.set_num_threads(max(1, int(sweep.cpus_per_trial)))
     device = "cuda" if ray.get_gpu_ids() else "cpu"
@@ -74,18 +70,3 @@ def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> N
 def _tuned(pack: Pack) -> dict:
     """What a tuned pack's records add: its phase, and its batch size (one pass records theirs)."""
     return {"phase": pack.phase, "batch_size": pack.batch_size} if pack.phase else {}
-
-
-def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:
-    """The metrics an Optuna search may optimise, over a trial's models: the success rate (over
-    the models that count, as everywhere; 0 when none does), the mean test error (1 for a
-    diverged model) and the median steps to zero test error (max_steps for a model that never
-    reached it)."""
-    counted = [v for r in records if (v := counted_success(r.outcome)) is not None]
-    return {
-        "success_rate": float(np.mean(counted)) if counted else 0.0,
-        "mean_test_error": float(np.nanmean([1.0 if r.diverged else r.test_error for r in records])),
-        "median_iterations_to_zero": float(
-            np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])
-        ),
-    }

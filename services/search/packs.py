@@ -1,6 +1,7 @@
 """Packs: the unit of work of a sweep. A pack is some (N, seed) models of one cell trained together
 (vit_core.train_pack), and one Ray Tune trial; here is how a sweep's models are cut into packs."""
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 
@@ -37,6 +38,12 @@ class Pack:
             config.get("batch_size"),
             config.get("phase"),
         )
+
+    def training(self, cell_training):
+        """The cell's training config as this pack trains it: a tuned setting's batch size at the
+        cell's sample budget, a retry's larger step budget."""
+        training = cell_training.at_batch(self.batch_size) if self.batch_size else cell_training
+        return dataclasses.replace(training, max_steps=self.max_steps or training.max_steps)
 
     @property
     def name(self) -> str:

@@ -150,14 +150,10 @@ class TuningSearch(RoundPlanner):
         return packs
 
     def learn(self, pack: Pack, records: list["ModelRecord"]) -> None:
-        self.learn_runs(pack.cell, runs_by_setting(records))
-
-    def learn_runs(self, index: int, table: dict[Setting, dict[int, Run]]) -> None:
-        """Keep each seed's run of each setting in cell ``index`` (``learn`` reads them from a
-        trial's records; `vitsweep plan`'s rehearsal makes them up)."""
-        for setting, runs in table.items():
+        """Keep each seed's run of each setting the pack trained."""
+        for setting, runs in runs_by_setting(records).items():
             for seed, run in runs.items():
-                self.cells[index].add(setting, seed, run)
+                self.cells[pack.cell].add(setting, seed, run)
 
     def get_state(self) -> dict:
         return super().get_state() | {

@@ -1,13 +1,18 @@
 """The search modes: how a sweep chooses the N (and, tuned, the settings) its cells train at. Each
-mode is its schema, its budget (trainings and steps a cell may take), its problems and its words;
-its round planner is in services.search, found by the mode's ``name``. ``SweepSpec.mode`` is the
-sweep's mode: its search section's, or Tuned where a tuning section searches every cell."""
+mode is its schema, its budget (trainings and steps a cell may take), its problems, its words, how
+its cells are piloted for `vitsweep plan` (``pilots``) and its round planner (``planner``: a
+"module:attribute" of the search layer, found when the sweep is planned or run, so that this
+layer never imports that one). Modes are found by entry points of group ``vitsweep.search_modes``
+(the built-in ones in pyproject.toml, as any other package's). ``SweepSpec.mode`` is the sweep's
+mode: its search section's, or Tuned where a tuning section searches every cell."""
 
 import dataclasses
 import functools
 import math
 import operator
-from collections.abc import Callable, Iterable
+import typing
+import warnings
+from importlib.metadata import entry_points
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
@@ -18,9 +23,27 @@ from services.spec.base import FORBID, Problem
 from services.spec.resolved import Sweep
 from services.spec.tuning import Setting, Tuning
 from vit_core.fields import ConfigError
+from vit_core.train_config import TrainConfig
 
-PerRun = Callable[[float], float]  # what a run of s steps takes: its steps, its evaluations
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
+GROUP = "vitsweep.search_modes"
+
+
+@dataclasses.dataclass(frozen=True)
+class PilotRun:
+    """One pilot run of a cell (services.app.pilot): its training config, its models, each one's
+    step size (None: the config's) and, multi-pass, its N (None: the grid's largest, the slowest)."""
+
+    training: TrainConfig
+    models: int
+    lr: tuple[float, ...] | None = None
+    n: tuple[int, ...] | None = None
+
+
+def spread(values, models: int) -> tuple:
+    """``models`` of ``values`` evenly spaced from the smallest to the largest."""
+    ordered = sorted(values)
+    return tuple(ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models))
 
 
 class Range(BaseModel):
@@ -49,10 +72,20 @@ class Mode(BaseModel):
     samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
     fixed: ClassVar[bool] = False  # whether every training is known before the sweep starts
     planned: ClassVar[bool] = True  # whether its first round is the n_train grid's packs (services.search.packs)
+    planner: ClassVar[str]  # "module:attribute" of its round planner, called with (spec, slots)
 
     @property
     def name(self) -> str:
         return self.mode
+
+    def pilots(self, spec: Sweep, cell: Cell, models: int) -> list[PilotRun]:
+        """How `vitsweep plan` pilots a cell: ``models`` models at its own settings; multi-pass at
+        Ns spread over its grid, as its grid or N* search trains them (a run to zero training
+        loss grows with N: at the largest N alone fig1_grid_multi_pass's ViT pilots counted
+        2.2-3.6x the model-steps its sweep took); one pass at its sample budget."""
+        resolved = spec.resolved_cell(cell)
+        n = None if resolved.one_pass else spread(resolved.n_values, models)
+        return [PilotRun(resolved.training, models, None, n)]
 
     def problems(self, spec: Sweep) -> list[Problem]:
         return []
@@ -64,16 +97,6 @@ class Mode(BaseModel):
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """The most models a cell can train."""
         return self.first_trainings(spec, cell)
-
-    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
-        """The models a cell is expected to train (`vitsweep plan`'s expectation)."""
-        return self.first_trainings(spec, cell)
-
-    def expected_total(self, spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun = float) -> float:
-        """What a cell's runs are expected to take in all where a run of it stops after any of
-        ``steps`` (a pilot's models'), a run of s steps taking ``per_run(s)`` (its steps; its
-        evaluations): each expected training, at their mean."""
-        return _each_training(self, spec, cell, steps, per_run)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
@@ -110,12 +133,14 @@ class GridMode(Mode):
 
     mode: Literal["grid"] = "grid"
     fixed: ClassVar[bool] = True
+    planner: ClassVar[str] = "services.search.grid:GridPlanner"
 
 
 class SampleComplexityMode(Mode):
     """sample_complexity: per cell, find N* adaptively, starting from n_train (services.search.nstar)."""
 
     mode: Literal["sample_complexity"]
+    planner: ClassVar[str] = "services.search.nstar:NStarSearch"
     precision: float = Field(0.1, gt=0, le=1, description="stop once N* is bracketed within this relative width")
     factor: float = Field(2.0, gt=1, description="grid step when N* lies beyond an end of n_train")
     n_max: int | None = Field(None, ge=1, description="never train above this N (default: 16x the largest n_train)")
@@ -135,20 +160,6 @@ class SampleComplexityMode(Mode):
         """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
         1 + precision up to n_max."""
         return len(spec.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
-
-    def expected_n(self, spec: Sweep, cell: Cell) -> int:
-        """The N one seed of a multi-pass cell is expected to train at: its grid, then a bisection
-        (on log N) of the grid's widest step down to the precision. N* beyond the grid's ends, or a
-        success rate that falls where N grows, trains more."""
-        grid = sorted(spec.resolved_cell(cell).n_values)
-        widest = max([hi / lo for lo, hi in zip(grid, grid[1:])] or [self.factor])
-        return len(grid) + max(0, math.ceil(math.log2(math.log(widest) / math.log1p(self.precision))))
-
-    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
-        """Multi-pass: each seed at the grid and the bisection of one step of it."""
-        if spec.resolved_cell(cell).one_pass:
-            return self.first_trainings(spec, cell)
-        return self.expected_n(spec, cell) * spec.seeds
 
     def most_trainings(self, spec: Sweep, cell: Cell) -> int:
         """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
@@ -194,6 +205,7 @@ class OptunaMode(Mode):
     space: dict[str, Range] = Field(default_factory=dict, description="field -> range")
 
     planned: ClassVar[bool] = False
+    planner: ClassVar[str] = "services.search.optuna:OptunaPlanner"
 
     @property
     def samples(self) -> int:
@@ -229,19 +241,30 @@ class OptunaMode(Mode):
         return problems + [p for name, bounds in self.space.items() for p in _space_problems(spec, name, bounds)]
 
 
-SEARCH_MODES = {"grid": GridMode, "sample_complexity": SampleComplexityMode, "optuna": OptunaMode}
+SEARCH_MODES: dict[str, type[Mode]] = {}  # the installed modes by name (load_modes)
 
 
-def _each_training(mode: "Mode | Tuned", spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun) -> float:
-    """Each training the mode expects of the cell, at the mean of ``per_run`` over ``steps`` (each at most
-    its budget)."""
-    most = mode.most_steps(spec, cell)
-    return mode.expected_trainings(spec, cell) * _mean(per_run(min(s, most)) for s in steps)
+def mode_name(mode: type[Mode]) -> str:
+    """A mode's name: the value of its ``mode`` Literal."""
+    return typing.get_args(mode.model_fields["mode"].annotation)[0]
 
 
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values)
+def load_modes() -> dict[str, type[Mode]]:
+    """The installed search modes (SEARCH_MODES, filled again), grid first, the others by name: a
+    mode that fails to load is left out with a warning that names its entry point and why."""
+    found = {}
+    for point in entry_points(group=GROUP):
+        try:
+            mode = point.load()
+            if mode_name(mode) != point.name:
+                raise ValueError(f"its mode field is {mode_name(mode)!r}")
+        except Exception as error:  # a broken package must not take the installed modes down with it
+            warnings.warn(f"search mode {point.name} ({point.value}, group {GROUP}) left out: {error}", stacklevel=2)
+            continue
+        found[point.name] = mode
+    SEARCH_MODES.clear()
+    SEARCH_MODES.update(sorted(found.items(), key=lambda item: (item[0] != "grid", item[0])))
+    return SEARCH_MODES
 
 
 def _search_mode(value: Any) -> str | None:
@@ -252,8 +275,7 @@ def _search_mode(value: Any) -> str | None:
 
 
 def search_union() -> Any:
-    """The search section's type: one of SEARCH_MODES by its ``mode`` (a mode registered later
-    joins the specs built after it: services.search.planners.register)."""
+    """The search section's type: one of SEARCH_MODES by its ``mode``."""
     modes = [Annotated[cls, Tag(name)] for name, cls in SEARCH_MODES.items()]
     tag = Discriminator(
         _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
@@ -272,6 +294,21 @@ class Tuned:
     name: ClassVar[str] = "tuning"
     fixed: ClassVar[bool] = False
     planned: ClassVar[bool] = False
+    planner: ClassVar[str] = "services.search.planners:tuned"
+
+    def pilots(self, spec: Sweep, cell: Cell, models: int) -> list[PilotRun]:
+        """At the grid's smallest batch size (one pass: and at its largest, for a run's samples to
+        stop change with B: the main job of then's ViT at 0.15, 5,120 at B = 32, > 10,400 at 8),
+        each at the cell's sample budget, its models at step sizes spread over the grid's (at the
+        middle one alone, fig1_grid_one_pass_tuned's pilots saw a fifth of the steps its
+        selections took); multi-pass at the grid's largest N."""
+        resolved, tuning = spec.resolved_cell(cell), spec.tuning_of(cell.model)
+        lrs = sorted(tuning.lr or [resolved.training.lr])
+        batches = sorted(tuning.batch_size or [resolved.training.batch_size])
+        at = batches[:1] + (batches[-1:] if resolved.one_pass and batches[-1] != batches[0] else [])
+        spread_lr = spread(tuning.lr, models) if tuning.lr else None
+        middle = lrs[len(lrs) // 2]
+        return [PilotRun(dataclasses.replace(resolved.training.at_batch(b), lr=middle), models, spread_lr) for b in at]
 
     def settings(self, spec: Sweep, model: str) -> int:
         """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
@@ -297,36 +334,6 @@ class Tuned:
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
         most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
         return (settings + spec.seeds) * (most_n or len(spec.resolved_cell(cell).n_values))
-
-    def expected_trainings(self, spec: Sweep, cell: Cell) -> int:
-        """One pass: its first round (how far later caps go, only a run shows); multi-pass: each
-        setting's N* search on the selection seeds and the measurement's, as the search expects."""
-        if spec.resolved_cell(cell).one_pass or not isinstance(self.search, SampleComplexityMode):
-            return self.first_trainings(spec, cell)
-        return self.runs(spec, cell) * self.search.expected_n(spec, cell)
-
-    def expected_total(self, spec: Sweep, cell: Cell, steps: tuple[float, ...], per_run: PerRun = float) -> float:
-        """One pass (``steps`` at the smallest batch, as the pilot trains: a step of B samples costs
-        about B / B_min of those): a grid's selection run trains again under each cap it outgrew,
-        up to the first cap past the soonest stop, where a setting that has not stopped cannot
-        win (its first round alone counted 24 runs of the main job at the whole budget, where its
-        first cap holds them to a sixteenth); Optuna's at the last cap; then the measurement, at
-        the setting chosen for the smallest N*: the pilot's soonest stop (its models spread over
-        the step sizes). Multi-pass: each N* search as its search expects. A one-pass cell with a
-        pilot is played out instead (services.app.rehearsal: its extensions too); this count
-        serves one planned from its budget or from an earlier sweep."""
-        if not spec.resolved_cell(cell).one_pass:
-            return _each_training(self, spec, cell, steps, per_run)
-        tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
-        smallest = min(tuning.batch_size or [training.batch_size])
-        caps = [c / smallest for c in tuning.caps(training.batch_size * training.max_steps)]
-        caps = caps if tuning.sampler == "grid" else caps[-1:]
-        soonest = min(min(steps), caps[-1])
-        # a setting whose runs passed the soonest stop (W x the best N*) without stopping cannot win
-        last = next(c for c in caps if c >= soonest)
-        selection = (sum(per_run(c) for c in caps if c < min(s, last)) + per_run(min(s, last)) for s in steps)
-        runs = self.settings(spec, cell.model) * self.tuning.selection_seeds
-        return runs * _mean(selection) + spec.seeds * per_run(soonest)
 
     def most_steps(self, spec: Sweep, cell: Cell) -> int:
         """The cell's sample budget at the smallest batch it may reach (one pass: an extension

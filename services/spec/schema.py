@@ -357,7 +357,6 @@ def json_schema() -> dict:
     return TypeAdapter(Annotated[Union[tuple(FAMILIES.values())], Field(discriminator="family")]).json_schema()  # noqa: UP007
 
 
-
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
     """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError). A
     recorded spec (not strict) keeps only its search mode's fields: sweeps recorded before the modes

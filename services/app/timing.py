@@ -1,0 +1,237 @@
+"""What a step of a cell costs here, timed before a sweep runs (`vitsweep plan`): a pack's step is
+a + b·k with k models in it (``probe``), a one-pass evaluation apart, the step costs the bound
+counts at the smallest batch a cell may reach (``most_probe``), trials side by side on one GPU
+(``sharing``), and the slots a machine gives a spec."""
+
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from services.results import Cell
+    from services.spec import SweepSpec
+
+# Ray Tune's own cost per trial (suggest, start on a reused actor, report): 40 trials that train
+# nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
+TRIAL_S = 0.05
+TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
+SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
+
+
+def timed_configs(spec: "SweepSpec", cell: "Cell") -> tuple:
+    """The cell's configs as its steps are timed: its first pilot's (a tuned cell at its grid's
+    smallest batch size and middle step size, over its sample budget)."""
+    data, model, _ = spec.resolved_cell(cell).configs
+    return data, model, spec.mode.pilots(spec, cell, 1)[0].training
+
+
+def local_slots(spec: "SweepSpec") -> int:
+    """Trials this machine runs at once: its CPUs (GPUs, where a trial asks for one) over a trial's."""
+    import torch
+
+    return slots_of(spec, os.cpu_count() or 1, torch.cuda.device_count())
+
+
+def slots_of(spec: "SweepSpec", cpus: float, gpus: float) -> int:
+    """Trials that ``cpus`` CPUs and ``gpus`` GPUs run at once under the spec's per-trial resources."""
+    r = spec.resources
+    by_gpu = math.floor(gpus / r.gpus_per_trial + 1e-9) if r.gpus_per_trial else math.inf
+    return max(1, min(math.floor(cpus / r.cpus_per_trial + 1e-9), by_gpu))
+
+
+def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
+    """What a model-step's time depends on: the model's kind and shape (its fields but the floats,
+    which set values: initial scales, a fixed diagonal, a step size's scale; association_sensitivity's
+    40 cells were timed one by one, its plan 171 s), the data's shape, the training's batch,
+    evaluation and test set (not the step size, nor alpha*), and the pack's size."""
+    data, model, training = timed_configs(spec, cell)
+    shape = {name: value for name, value in dataclasses.asdict(model).items() if not isinstance(value, float)}
+    kept = dataclasses.asdict(training) | {"lr": None, "max_steps": None}
+    return json.dumps([cell.model, spec.sample_cost(cell), shape, kept, size], default=str)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A pack's step's cost here, ``pack_step_s`` + ``step_s`` x the models still in it (on a
+    GPU the first dominates: its steps are launched, not computed), a model's one-pass
+    evaluation's, and the pack's own cost."""
+
+    step_s: float
+    pack_s: float
+    pack_step_s: float = 0.0
+    eval_s: float = 0.0  # one pass: a model's evaluation (its test subset scored), apart from its steps
+
+
+def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
+    """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
+    a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
+    model's steps) where its models stop early, which a cost per model-step alone misses. One
+    pass evaluates every step at first and ever more rarely after (a geometric grid), so its
+    steps are timed without evaluations and an evaluation apart (``_evaluation_s``): timed
+    together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
+    data, model, training = timed_configs(spec, cell)
+    quiet = _quiet(training)
+    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
+    one_pass = training.protocol == "one_pass"
+    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
+    return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
+
+
+def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
+    """``rest`` with the step costs of a pack of ``size`` whose step took ``full`` a model: a
+    pack of one timed too, a + b·k split into a pack's and a model's share."""
+    if size == 1:
+        return dataclasses.replace(rest, step_s=full)
+    alone, _ = _slope(spec, cell, configs, 1)
+    per_model = max(0.0, (size * full - alone) / (size - 1))
+    return dataclasses.replace(rest, step_s=per_model, pack_step_s=max(0.0, size * (full - per_model)))
+
+
+def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe:
+    """The step costs the bound counts a cell's steps at: ``rate``'s, or a tuned one-pass cell's at
+    the smallest batch its extensions may reach below its grid's (``Tuned.most_steps`` counts its
+    runs in those steps: timed at the grid's smallest, 8x the steps of sample_complexity_arms' B = 8
+    at B = 1 made its bound 18x, where a step at B = 1 took a seventh of one at B = 8). A run's cost,
+    budget / B steps of a + b·B each, is the largest at the smallest B."""
+    data, model, training = timed_configs(spec, cell)
+    smallest = spec.mode.smallest_batch(spec, cell)
+    if smallest >= training.batch_size:
+        return rate
+    quiet = _quiet(training.at_batch(smallest))
+    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
+    timed = _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
+    least = smallest / training.batch_size  # a + b·B: never below the grid's cost a sample
+    return Probe(
+        max(timed.step_s, rate.step_s * least),
+        timed.pack_s,
+        max(timed.pack_step_s, rate.pack_step_s * least),
+        rate.eval_s,
+    )
+
+
+def _quiet(training):
+    """One pass: the training's steps alone, no evaluation between the ends and a test set of one
+    (scoring a test set in full once a model is error-free on its subset made stability_checks'
+    160 steps 6.0 s where 80 took 1.1 s). Multi-pass: the training as it is."""
+    if training.protocol != "one_pass":
+        return training
+    return dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
+
+
+def gpu_share(spec: "SweepSpec", slots: int) -> int:
+    """Trials that train on one GPU at once here: 1 where each has a GPU of its own, or none is used."""
+    import torch
+
+    r = spec.resources
+    if not 0 < r.gpus_per_trial < 1 or not torch.cuda.is_available():
+        return 1
+    return max(1, min(slots, math.floor(1 / r.gpus_per_trial + 1e-9)))
+
+
+def sharing(spec: "SweepSpec", cell: "Cell", size: int, share: int) -> float:
+    """How much longer a pack of ``size`` of ``cell`` takes its steps when ``share`` trials train
+    on one GPU at once, each in its own process as Ray's are, than alone (its set-up apart: a
+    pack of one step). Their kernels take turns: on an H100, eight of the main job's packs of 16
+    took 17.2 ms a step each, one alone 3.7 ms (4.6x), and the plan, timing one alone, had
+    expected the main job 3.0x under its sweep there."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    data, model, training = timed_configs(spec, cell)
+    configs = (data, model, _quiet(training))
+    _, first = _steps_s(spec, cell, configs, 20, size)  # the kernels' first launch, then a short run
+    limit = min(training.max_steps, max(20, round(20 * 2 * TIMING_S / max(first, 1e-6))))  # ~1 s alone
+    spawn = multiprocessing.get_context("spawn")  # CUDA is not forked
+    with spawn.Manager() as manager, ProcessPoolExecutor(share, mp_context=spawn) as pool:
+        ready = manager.Barrier(share)
+        started = [pool.submit(_beside, spec, cell, configs, limit, size, ready) for _ in range(share)]
+        beside = [each.result() for each in started]
+    alone = _steps_s(spec, cell, configs, limit, size)[1]
+    return max(1.0, float(np.mean(beside)) / alone) if alone > 0 else 1.0
+
+
+def _steps_s(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready=None) -> tuple[float, float]:
+    """(a pack's set-up: its seconds for one step, its steps' seconds under ``limit``), the
+    latter once the others are ``ready`` where it trains beside them."""
+    set_up = train(spec, cell, configs, 1, size)[0]
+    if ready is not None:
+        ready.wait(timeout=SIDE_BY_SIDE_S)  # a process that died breaks the barrier, not the plan's wait
+    return set_up, max(0.0, train(spec, cell, configs, limit, size)[0] - set_up)
+
+
+def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready) -> float:
+    """One of ``sharing``'s processes: warm, then its steps timed beside the others'."""
+    train(spec, cell, configs, 10, size)
+    return _steps_s(spec, cell, configs, limit, size, ready)[1]
+
+
+def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
+    """Seconds one one-pass evaluation of a model takes: ``size`` models trained with their
+    evaluations (no window: every model to the limit) under limits doubling from 10 until they
+    took TIMING_S longer than their steps alone would (``fixed_s`` + ``step_s`` a model-step), or
+    a try took 4 TIMING_S (its evaluations are then a small part of a run: the example family's,
+    every 10 steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that
+    difference over the evaluations beyond the two at the ends."""
+    data, model, training = configs
+    graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
+    while True:
+        took, _ = train(spec, cell, (data, model, graded), limit, size)
+        extra_s = took - fixed_s - step_s * size * limit
+        if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
+            break
+        limit = min(training.max_steps, 2 * limit)
+    evaluations = size * (len(graded.evaluation_steps(limit)) - 2)
+    return max(0.0, extra_s) / evaluations if evaluations > 0 else 0.0
+
+
+def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
+    """(seconds a model-step, a pack's own seconds) of ``size`` models of ``cell`` (its first seeds
+    at its largest N; a tuned cell at its smallest batch size and middle step size) trained under
+    step limits growing from 10 until the limit is the budget, its steps stopped growing, or the
+    last try took TIMING_S, and half the first try, longer than the first. The step's time is the
+    slope through the first and the last try, at the cell's own step size (the test set is scored
+    only for models that moved); the rest of the last try is the pack's own cost. A slope through
+    one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
+    linear cells: 22-60 ms a model-step against ~0.2 ms in a run), and a difference of 0.5 s
+    beside a set-up of 6 s was that set-up's noise (linear at 32 patches: 3.2 ms)."""
+    budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
+    while True:
+        took, result = train(spec, cell, configs, limit, size)
+        tries.append((took, int(result.steps.sum())))
+        need = max(TIMING_S, tries[0][0] / 2)  # a difference beyond the set-up's own noise
+        grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
+        if limit >= budget or (len(tries) > 1 and (took - tries[0][0] >= need or not grew)):
+            break
+        limit = min(budget, (2 if took - tries[0][0] >= need / 8 else 8) * limit)  # 8x while set-up dominates
+    (first_s, first), (last_s, last) = tries[0], tries[-1]
+    step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
+    return step_s, max(0.0, last_s - step_s * last) + TRIAL_S
+
+
+def train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):
+    """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
+    the threads and device a trial has; multi-pass, each at its ``n`` (default: the grid's largest
+    N, the slowest step)."""
+    import torch
+
+    from vit_core import train_pack
+
+    data, model, training = configs
+    largest = training.batch_size * limit if training.protocol == "one_pass" else max(spec.resolved_cell(cell).n_values)
+    device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    try:
+        began = time.perf_counter()
+        tried = dataclasses.replace(training, max_steps=limit)
+        seeds = list(range(size))
+        result = train_pack(data, model, tried, n or [largest] * size, seeds, lr=lr, device=device, progress=progress)
+        return time.perf_counter() - began, result
+    finally:
+        torch.set_num_threads(threads)
