@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from services.app import pilot as pilots
-from services.app import plan, timing
+from services.app import plan, timing, worlds
 from services.app.cli import app
 from services.search import rehearse
 from services.search.planners import planner
@@ -39,7 +39,7 @@ def unit_steps(monkeypatch):
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
     monkeypatch.setattr(
-        plan,
+        worlds,
         "pilot",
         lambda spec, cell, run, allowance: pilots.Pilot((run.training.max_steps,) * run.models, run.models, 0),
     )
@@ -278,7 +278,7 @@ def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_p
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
     guessed = pilots.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
     tried = iter([guessed, pilots.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
-    monkeypatch.setattr(plan, "pilot", lambda spec, cell, run, allowance: next(tried))
+    monkeypatch.setattr(worlds, "pilot", lambda spec, cell, run, allowance: next(tried))
     made = plan.make_plan(spec, tmp_path, 2)
     assert [c.guessed for c in made.cells] == [True, False, True, False]
     assert made.guessed_share == pytest.approx(0.5) and made.to_dict()["guessed_share"] == 0.5
@@ -295,7 +295,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
     # every pilot model stops after 100 samples, at either batch size piloted (2 and 8)
     monkeypatch.setattr(
-        plan,
+        worlds,
         "pilot",
         lambda spec, cell, run, allowance: pilots.Pilot((100 / run.training.batch_size,) * run.models, run.models, 0),
     )
@@ -306,8 +306,8 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert "its search played out in 16 draws" in made.basis
     extended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
     seen = {i: [rehearse.Seen(2, 1.0, None, 50.0)] * 4 for i in range(len(extended.cells))}
-    worlds = rehearse.rehearse(extended, lambda: planner(extended), seen)
-    assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in worlds)  # the tie at B = 2: B = 1
+    played = rehearse.rehearse(extended, lambda: planner(extended), seen)
+    assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in played)  # the tie at B = 2: B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step's costs at B: timed at 8 and at 1 (model, pack), on the line between; above 8, its cost a sample
     cost = plan._batch_costs(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))

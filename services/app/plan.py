@@ -15,22 +15,21 @@ starting Ray and logging to MLflow (~15 s here) come on top. docs/performance.md
 import dataclasses
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.app.pilot import pilot, seen
+from services.app import worlds
 from services.app.timing import Probe, gpu_share, most_probe, probe, sharing, timed_configs, timing_key
-from services.results import SweepResult, model_of
+from services.app.worlds import PILOT_S
+from services.results import SweepResult
 from services.search.planners import first_packs, planner
-from services.search.rehearse import Seen, Trained, at_budget, rehearse
+from services.search.rehearse import Trained, rehearse
 from services.store import state
 from services.store.files import write_atomic
 
 if TYPE_CHECKING:
-    from services.results import Cell
     from services.spec import SweepSpec
 
 # A sweep's time beside its trials' (its wall time less their time over its slots) without an
@@ -41,12 +40,6 @@ START_S = 3.2
 # bound's allowance. association_sensitivity's packs took 16.4 s in the sweep against 12.7 s timed
 # (1.29x, 2 cores, 2026-11-25): two trials at once in Ray lose 1.07x, the driver and Ray ~0.17 core.
 IN_SWEEP = 1.5
-# A cell's pilot is cut after PILOT_S, or PILOT_SHARE of the cell's most work, whichever is less:
-# at 1 s pilots saw few one-pass ViTs' windows confirmed, and the budget they were then counted at
-# put 11 of 29 specs' expectations 2.5x-25x above their sweeps (docs/performance.md, 2026-11-26)
-PILOT_S = 3.0
-PILOT_SHARE = 0.1
-PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
 
 
 @dataclass(frozen=True)
@@ -176,9 +169,9 @@ class SweepPlan:
 def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` or a pilot of
     each cell here, cut after ``pilot_s`` at most."""
-    earlier = _earlier(spec, home)
+    earlier = worlds.earlier(spec, home)
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
-    first, timed, worlds, cells = first_packs(spec, slots), {}, {}, []
+    first, timed, seen, cells = first_packs(spec, slots), {}, {}, []
     for index, cell in enumerate(spec.cells):
         trainings = spec.mode.first_trainings(spec, cell)
         packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
@@ -188,11 +181,11 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
             rate = probe(spec, cell, size)
             timed[key] = rate, most_probe(spec, cell, size, rate)
         history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
-        worlds[index], basis = _world(spec, index, size, timed[key][0], history, pilot_s)
+        seen[index], basis = worlds.world(spec, index, size, timed[key][0], history, pilot_s)
         cells.append((index, packs, size, timed[key], basis))
-    played = rehearse(spec, lambda: planner(spec, slots), {i: w[0] for i, w in worlds.items()})
+    played = rehearse(spec, lambda: planner(spec, slots), seen)
     cells = [_cell_plan(spec, played, *cell) for cell in cells]
-    steps_by_cell = {c.cell.key: _model_steps(c.records) for c in earlier.cells} if earlier else {}
+    steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
@@ -205,51 +198,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     return SweepPlan(spec.name, cells, start_s, start_basis, slots, share, slowed)
 
 
-@dataclass(frozen=True)
-class Basis:
-    """Where a cell's world comes from (``CellPlan.basis``), whether in part a guess, and what a
-    one-pass evaluation costs there."""
-
-    words: str
-    guessed: bool
-    eval_s: float
-
-
-def _world(spec, index: int, size: int, rate: Probe, history, pilot_s: float) -> tuple[tuple[list[Seen]], Basis]:
-    """A cell's world: every run at its budget where none stops early, else the runs an earlier
-    sweep recorded (``history``: its id and the cell's records), else its pilots' (Mode.pilots)."""
-    cell = spec.cells[index]
-    if not _stops_early(spec, cell) and (spec.mode.fixed or history is None):
-        return (at_budget(spec, index),), Basis("budget", False, rate.eval_s)
-    if history is not None:
-        sweep_id, records = history
-        return (_recorded(spec, cell, records),), Basis(f"history {sweep_id}", False, rate.eval_s)
-    most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
-    allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
-    models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
-    runs = spec.mode.pilots(spec, cell, models)
-    tried = [(run, pilot(spec, cell, run, allowance)) for run in runs]
-    words = "; ".join((f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p in tried)
-    eval_s = tried[0][1].evaluation_s(rate)
-    return ([s for run, p in tried for s in seen(spec, cell, run, p)],), Basis(
-        words, any(p.guessed for _, p in tried), eval_s
-    )
-
-
-def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
-    """An earlier sweep's runs of the cell as a world sees them: each run's setting and steps."""
-    training = spec.resolved_cell(cell).training
-    runs: dict[tuple, Seen] = {}
-    for r in records:
-        n = None if r.n_stable is not None else r.n_train
-        run = Seen(r.batch_size or training.batch_size, r.lr, n, r.steps)
-        key = (model_of(r), r.max_steps)
-        if key not in runs or run.steps > runs[key].steps:
-            runs[key] = run
-    return list(runs.values())
-
-
-def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, basis: Basis) -> CellPlan:
+def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, basis: worlds.Basis) -> CellPlan:
     """A cell's plan from its packs in every played world, each pack at its own batch's step costs."""
     cell, (rate, most_rate) = spec.cells[index], rates
     training = timed_configs(spec, cell)[2]
@@ -324,35 +273,6 @@ def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[s
     scale = earlier.train_s / piloted if piloted else 1.0
     rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s", "most_step_s", "most_pack_step_s")
     return [dataclasses.replace(c, **{r: getattr(c, r) and getattr(c, r) * scale for r in rates}) for c in cells]
-
-
-def _earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
-    """The newest finished sweep under ``home`` of a spec of this name (ids are NAME-DATE-TIME[-K])."""
-    for sweep_id, _ in state.markers(home):
-        named = re.fullmatch(r"(.+)-\d{8}-\d{6}(-\d+)?", sweep_id)
-        if named and named.group(1) == spec.name and (result := state.load_result(home, sweep_id)):
-            return result
-    return None
-
-
-def _model_steps(records) -> int:
-    """SGD steps a cell's records took: each run's largest, a run being a model (results.model_of)
-    trained once under one step budget."""
-    runs: dict[tuple, int] = {}
-    for r in records:
-        run = (model_of(r), r.max_steps)
-        runs[run] = max(runs.get(run, 0), r.steps)
-    return sum(runs.values())
-
-
-def _stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
-    """Whether the cell's runs may stop before their budget: multi-pass ones once their training
-    hinge loss is 0 (a logistic loss never is: Paper B's specs run every step, where their pilots'
-    guesses put five grids 2-2.6x under their sweeps), one-pass ones once a window is confirmed."""
-    training = spec.resolved_cell(cell).training
-    if training.protocol == "multi_pass":
-        return training.loss == "hinge"
-    return training.stability_window > 0
 
 
 def plan_path(spec: "SweepSpec", home: Path) -> Path:

@@ -3,9 +3,10 @@ checks that read a YAML file into a spec or one problem per field (checks)."""
 
 from services.spec.base import Problem, SpecError
 from services.spec.checks import check_sweep, load_spec, parse_spec
-from services.spec.modes import SEARCH_MODES, GridMode, Mode, OptunaMode, PilotRun, Range, SampleComplexityMode, Tuned
+from services.spec.modes import SEARCH_MODES, GridMode, Mode, OptunaMode, PilotRun, Range, SampleComplexityMode
 from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, refresh, spec_class, spec_from_dict
+from services.spec.tuned import Tuned
 from services.spec.tuning import DIMENSIONS, Setting, Tuning
 
 refresh()  # every installed family's spec, with every installed search mode (a mode's package may import this one)

@@ -16,8 +16,9 @@ from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model
 from services import legacy
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, Tuned, load_modes, search_union
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, load_modes, search_union
 from services.spec.resolved import ResolvedCell, ResolvedSweep
+from services.spec.tuned import Tuned
 from services.spec.tuning import Tuning, TuningSpace
 from vit_core.family import Family, families
 from vit_core.train_config import TrainConfig

@@ -1,0 +1,100 @@
+"""Where a cell's runs stop, for `vitsweep plan` (services.app.plan): at their budget where none
+stops early, as an earlier sweep of the name under the home recorded them, or as the cell's pilots
+saw (services.app.pilot, run as its search mode says: Mode.pilots). Its search is then played out
+in that world (services.search.rehearse)."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services.app.pilot import pilot, seen
+from services.app.timing import Probe
+from services.results import SweepResult, model_of
+from services.search.rehearse import Seen, at_budget
+from services.store import state
+
+if TYPE_CHECKING:
+    from services.results import Cell
+    from services.spec import SweepSpec
+
+# A cell's pilot is cut after PILOT_S, or PILOT_SHARE of the cell's most work, whichever is less:
+# at 1 s pilots saw few one-pass ViTs' windows confirmed, and the budget they were then counted at
+# put 11 of 29 specs' expectations 2.5x-25x above their sweeps (docs/performance.md, 2026-11-26)
+PILOT_S = 3.0
+PILOT_SHARE = 0.1
+PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Where a cell's world comes from (``CellPlan.basis``), whether in part a guess, and what a
+    one-pass evaluation costs there."""
+
+    words: str
+    guessed: bool
+    eval_s: float
+
+
+def world(
+    spec: "SweepSpec", index: int, size: int, rate: Probe, history: tuple | None, pilot_s: float
+) -> tuple[list[Seen], Basis]:
+    """A cell's world: every run at its budget where none stops early, else the runs an earlier
+    sweep recorded (``history``: its id and the cell's records), else its pilots' (Mode.pilots)."""
+    cell = spec.cells[index]
+    if not stops_early(spec, cell) and (spec.mode.fixed or history is None):
+        return at_budget(spec, index), Basis("budget", False, rate.eval_s)
+    if history is not None:
+        sweep_id, records = history
+        return _recorded(spec, cell, records), Basis(f"history {sweep_id}", False, rate.eval_s)
+    most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
+    allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
+    models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
+    runs = spec.mode.pilots(spec, cell, models)
+    tried = [(run, pilot(spec, cell, run, allowance)) for run in runs]
+    words = "; ".join((f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p in tried)
+    eval_s = tried[0][1].evaluation_s(rate)
+    guessed = any(p.guessed for _, p in tried)
+    return [s for run, p in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s)
+
+
+def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
+    """An earlier sweep's runs of the cell as a world sees them: each run's setting and steps."""
+    training = spec.resolved_cell(cell).training
+    runs: dict[tuple, Seen] = {}
+    for r in records:
+        n = None if r.n_stable is not None else r.n_train
+        run = Seen(r.batch_size or training.batch_size, r.lr, n, r.steps)
+        key = (model_of(r), r.max_steps)
+        if key not in runs or run.steps > runs[key].steps:
+            runs[key] = run
+    return list(runs.values())
+
+
+def earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
+    """The newest finished sweep under ``home`` of a spec of this name (ids are NAME-DATE-TIME[-K])."""
+    for sweep_id, _ in state.markers(home):
+        named = re.fullmatch(r"(.+)-\d{8}-\d{6}(-\d+)?", sweep_id)
+        if named and named.group(1) == spec.name and (result := state.load_result(home, sweep_id)):
+            return result
+    return None
+
+
+def model_steps(records) -> int:
+    """SGD steps a cell's records took: each run's largest, a run being a model (results.model_of)
+    trained once under one step budget."""
+    runs: dict[tuple, int] = {}
+    for r in records:
+        run = (model_of(r), r.max_steps)
+        runs[run] = max(runs.get(run, 0), r.steps)
+    return sum(runs.values())
+
+
+def stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
+    """Whether the cell's runs may stop before their budget: multi-pass ones once their training
+    hinge loss is 0 (a logistic loss never is: Paper B's specs run every step, where their pilots'
+    guesses put five grids 2-2.6x under their sweeps), one-pass ones once a window is confirmed."""
+    training = spec.resolved_cell(cell).training
+    if training.protocol == "multi_pass":
+        return training.loss == "hinge"
+    return training.stability_window > 0
