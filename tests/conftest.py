@@ -386,14 +386,12 @@ def two_sweeps(tmp_path_factory) -> Path:
 
 def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
-    from services.report import figures
-    from services.report import text as report
+    from services.app.logs import sweep_log
     from services.stats.summarize import summarize
     from services.store.tracking import record_sweep
 
     spec, result = synthetic_sweep(sweep_id, hard, easy)
     uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"
     summary = summarize(spec, sweep_id, result.cells)
-    figs = figures.figures(spec, summary, result.cells)
-    made = record_sweep(spec, result, uri, home, SYNTHETIC_SPEC, summary, figs, report.markdown(summary))
+    made = record_sweep(spec, result, uri, home, SYNTHETIC_SPEC, sweep_log(spec, summary, result.cells))
     return spec, result, uri, made.run_id

@@ -188,9 +188,8 @@ def _fails_on_cnn(config: dict, sweep, cache) -> None:
 
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
+    from services.app.logs import sweep_log
     from services.execution.ray_tune import run_sweep
-    from services.report.figures import figures
-    from services.report.text import markdown
     from services.stats.summarize import summarize
     from services.store.tracking import record_sweep
 
@@ -213,10 +212,8 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
             got = [(r["n"], r["success_rate"]) for r in cell.by_n()]
             assert got == [(r["n"], r["success_rate"]) for r in rows[label]]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    summary = summarize(spec, "failing", result.cells)
-    parent_id = record_sweep(
-        spec, result, uri, tmp_path, SMOKE.read_text(), summary, figures(spec, summary, result.cells), markdown(summary)
-    ).run_id
+    log = sweep_log(spec, summarize(spec, "failing", result.cells), result.cells)
+    parent_id = record_sweep(spec, result, uri, tmp_path, SMOKE.read_text(), log).run_id
     client = MlflowClient(uri)
     assert client.get_run(parent_id).info.status == "FAILED"
     children = client.search_runs(

@@ -9,6 +9,7 @@ from conftest import SYNTHETIC_SPEC, synthetic_sweep
 from mlflow.tracking import MlflowClient
 
 from services import stats
+from services.app.logs import sweep_log
 from services.plotting import subplots
 from services.report import figures
 from services.report import text as report
@@ -59,5 +60,5 @@ def test_a_statistic_of_ones_own_reaches_the_json_the_report_the_figures_and_mlf
     figs = figures.figures(spec, summary, result.cells)
     assert "trained_models.png" in figs and "success_rate_vs_n.png" in figs  # beside the built-in ones
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    made = record_sweep(spec, result, uri, tmp_path, SYNTHETIC_SPEC, summary, figs, report.markdown(summary))
+    made = record_sweep(spec, result, uri, tmp_path, SYNTHETIC_SPEC, sweep_log(spec, summary, result.cells))
     assert MlflowClient(uri).get_run(made.run_id).data.metrics["trained_models.vit"] == trained["vit"]

@@ -57,14 +57,11 @@ def test_cells_are_found_by_their_tag_not_by_their_run_name(recorded):
 
 
 def test_recording_the_same_sweep_again_finds_the_first_record(recorded, tmp_path):
-    from services.report import figures
-    from services.report import text as report
+    from services.app.logs import sweep_log
 
     spec, result, uri, parent = recorded
     summary = summarize(spec, result.sweep_id, result.cells)
-    again = tracking.record_sweep(
-        spec, result, uri, tmp_path, "", summary, figures.figures(spec, summary, result.cells), report.markdown(summary)
-    )
+    again = tracking.record_sweep(spec, result, uri, tmp_path, "", sweep_log(spec, summary, result.cells))
     assert again == tracking.Record(parent, True)
     client = MlflowClient(uri)
     assert len(client.search_runs([client.get_run(parent).info.experiment_id])) == 1 + len(spec.cells)

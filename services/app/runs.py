@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from services.report.frames import SweepFrames
     from services.results import CellResult
     from services.stats.rows import Summary
-    from services.store.live import LiveRecord, SoFar
+    from services.store.live import LiveRecord
+    from services.store.logged import SummaryLog
     from services.store.tracking import Record
 
 
@@ -291,8 +292,7 @@ def record(
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
     record, or None when the server is unreachable and the results wait under ``home``, and the
     sweep's summary)."""
-    from services.report import figures
-    from services.report import text as report
+    from services.app.logs import sweep_log
     from services.stats.summarize import summarize
     from services.store.tracking import record_sweep
 
@@ -301,16 +301,7 @@ def record(
     if not warn_if_unreachable(uri, later, say):
         return None, summary
     try:
-        made = record_sweep(
-            spec,
-            result,
-            uri,
-            home,
-            spec_text,
-            summary,
-            figures.figures(spec, summary, result.cells),
-            report.markdown(summary),
-        )
+        made = record_sweep(spec, result, uri, home, spec_text, sweep_log(spec, summary, result.cells))
     except Exception:
         if warn_if_unreachable(uri, later, say):
             raise  # the server is up: a real error, not an outage
@@ -389,18 +380,15 @@ def _live_record(
     return live
 
 
-def so_far(spec: SweepSpec, sweep_id: str) -> Callable[[list[CellResult]], "SoFar"]:
+def so_far(spec: SweepSpec, sweep_id: str) -> Callable[[list[CellResult]], "SummaryLog"]:
     """What the live record logs of the sweep so far, given its measured cells: the fitted
     metrics, the summary and its figures (statistics and figures load at the first refresh)."""
 
-    def summarized(cells: list[CellResult]) -> "SoFar":
-        from services.report import figures
+    def summarized(cells: list[CellResult]) -> "SummaryLog":
+        from services.app.logs import summary_log
         from services.stats.summarize import summarize
-        from services.store.live import SoFar
-        from services.store.run_values import fitted_metrics
 
-        summary = summarize(spec, sweep_id, cells)
-        return SoFar(fitted_metrics(summary), summary.to_dict(), figures.figures(spec, summary, cells))
+        return summary_log(spec, summarize(spec, sweep_id, cells), cells)
 
     return summarized
 

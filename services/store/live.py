@@ -15,15 +15,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
 
-from matplotlib.figure import Figure
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, latest_budget
 from services.spec import SweepSpec
 from services.store import run_values, tracking
+from services.store.logged import SummaryLog
 from services.store.uris import redact
 
 REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summary and figures
@@ -39,15 +38,6 @@ FAIL_FAST = {
 }
 
 
-class SoFar(NamedTuple):
-    """What a refresh logs on the parent run of the sweep so far: its fitted metrics, its
-    summary's JSON and its figures."""
-
-    metrics: list[Metric]
-    summary: dict
-    figures: dict[str, Figure]
-
-
 class LiveRecord:
     """The MLflow runs of one running sweep: ``open`` first; ``started`` and ``ended`` as trials
     start and end (from Ray Tune's callbacks); ``close`` at the end. ``so_far`` summarizes the
@@ -61,7 +51,7 @@ class LiveRecord:
         home: Path,
         spec_text: str,
         say: Callable[[str], None],
-        so_far: Callable[[list[CellResult]], SoFar],
+        so_far: Callable[[list[CellResult]], SummaryLog],
     ):
         self.spec, self.sweep_id, self.uri, self.home, self.spec_text = spec, sweep_id, uri, home, spec_text
         self.say, self.so_far = say, so_far
@@ -190,8 +180,8 @@ class LiveRecord:
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]
                 )
         trainings = Metric("trainings", sum(len(c.records) for c in cells), now, 0)
-        tracking.log_batch(self.client, self.parent, metrics=[trainings, *made.metrics])
-        tracking.log_report(self.client, self.parent, made.figures, made.summary)
+        tracking.log_batch(self.client, self.parent, metrics=[trainings, *run_values.fitted_metrics(made.metrics)])
+        tracking.log_report(self.client, self.parent, made)
         self.next_refresh = time.monotonic() + max(REFRESH_S, 10 * (time.monotonic() - began))
 
     def _end(self, status: str) -> None:

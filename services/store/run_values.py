@@ -1,16 +1,13 @@
-"""The params and metrics of a sweep's MLflow runs: the parent's (the spec's values, the fits
-and the registered statistics' own) and a cell's per-N metrics (step = N), with the timestamp
+"""The params and metrics of a sweep's MLflow runs: the parent's (the spec's values, and the fitted
+metrics its caller hands it: store.logged) and a cell's per-N metrics (step = N), with the timestamp
 MLflow orders them by. services.store.tracking logs them; services.store.live too, mid-sweep."""
 
-import math
 import time
 
 from mlflow.entities import Metric
 
 from services.results import SweepResult
 from services.spec import OptunaMode, SweepSpec
-from services.stats import statistics
-from services.stats.rows import Summary
 from vit_core.outcomes import OUTCOMES
 
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
@@ -56,9 +53,9 @@ def sweep_params(spec: SweepSpec) -> dict:
     }
 
 
-def sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
-    """The parent run's metrics: trainings, wall time, failed cells, each fitted N* exponent and
-    the registered statistics' own."""
+def sweep_metrics(result: SweepResult, fitted: dict[str, float]) -> list[Metric]:
+    """The parent run's metrics: trainings, wall time, failed cells and the summary's ``fitted``
+    metrics (each N* exponent and the registered statistics' own, as SummaryLog holds them)."""
     failed, now = sum(bool(c.failures) for c in result.cells), now_ms()
     metrics = [
         Metric("trainings", result.trainings, now, 0),
@@ -67,25 +64,11 @@ def sweep_metrics(result: SweepResult, summary: Summary) -> list[Metric]:
         *([Metric("estimated_wall_s", result.estimated_s, now, 0)] if result.estimated_s is not None else []),
         Metric("failed_cells", failed, now, 0),
     ]
-    return metrics + fitted_metrics(summary)
+    return metrics + fitted_metrics(fitted)
 
 
-def fitted_metrics(summary: Summary) -> list[Metric]:
-    """Each fitted N* exponent of a summary and the registered statistics' own metrics."""
-    fitted = {
-        f"{key}.{group}": fit.value
-        for key in ("exponent", "exponent_first_zero", "exponent_difference")
-        for group, fit in getattr(summary, key).items()
-        if fit.value is not None
-    }
-    fitted |= {
-        f"forms.{group}.{fit.key}.{name}": value
-        for group, forms in summary.forms.items()
-        for fit in forms.fits
-        for name, value in (("k", fit.k.value), ("c", fit.c.value), ("held_out", fit.held_out))
-        if value is not None and math.isfinite(value)
-    }
-    fitted |= {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
+def fitted_metrics(fitted: dict[str, float]) -> list[Metric]:
+    """A summary's fitted metrics (name -> value) at step 0, named as MLflow accepts."""
     now = now_ms()
     return [Metric(metric_name(name), value, now, 0) for name, value in fitted.items()]
 

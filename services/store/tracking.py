@@ -20,8 +20,8 @@ from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
-from services.stats.rows import CellRow, Summary
 from services.store import legacy, provenance, run_values
+from services.store.logged import CellLog, SummaryLog, SweepLog
 from services.store.uris import redact
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
@@ -183,19 +183,17 @@ def record_sweep(
     tracking_uri: str,
     home: Path,
     spec_text: str,
-    summary: Summary,
-    figures: dict[str, Figure],
-    summary_md: str,
+    log: SweepLog,
 ) -> Record:
-    """Log the sweep's end to MLflow with its report (the summary, its figures and its Markdown
-    table), into the runs its live record opened (or new ones), once: a sweep already recorded
-    whole is not logged again."""
+    """Log the sweep's end to MLflow with its report as ``log`` holds it (the summary's fitted
+    metrics, JSON and figures, its Markdown table, each cell's row), into the runs its live record
+    opened (or new ones), once: a sweep already recorded whole is not logged again."""
     client = MlflowClient(tracking_uri)
     experiment = experiment_of(client, spec, tracking_uri, home)
     pid, whole = open_parent(client, experiment, spec, result.sweep_id, spec_text, result.storage, result.started_at)
     if whole:
         return Record(pid, True)
-    metrics = run_values.sweep_metrics(result, summary)
+    metrics = run_values.sweep_metrics(result, log.parent.metrics)
     if result.best:
         log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], run_values.now_ms(), 0))
@@ -205,28 +203,28 @@ def record_sweep(
     for child in children:  # oldest first: a later one of the same cell is a duplicate
         by_cell.setdefault(child.data.tags.get(CELL_TAG), child)
     mine = set()
-    for cell, row in zip(result.cells, summary.cells):
+    for cell, cell_log in zip(result.cells, log.cells):
         found = by_cell.get(cell.cell.key)
         run_id = found.info.run_id if found else _new_child(client, experiment, pid, spec, cell.cell, cell.started_at)
         if found is None or found.data.tags.get(RECORD_TAG) != WHOLE:  # whole: logged by a run that was stopped
-            _record_cell(client, run_id, spec, cell, row)
+            _record_cell(client, run_id, spec, cell, cell_log)
         mine.add(run_id)
     for child in children:
         if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
             client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
-    log_report(client, pid, figures, summary.to_dict())
-    client.log_text(pid, summary_md, SUMMARY_MD)
+    log_report(client, pid, log.parent)
+    client.log_text(pid, log.markdown, SUMMARY_MD)
     failed = any(c.failures for c in result.cells)
     client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))
     client.set_tag(pid, RECORD_TAG, WHOLE)  # last: the record is whole
     return Record(pid, False)
 
 
-def log_report(client: MlflowClient, parent_id: str, figures: dict[str, Figure], summary: dict) -> None:
-    """The sweep's figures and summary JSON (Summary.to_dict) on its parent run (mid-sweep: the sweep so far)."""
-    for name, fig in figures.items():
+def log_report(client: MlflowClient, parent_id: str, summary: SummaryLog) -> None:
+    """The sweep's figures and summary JSON on its parent run (mid-sweep: the sweep so far)."""
+    for name, fig in summary.figures.items():
         client.log_figure(parent_id, fig, name)
-    client.log_dict(parent_id, summary, SUMMARY_JSON)
+    client.log_dict(parent_id, summary.summary, SUMMARY_JSON)
 
 
 def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
@@ -267,11 +265,11 @@ def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], flo
     return {key: value for key, (_, value) in last.items()}
 
 
-def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, row: CellRow) -> None:
+def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, log: CellLog) -> None:
     """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
     curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
-    first and stable N (step = seed); a tuned cell the setting chosen (params) and its selection
-    (tuning.json), into its child run ``run_id``."""
+    first and stable N (step = seed); what its summary row gives (``log``: N* at first zero,
+    difficulty, premises; tuned, the setting chosen as params and tuning.json), into ``run_id``."""
     now = run_values.now_ms()
     metrics = run_values.changed(run_values.per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
@@ -290,13 +288,13 @@ def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellR
         for name in ("n_first_zero", "n_stable")
     ]
     metrics.append(Metric("trainings", len(cell.records), now, 0))
-    if row.n_star_first_zero is not None:
-        metrics.append(Metric("n_star_first_zero", row.n_star_first_zero, now, 0))
-    tuned = {f"tuned.{k}": v for k, v in row.tuning.chosen.items()} if row.tuning else {}
-    premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in row.premises}
-    metrics += [Metric(f"difficulty.{name}", value, now, 0) for name, value in row.difficulty.items()]
-    if row.premises:
-        metrics.append(Metric("premises_violated", len(row.violated), now, 0))
+    if log.n_star_first_zero is not None:
+        metrics.append(Metric("n_star_first_zero", log.n_star_first_zero, now, 0))
+    tuned = {f"tuned.{k}": v for k, v in log.tuning["chosen"].items()} if log.tuning else {}
+    premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in log.premises}
+    metrics += [Metric(f"difficulty.{name}", value, now, 0) for name, value in log.difficulty.items()]
+    if log.premises:
+        metrics.append(Metric("premises_violated", sum(not p.met for p in log.premises), now, 0))
     log_batch(
         client,
         run_id,
@@ -311,11 +309,10 @@ def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellR
         )
     if cell.curve_parts:
         client.log_dict(run_id, cell.curve_parts, CURVES_FILE)
-    if row.tuning:
-        window = asdict(row.window) if row.window else None
-        client.log_dict(run_id, asdict(row.tuning) | {"window": window}, TUNING_FILE)
-    if row.premises:
-        client.log_dict(run_id, [asdict(p) for p in row.premises], PREMISES_FILE)
+    if log.tuning:
+        client.log_dict(run_id, log.tuning, TUNING_FILE)
+    if log.premises:
+        client.log_dict(run_id, [asdict(p) for p in log.premises], PREMISES_FILE)
     client.set_terminated(run_id, "FAILED" if cell.failures else "FINISHED", _ms(cell.ended_at))
     client.set_tag(run_id, RECORD_TAG, WHOLE)  # last: a stopped recording goes on from the next cell
 

@@ -1,0 +1,40 @@
+"""What a sweep's MLflow runs log of its summary, as plain values the caller builds (services.app.logs):
+the store knows no statistics or report, only what it is handed to log."""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from matplotlib.figure import Figure
+
+from vit_core.family import Premise
+
+
+class SummaryLog(NamedTuple):
+    """What the parent run logs of a summary (the sweep so far, or whole): its fitted metrics
+    (name -> value, step 0), its JSON (Summary.to_dict) and its figures (artifact name -> figure)."""
+
+    metrics: dict[str, float]
+    summary: dict
+    figures: dict[str, Figure]
+
+
+@dataclass(frozen=True)
+class CellLog:
+    """What a cell's child run logs of its summary row: N* at first zero, its oracle rules'
+    difficulty, the theory's premises checked on it and, tuned, the selection with its stability
+    window (tuning.json, as JSON; its ``chosen`` setting as params)."""
+
+    n_star_first_zero: int | None = None
+    difficulty: dict[str, float] = field(default_factory=dict)
+    premises: list[Premise] = field(default_factory=list)
+    tuning: dict | None = None
+
+
+@dataclass(frozen=True)
+class SweepLog:
+    """What a sweep's final record logs of its report: the parent's summary, its Markdown table,
+    and each cell's log, in the order of the result's cells."""
+
+    parent: SummaryLog
+    markdown: str
+    cells: list[CellLog]
