@@ -277,8 +277,10 @@ def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_p
     monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
     monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
     guessed = pilots.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
-    tried = iter([guessed, pilots.Pilot((100.0,) * 4, seen=4, foreseen=0)] * 2)
-    monkeypatch.setattr(worlds, "pilot", lambda spec, cell, run, allowance: next(tried))
+    seen = pilots.Pilot((100.0,) * 4, seen=4, foreseen=0)
+    monkeypatch.setattr(
+        worlds, "pilot", lambda spec, cell, run, allowance: seen if spec.cells.index(cell) % 2 else guessed
+    )
     made = plan.make_plan(spec, tmp_path, 2)
     assert [c.guessed for c in made.cells] == [True, False, True, False]
     assert made.guessed_share == pytest.approx(0.5) and made.to_dict()["guessed_share"] == 0.5
@@ -354,7 +356,7 @@ def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
     cell = next(c for c in spec.cells if c.model == "linear")  # at N = 20,000 and 2,000
     fixed_s, step_s, tried = 6.0, 2e-4, []
 
-    def train(spec, cell, configs, limit, size):
+    def train(spec, cell, configs, limit, size, progress=None):
         tried.append(limit)
         steps = np.full(size, limit)
         return fixed_s + step_s * steps.sum(), SimpleNamespace(steps=steps)

@@ -171,7 +171,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     each cell here, cut after ``pilot_s`` at most."""
     earlier = worlds.earlier(spec, home)
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
-    first, timed, seen, cells = first_packs(spec, slots), {}, {}, []
+    first, timed, cells = first_packs(spec, slots), {}, []
     for index, cell in enumerate(spec.cells):
         trainings = spec.mode.first_trainings(spec, cell)
         packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
@@ -180,11 +180,12 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         if key not in timed:
             rate = probe(spec, cell, size)
             timed[key] = rate, most_probe(spec, cell, size, rate)
-        history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
-        seen[index], basis = worlds.world(spec, index, size, timed[key][0], history, pilot_s)
-        cells.append((index, packs, size, timed[key], basis))
-    played = rehearse(spec, lambda: planner(spec, slots), seen)
-    cells = [_cell_plan(spec, played, *cell) for cell in cells]
+        cells.append(
+            (index, packs, size, timed[key], recorded.get(cell.key) and (earlier.sweep_id, recorded[cell.key]))
+        )
+    found = worlds.worlds_of(spec, [(i, size, rates[0], was) for i, _, size, rates, was in cells], pilot_s, slots)
+    played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
+    cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
         cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})

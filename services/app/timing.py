@@ -198,20 +198,25 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
     slope through the first and the last try, at the cell's own step size (the test set is scored
     only for models that moved); the rest of the last try is the pack's own cost. A slope through
     one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
-    linear cells: 22-60 ms a model-step against ~0.2 ms in a run), and a difference of 0.5 s
-    beside a set-up of 6 s was that set-up's noise (linear at 32 patches: 3.2 ms)."""
+    linear cells: 22-60 ms a model-step against ~0.2 ms in a run). Each try's set-up (its test set,
+    its models: Paper B's transfer pre-trains attention there) is left out, up to its first
+    evaluation: against its noise, transfer's second cell grew its tries to 253 s of planning."""
     budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
     while True:
-        took, result = train(spec, cell, configs, limit, size)
-        tries.append((took, int(result.steps.sum())))
-        need = max(TIMING_S, tries[0][0] / 2)  # a difference beyond the set-up's own noise
-        grew = len(tries) == 1 or tries[-1][1] > tries[-2][1]
-        if limit >= budget or (len(tries) > 1 and (took - tries[0][0] >= need or not grew)):
+        marks: list[float] = []
+        took, result = train(
+            spec, cell, configs, limit, size, progress=lambda *_, m=marks: m.append(time.perf_counter())
+        )
+        set_up = max(0.0, marks[0] - (time.perf_counter() - took)) if marks else 0.0
+        tries.append((took, took - set_up, int(result.steps.sum())))
+        grew = len(tries) == 1 or tries[-1][2] > tries[-2][2]
+        gained = tries[-1][1] - tries[0][1]
+        if limit >= budget or (len(tries) > 1 and (gained >= TIMING_S or not grew)):
             break
-        limit = min(budget, (2 if took - tries[0][0] >= need / 8 else 8) * limit)  # 8x while set-up dominates
-    (first_s, first), (last_s, last) = tries[0], tries[-1]
+        limit = min(budget, (2 if gained >= TIMING_S / 8 else 8) * limit)  # 8x while the steps' time is small
+    (_, first_s, first), (last_took, last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
-    return step_s, max(0.0, last_s - step_s * last) + TRIAL_S
+    return step_s, max(0.0, last_took - step_s * last) + TRIAL_S
 
 
 def train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):

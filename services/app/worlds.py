@@ -3,13 +3,14 @@ stops early, as an earlier sweep of the name under the home recorded them, or as
 saw (services.app.pilot, run as its search mode says: Mode.pilots). Its search is then played out
 in that world (services.search.rehearse)."""
 
+import multiprocessing
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.app.pilot import pilot, seen
-from services.app.timing import Probe
+from services.app.pilot import Pilot, pilot, seen
 from services.results import SweepResult, model_of
 from services.search.rehearse import Seen, at_budget
 from services.store import state
@@ -36,26 +37,52 @@ class Basis:
     eval_s: float
 
 
-def world(
-    spec: "SweepSpec", index: int, size: int, rate: Probe, history: tuple | None, pilot_s: float
-) -> tuple[list[Seen], Basis]:
-    """A cell's world: every run at its budget where none stops early, else the runs an earlier
-    sweep recorded (``history``: its id and the cell's records), else its pilots' (Mode.pilots)."""
+def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int) -> dict[int, tuple[list[Seen], Basis]]:
+    """Each cell's world (``cells``: its index, pack size, step costs and history: an earlier
+    sweep's id and its records, or None): every run at its budget where none stops early, else the
+    runs an earlier sweep recorded, else its pilots' (Mode.pilots), run side by side on ``slots``
+    as a sweep's trials are (the main job's eight pilots one after the other: 130 s of its plan)."""
+    found, jobs = {}, []
+    for index, size, rate, history in cells:
+        cell = spec.cells[index]
+        if not stops_early(spec, cell) and (spec.mode.fixed or history is None):
+            found[index] = at_budget(spec, index), Basis("budget", False, rate.eval_s)
+        elif history is not None:
+            found[index] = _recorded(spec, cell, history[1]), Basis(f"history {history[0]}", False, rate.eval_s)
+        else:
+            most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
+            allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
+            models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
+            jobs += [(spec, index, run, allowance, rate) for run in spec.mode.pilots(spec, cell, models)]
+    tried: dict[int, list] = {}
+    for (_, index, run, _, rate), result in zip(jobs, _side_by_side(jobs, slots)):
+        tried.setdefault(index, []).append((run, result, rate))
+    return found | {index: _piloted(spec, index, runs) for index, runs in tried.items()}
+
+
+def _side_by_side(jobs: list[tuple], slots: int) -> list[Pilot]:
+    """Each job's pilot, on up to ``slots`` processes at once (forked: a CPU pilot; a GPU's run one
+    after the other, in this process)."""
+    if slots < 2 or len(jobs) < 2 or any(job[0].resources.gpus_per_trial for job in jobs):
+        return [_pilot_job(job) for job in jobs]
+    with ProcessPoolExecutor(min(slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_pilot_job, jobs))
+
+
+def _pilot_job(job: tuple) -> Pilot:
+    spec, index, run, allowance, _ = job
+    return pilot(spec, spec.cells[index], run, allowance)
+
+
+def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
+    """A cell's world from its pilots: each model's setting and steps, and what they say of it."""
     cell = spec.cells[index]
-    if not stops_early(spec, cell) and (spec.mode.fixed or history is None):
-        return at_budget(spec, index), Basis("budget", False, rate.eval_s)
-    if history is not None:
-        sweep_id, records = history
-        return _recorded(spec, cell, records), Basis(f"history {sweep_id}", False, rate.eval_s)
-    most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
-    allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
-    models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
-    runs = spec.mode.pilots(spec, cell, models)
-    tried = [(run, pilot(spec, cell, run, allowance)) for run in runs]
-    words = "; ".join((f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p in tried)
-    eval_s = tried[0][1].evaluation_s(rate)
-    guessed = any(p.guessed for _, p in tried)
-    return [s for run, p in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s)
+    words = "; ".join(
+        (f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p, _ in tried
+    )
+    eval_s = tried[0][1].evaluation_s(tried[0][2])
+    guessed = any(p.guessed for _, p, _ in tried)
+    return [s for run, p, _ in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s)
 
 
 def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
