@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from services.app import worlds
 from services.app.timing import Probe, gpu_share, most_probe, probe, sharing, timed_configs, timing_key
 from services.app.worlds import PILOT_S
-from services.results import SweepResult
 from services.search.planners import first_packs, planner
 from services.search.rehearse import Trained, rehearse
 from services.store import state
@@ -188,7 +187,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
-        cells = _at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
+        cells = worlds.at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
     if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
         start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
@@ -264,16 +263,6 @@ def _evaluations(training, eval_s: float) -> Callable[[float], float]:
     if training.protocol != "one_pass":
         return lambda steps: 0.0
     return lambda steps: eval_s * len(training.evaluation_steps(round(steps)))
-
-
-def _at_measured_rate(cells: list[CellPlan], earlier: SweepResult, steps: dict[str, int], keys: dict[str, str]):
-    """The cells' step times scaled so that the earlier sweep's recorded steps take the training
-    time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
-    pilot evaluates more often per step than a long run does)."""
-    piloted = sum(c.seconds - (c.packs + c.later_packs) * c.pack_s for c in cells if keys[c.label] in steps)
-    scale = earlier.train_s / piloted if piloted else 1.0
-    rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s", "most_step_s", "most_pack_step_s")
-    return [dataclasses.replace(c, **{r: getattr(c, r) and getattr(c, r) * scale for r in rates}) for c in cells]
 
 
 def plan_path(spec: "SweepSpec", home: Path) -> Path:

@@ -3,6 +3,7 @@ stops early, as an earlier sweep of the name under the home recorded them, or as
 saw (services.app.pilot, run as its search mode says: Mode.pilots). Its search is then played out
 in that world (services.search.rehearse)."""
 
+import dataclasses
 import multiprocessing
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -125,3 +126,13 @@ def stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
     if training.protocol == "multi_pass":
         return training.loss == "hinge"
     return training.stability_window > 0
+
+
+def at_measured_rate(cells: list, earlier: SweepResult, steps: dict[str, int], keys: dict[str, str]) -> list:
+    """The cells' step times scaled so that the earlier sweep's recorded steps take the training
+    time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
+    pilot evaluates more often per step than a long run does)."""
+    piloted = sum(c.seconds - (c.packs + c.later_packs) * c.pack_s for c in cells if keys[c.label] in steps)
+    scale = earlier.train_s / piloted if piloted else 1.0
+    rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s", "most_step_s", "most_pack_step_s")
+    return [dataclasses.replace(c, **{r: getattr(c, r) and getattr(c, r) * scale for r in rates}) for c in cells]
