@@ -7,17 +7,11 @@ import pytest
 import torch
 
 from vit_core import ConfigError
-from vit_core.configs import (
-    PositionalConfig,
-    SpatialDataConfig,
-    TrainConfig,
-    bayes_error,
-    patch_sets,
-    set_matrix,
-)
+from vit_core.configs import PositionalConfig, SpatialDataConfig, bayes_error, patch_sets, set_matrix
 from vit_core.positional import ACTIVATIONS
 from vit_core.seeding import Stream
 from vit_core.spatial import feature, sample_patches, teacher
+from vit_core.train_config import TrainConfig
 from vit_core.training import build, sample, train_pack
 
 
