@@ -179,9 +179,8 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         if key not in timed:
             rate = probe(spec, cell, size)
             timed[key] = rate, most_probe(spec, cell, size, rate)
-        cells.append(
-            (index, packs, size, timed[key], recorded.get(cell.key) and (earlier.sweep_id, recorded[cell.key]))
-        )
+        history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
+        cells.append((index, packs, size, timed[key], history))
     found = worlds.worlds_of(spec, [(i, size, rates[0], was) for i, _, size, rates, was in cells], pilot_s, slots)
     played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
     cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]

@@ -6,6 +6,7 @@ in that world (services.search.rehearse)."""
 import dataclasses
 import multiprocessing
 import re
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int)
         cell = spec.cells[index]
         if not stops_early(spec, cell) and (spec.mode.fixed or history is None):
             found[index] = at_budget(spec, index), Basis("budget", False, rate.eval_s)
-        elif history is not None:
+        elif history is not None and history[1]:  # a cell an earlier sweep recorded no run of: piloted
             found[index] = _recorded(spec, cell, history[1]), Basis(f"history {history[0]}", False, rate.eval_s)
         else:
             most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
@@ -62,9 +63,10 @@ def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int)
 
 
 def _side_by_side(jobs: list[tuple], slots: int) -> list[Pilot]:
-    """Each job's pilot, on up to ``slots`` processes at once (forked: a CPU pilot; a GPU's run one
-    after the other, in this process)."""
-    if slots < 2 or len(jobs) < 2 or any(job[0].resources.gpus_per_trial for job in jobs):
+    """Each job's pilot, on up to ``slots`` processes at once (forked: a CPU pilot), or one after the
+    other in this process where a GPU runs them or Ray was loaded here (a fork copies its gRPC
+    channels: a sweep run after a forked plan in one process lost its trials' records)."""
+    if slots < 2 or len(jobs) < 2 or "ray" in sys.modules or any(job[0].resources.gpus_per_trial for job in jobs):
         return [_pilot_job(job) for job in jobs]
     with ProcessPoolExecutor(min(slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_pilot_job, jobs))
