@@ -90,15 +90,11 @@ def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Se
 
 def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
     """An earlier sweep's runs of the cell as a world sees them: each run's setting and steps."""
-    training = spec.resolved_cell(cell).training
-    runs: dict[tuple, Seen] = {}
-    for r in records:
-        n = None if r.n_stable is not None else r.n_train
-        run = Seen(r.batch_size or training.batch_size, r.lr, n, r.steps)
-        key = (model_of(r), r.max_steps)
-        if key not in runs or run.steps > runs[key].steps:
-            runs[key] = run
-    return list(runs.values())
+    batch = spec.resolved_cell(cell).training.batch_size
+    return [
+        Seen(r.batch_size or batch, r.lr, None if r.n_stable is not None else r.n_train, r.steps)
+        for r in _runs(records)
+    ]
 
 
 def earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
@@ -111,13 +107,19 @@ def earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
 
 
 def model_steps(records) -> int:
-    """SGD steps a cell's records took: each run's largest, a run being a model (results.model_of)
-    trained once under one step budget."""
-    runs: dict[tuple, int] = {}
+    """SGD steps a cell's records took: each run's (_runs)."""
+    return sum(r.steps for r in _runs(records))
+
+
+def _runs(records) -> list:
+    """A cell's runs, each its record of the most steps, a run being a model (results.model_of)
+    trained once under one step budget (one pass records a run at every N it was evaluated at)."""
+    runs: dict[tuple, object] = {}
     for r in records:
-        run = (model_of(r), r.max_steps)
-        runs[run] = max(runs.get(run, 0), r.steps)
-    return sum(runs.values())
+        key = (model_of(r), r.max_steps)
+        if key not in runs or r.steps > runs[key].steps:
+            runs[key] = r
+    return list(runs.values())
 
 
 def stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
