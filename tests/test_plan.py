@@ -36,12 +36,12 @@ def first_pilot(spec, cell):
 @pytest.fixture
 def unit_steps(monkeypatch):
     """Every model-step takes 1 ms and every pilot's model runs to its budget: the budgets alone decide the plan."""
-    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
-    monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
+    monkeypatch.setattr(timing, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
+    monkeypatch.setattr(timing, "most_probe", lambda spec, cell, size, rate: rate)
     monkeypatch.setattr(
         worlds,
         "pilot",
-        lambda spec, cell, run, allowance: pilots.Pilot((run.training.max_steps,) * run.models, run.models, 0),
+        lambda spec, cell, run, allowance, blind_s: pilots.Pilot((run.training.max_steps,) * run.models, run.models, 0),
     )
 
 
@@ -181,17 +181,19 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
 
 
 @pytest.mark.parametrize(
-    "evaluations, cut",
+    "evaluations, blind_s, cut",
     [  # (models still training, of them at zero test error), a second each; 4 models, allowance 3 s
-        ([(4, 0)] * 100, 30),  # blind throughout: cut at BLIND x the allowance
-        ([(4, 1)] * 100, 30),  # one at zero test error, three still guesses: blind as well
-        ([(4, 0)] * 6 + [(4, 4)] * 94, 7),  # all four at zero test error from the 7th second: cut there
-        ([(4, 0)] * 4 + [(3, 0)] * 96, 5),  # one stopped in the 5th second: cut there
-        ([(3, 0)] * 100, 3),  # one stopped from the start: cut at the allowance
+        ([(4, 0)] * 100, None, 30),  # blind throughout: cut at BLIND x the allowance
+        ([(4, 0)] * 100, 12, 12),  # ... or at its share of the plan's pilots (PILOTS_WALL)
+        ([(4, 0)] * 100, 1, 3),  # ... never before the allowance
+        ([(4, 1)] * 100, None, 30),  # one at zero test error, three still guesses: blind as well
+        ([(4, 0)] * 6 + [(4, 4)] * 94, None, 7),  # all four at zero test error from the 7th second: cut there
+        ([(4, 0)] * 4 + [(3, 0)] * 96, None, 5),  # one stopped in the 5th second: cut there
+        ([(3, 0)] * 100, None, 3),  # one stopped from the start: cut at the allowance
     ],
 )
 def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_are_guesses(
-    monkeypatch, evaluations, cut
+    monkeypatch, evaluations, blind_s, cut
 ):
     """Each guess lies between the cut and a budget up to three decades above: cut at 3 s,
     sample_complexity_wide's ViT pilots put its plan 2.06x above its sweep. Going on only until
@@ -207,7 +209,7 @@ def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_ar
 
     monkeypatch.setattr(pilots, "train", train)
     run = first_pilot(spec, spec.cells[0])
-    assert pilots.BLIND * 3 == 30 and pilots.pilot(spec, spec.cells[0], run, allowance=3).cut == cut
+    assert pilots.BLIND * 3 == 30 and pilots.pilot(spec, spec.cells[0], run, 3, blind_s).cut == cut
 
 
 def test_cells_that_differ_in_values_alone_share_one_timing():
@@ -274,12 +276,12 @@ def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
 
 def test_a_plan_says_how_much_of_its_expected_work_is_a_guess(monkeypatch, tmp_path):
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    monkeypatch.setattr(plan, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
-    monkeypatch.setattr(plan, "most_probe", lambda spec, cell, size, rate: rate)
+    monkeypatch.setattr(timing, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
+    monkeypatch.setattr(timing, "most_probe", lambda spec, cell, size, rate: rate)
     guessed = pilots.Pilot((100.0,) * 4, seen=0, foreseen=0, cut=10)  # cut, none stopped or foreseen
     seen = pilots.Pilot((100.0,) * 4, seen=4, foreseen=0)
     monkeypatch.setattr(
-        worlds, "pilot", lambda spec, cell, run, allowance: seen if spec.cells.index(cell) % 2 else guessed
+        worlds, "pilot", lambda spec, cell, run, allowance, blind_s: seen if spec.cells.index(cell) % 2 else guessed
     )
     made = plan.make_plan(spec, tmp_path, 2)
     assert [c.guessed for c in made.cells] == [True, False, True, False]
@@ -299,7 +301,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     monkeypatch.setattr(
         worlds,
         "pilot",
-        lambda spec, cell, run, allowance: pilots.Pilot((100 / run.training.batch_size,) * run.models, run.models, 0),
+        lambda spec, cell, run, allowance, blind_s: pilots.Pilot((100 / run.training.batch_size,) * run.models, run.models, 0),
     )
     made = plan.make_plan(spec, tmp_path, 2).cells[0]
     first_cap, second_cap, measurement = 4 * 15 + 4 * 3 * 4, 4 * 50 + 4 * 13 * 4, 4 * 50

@@ -160,6 +160,20 @@ def test_transfer_freezes_the_pretrained_attention_and_learns_v():
     assert (result.final["cos_v_wstar"] > 0.8).all()  # v learned w', the new feature
 
 
+def test_pretrained_attention_is_kept_for_the_next_pack_of_the_same_models_as_a_copy():
+    from vit_core.training.pretrain import _pretrained, pretrained_attention
+
+    data, cfg = SpatialDataConfig(feature_seed=7), PositionalConfig(transfer=True, pretrain_steps=20, pretrain_n=100)
+    _pretrained.cache_clear()
+    first = pretrained_attention(cfg, data, [0, 1], "cpu")
+    for value in first.values():
+        value.zero_()  # a model that changed its copy leaves the kept one as it was
+    again = pretrained_attention(cfg, data, [0, 1], "cpu")
+    assert _pretrained.cache_info().hits == 1 and all(value.abs().sum() > 0 for value in again.values())
+    assert pretrained_attention(cfg, data, [0, 2], "cpu").keys() == again.keys()  # other models: pre-trained anew
+    assert _pretrained.cache_info().misses == 2
+
+
 def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
     from vit_core.configs import ImageDataConfig
 

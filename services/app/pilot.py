@@ -75,11 +75,13 @@ class Pilot:
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
 
 
-def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float) -> Pilot:
+def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float, blind_s: float | None = None) -> Pilot:
     """The models of ``run`` (Mode.pilots) in one run up to their budget, cut at the first
-    evaluation after ``allowance`` seconds, or after BLIND x it while none of them has stopped and
-    some are guesses (one pass: not at zero test error). One run, not a limit doubled: a one-pass
-    run's first steps are the same under any limit, so each try repeated the one before."""
+    evaluation after ``allowance`` seconds, or after ``blind_s`` (default BLIND x the allowance)
+    while none of them has stopped and some are guesses (one pass: not at zero test error). One
+    run, not a limit doubled: a one-pass run's first steps are the same under any limit, so each
+    try repeated the one before."""
+    blind_s = BLIND * allowance if blind_s is None else max(allowance, blind_s)
     data, model, _ = spec.resolved_cell(cell).configs
     training = run.training
     models = run.models
@@ -87,7 +89,7 @@ def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float) ->
 
     def out_of_time(step: int, still: int, at_zero: int) -> bool:
         blind = still == models and at_zero < still  # no model stopped, some not even at zero test error
-        if still and time.perf_counter() - began >= (BLIND * allowance if blind else allowance):
+        if still and time.perf_counter() - began >= (blind_s if blind else allowance):
             cut.append(step)
         return bool(cut)
 

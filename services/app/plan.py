@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.app import worlds
-from services.app.timing import Probe, gpu_share, most_probe, probe, sharing, timed_configs, timing_key
+from services.app.timing import Probe, gpu_share, sharing, side_by_side, step_costs, timed_configs, timing_key
 from services.app.worlds import PILOT_S
 from services.search.planners import first_packs, planner
 from services.search.rehearse import Trained, rehearse
@@ -170,17 +170,17 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
     each cell here, cut after ``pilot_s`` at most."""
     earlier = worlds.earlier(spec, home)
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
-    first, timed, cells = first_packs(spec, slots), {}, []
+    first, probes, cells = first_packs(spec, slots), {}, []
     for index, cell in enumerate(spec.cells):
         trainings = spec.mode.first_trainings(spec, cell)
         packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
         size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / packs)))
         key = timing_key(spec, cell, size)
-        if key not in timed:
-            rate = probe(spec, cell, size)
-            timed[key] = rate, most_probe(spec, cell, size, rate)
+        probes.setdefault(key, (spec, cell, size))
         history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
-        cells.append((index, packs, size, timed[key], history))
+        cells.append((index, packs, size, key, history))
+    timed = dict(zip(probes, side_by_side(step_costs, list(probes.values()), spec, slots)))
+    cells = [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
     found = worlds.worlds_of(spec, [(i, size, rates[0], was) for i, _, size, rates, was in cells], pilot_s, slots)
     played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
     cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]

@@ -6,10 +6,14 @@ counts at the smallest batch a cell may reach (``most_probe``), trials side by s
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
+import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 # nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
 TRIAL_S = 0.05
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
+T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
 
@@ -81,6 +86,25 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     one_pass = training.protocol == "one_pass"
     evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
     return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
+
+
+def step_costs(job: tuple) -> tuple[Probe, Probe]:
+    """(``probe``, ``most_probe``) of a job (spec, cell, pack size): a cell's step costs."""
+    spec, cell, size = job
+    rate = probe(spec, cell, size)
+    return rate, most_probe(spec, cell, size, rate)
+
+
+def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], spec: "SweepSpec", slots: int) -> list[T]:
+    """Each job's ``work`` on up to ``slots`` processes at once, as a sweep's trials run beside each
+    other (forked, one core each: the main job's probes and pilots one after the other took 72 s of
+    its 79 s plan), or one after the other in this process where a GPU runs them (CUDA is not
+    forked) or Ray was loaded here (a fork copies its gRPC channels: a sweep run after a forked
+    plan in one process lost its trials' records)."""
+    if slots < 2 or len(jobs) < 2 or "ray" in sys.modules or spec.resources.gpus_per_trial:
+        return [work(job) for job in jobs]
+    with ProcessPoolExecutor(min(slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(work, jobs))
 
 
 def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:

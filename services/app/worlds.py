@@ -4,15 +4,13 @@ saw (services.app.pilot, run as its search mode says: Mode.pilots). Its search i
 in that world (services.search.rehearse)."""
 
 import dataclasses
-import multiprocessing
 import re
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.app.pilot import Pilot, pilot, seen
+from services.app.pilot import BLIND, Pilot, pilot, seen
+from services.app.timing import side_by_side
 from services.results import SweepResult, model_of
 from services.search.rehearse import Seen, at_budget
 from services.store import state
@@ -27,6 +25,10 @@ if TYPE_CHECKING:
 PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
+# A pilot that saw none of its models stop goes on (pilot.BLIND) up to its share of PILOTS_WALL x the
+# pilot's allowance of the plan's time, however many cells: the main job's eight pilots, blind up
+# to 30 s each, took 57 s of its 79 s plan (2026-11-28)
+PILOTS_WALL = 6
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int)
     """Each cell's world (``cells``: its index, pack size, step costs and history: an earlier
     sweep's id and its records, or None): every run at its budget where none stops early, else the
     runs an earlier sweep recorded, else its pilots' (Mode.pilots), run side by side on ``slots``
-    as a sweep's trials are (the main job's eight pilots one after the other: 130 s of its plan)."""
+    as a sweep's trials are, each blind at most its share of PILOTS_WALL."""
     found, jobs = {}, []
     for index, size, rate, history in cells:
         cell = spec.cells[index]
@@ -56,25 +58,17 @@ def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int)
             allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
             models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
             jobs += [(spec, index, run, allowance, rate) for run in spec.mode.pilots(spec, cell, models)]
+    share = PILOTS_WALL * pilot_s * slots / max(1, len(jobs))
+    jobs = [(*job, min(BLIND * job[3], share)) for job in jobs]
     tried: dict[int, list] = {}
-    for (_, index, run, _, rate), result in zip(jobs, _side_by_side(jobs, slots)):
+    for (_, index, run, _, rate, _), result in zip(jobs, side_by_side(_pilot_job, jobs, spec, slots)):
         tried.setdefault(index, []).append((run, result, rate))
     return found | {index: _piloted(spec, index, runs) for index, runs in tried.items()}
 
 
-def _side_by_side(jobs: list[tuple], slots: int) -> list[Pilot]:
-    """Each job's pilot, on up to ``slots`` processes at once (forked: a CPU pilot), or one after the
-    other in this process where a GPU runs them or Ray was loaded here (a fork copies its gRPC
-    channels: a sweep run after a forked plan in one process lost its trials' records)."""
-    if slots < 2 or len(jobs) < 2 or "ray" in sys.modules or any(job[0].resources.gpus_per_trial for job in jobs):
-        return [_pilot_job(job) for job in jobs]
-    with ProcessPoolExecutor(min(slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_pilot_job, jobs))
-
-
 def _pilot_job(job: tuple) -> Pilot:
-    spec, index, run, allowance, _ = job
-    return pilot(spec, spec.cells[index], run, allowance)
+    spec, index, run, allowance, _, blind_s = job
+    return pilot(spec, spec.cells[index], run, allowance, blind_s)
 
 
 def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
