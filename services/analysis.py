@@ -278,13 +278,35 @@ def _positive(value: float | None) -> float | None:
     return value if value is not None and value > 0 else None
 
 
-def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> tuple[int | None, int | None]:
-    """Bootstrap 95% interval of a cell's N* (None for an end where too many resamples are censored)."""
+def n_star_resamples(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
+    """A cell's N* in each of ``boot`` resamples of its seeds; inf where censored (the largest N misses p)."""
     rng = np.random.default_rng(seed)
     stars = [cell.n_star(p, resample(len(cell.seeds), rng)) for _ in range(boot)]
-    values = np.array([np.inf if s is None else s for s in stars], dtype=float)
+    return np.array([np.inf if s is None else s for s in stars], dtype=float)
+
+
+def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> tuple[int | None, int | None]:
+    """Bootstrap 95% interval of a cell's N* (None for an end where too many resamples are censored)."""
+    values = n_star_resamples(cell, p, boot, seed)
     lo, hi = np.percentile(values, CI, method="nearest")  # an N* that was trained, never inf - inf
     return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
+
+
+def n_star_ratio(a: Outcomes, b: Outcomes, p_a: float, p_b: float, boot: int = BOOTSTRAP) -> Estimate:
+    """N* of cell ``b`` over N* of cell ``a`` (each at its own p), two runs on their own seeds, with a
+    bootstrap 95% CI: each cell's seeds resampled on its own, a's draws those of its n_star_ci. A
+    censored N* counts as infinite: a's gives the ratio 0, b's an infinite one, which an end of the
+    CI gives as None; resamples where both are censored say nothing and are left out (value: None
+    where either N* is censored)."""
+    star_a, star_b = a.n_star(p_a), b.n_star(p_b)
+    with np.errstate(invalid="ignore"):  # inf / inf: both censored
+        ratios = n_star_resamples(b, p_b, boot, seed=1) / n_star_resamples(a, p_a, boot, seed=0)
+    ratios = ratios[~np.isnan(ratios)]
+    value = _round(star_b / star_a) if star_a and star_b else None
+    if not len(ratios):
+        return Estimate(value, None)
+    ends = np.percentile(ratios, CI, method="nearest")  # a ratio that was drawn, never inf - inf
+    return Estimate(value, [_round(end) if np.isfinite(end) else None for end in ends])
 
 
 def steps_ratio(slow: Outcomes, fast: Outcomes, boot: int = BOOTSTRAP, seed: int = 0) -> Estimate:

@@ -68,16 +68,20 @@ def schema() -> None:
     print(json.dumps(json_schema(), indent=2))
 
 
-def _load_or_exit(path: str):
+def _load_or_exit(path: str, seed_start: int | None = None):
     from services.spec import SpecError, load_spec
 
     try:
-        return load_spec(path)
+        return load_spec(path, seed_start)
     except SpecError as error:
         print(error, file=sys.stderr)
         raise typer.Exit(2) from None
 
 
+SEED_START_HELP = (
+    "the first measurement seed, replacing the spec's seed_start: a replication on seeds another sweep of the "
+    "spec never saw (`vitsweep compare A B` says whether they agree)"
+)
 RECORDING_PENDING = 3  # exit code of run: the sweep finished but MLflow was unreachable; `vitsweep sync` logs it later
 
 
@@ -113,6 +117,7 @@ def run(
         min=0,
         help="where stderr is not a terminal: a progress line every SECONDS (default: VITSWEEP_PROGRESS_S, else 30)",
     ),
+    seed_start: int = typer.Option(None, "--seed-start", help=SEED_START_HELP),
 ) -> None:
     """Run a sweep: Ray Tune trials of packed models, results recorded in MLflow.
 
@@ -123,16 +128,17 @@ def run(
     (RAY_ADDRESS); nothing started. Exit code 3: the sweep
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
-    spec = _load_or_exit(path)
+    spec = _load_or_exit(path, seed_start)
     if max_minutes is not None:
         _refuse_beyond(spec, home, max_minutes)
     from services.app import runs
+    from services.spec import spec_text
 
     try:
         with progress(spec, progress_every) as follow:
             out = runs.run(
                 spec,
-                Path(path).read_text(),
+                spec_text(path, seed_start),
                 home,
                 resolve_tracking_uri(spec, tracking_uri, home),
                 tracking_uri is not None,
@@ -196,12 +202,13 @@ def plan_command(
         help="cut each cell's pilot after this many seconds (default 3; up to 10x while none of its models "
         "stopped): longer sees more runs stop",
     ),
+    seed_start: int = typer.Option(None, "--seed-start", help=SEED_START_HELP),
 ) -> None:
     """Before a sweep runs: per cell and in total its packs, trainings and model-steps, and its
     estimated wall time here (a pilot of each cell: one pack trained briefly; an earlier sweep of
     the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
     The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
-    spec = _load_or_exit(path)
+    spec = _load_or_exit(path, seed_start)
     from services.app import plan, timing
 
     made = _plan_here(spec, home, pilot_s)

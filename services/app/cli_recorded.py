@@ -68,9 +68,11 @@ def compare(
     out: Path = typer.Option(None, "--out", help="folder for the figure and JSON (default: HOME/reports/compare-A-B)"),
     as_json: bool = typer.Option(False, "--json", help="end stdout with one JSON object of the comparison"),
 ) -> None:
-    """Two recorded sweeps side by side: N* per cell, the exponents of N* in the family's x (Paper
-    A: 1/alpha*) with their CIs, B's exponent minus A's with a bootstrap CI, and one overlaid
-    figure, also logged to MLflow as a run of its own in B's experiment."""
+    """Two recorded sweeps side by side: N* per cell with B / A, the exponents of N* in the family's
+    x (Paper A: 1/alpha*) with their CIs, B's exponent minus A's, each difference with a bootstrap
+    CI and whether the two agree (the CI holds no difference); whether their measurement seeds are
+    disjoint (a replication: `vitsweep run SPEC --seed-start K`) and where their specs differ; one
+    overlaid figure, also logged to MLflow as a run of its own in B's experiment."""
     from services.app import recorded
 
     with _store(tracking_uri, home) as uri:

@@ -100,30 +100,65 @@ def print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> No
 
 
 def print_comparison(comparison: "Comparison") -> None:
-    """N* of both sweeps per cell, then each fitted group's exponents and their difference."""
+    """N* of both sweeps per cell with B / A, then each fitted group's exponents and their
+    difference, each with its verdict; whose seeds each measured on (a warning on stderr where they
+    share some: then B is no replication of A), and where their specs differ."""
+    import math
+
     from services.analysis import Estimate
+    from services.report.compare import AGREE, MAY_DIFFER
     from services.stats.base import fmt
 
-    rows = []
-    for pair in comparison.cells:
-        ratio = pair.n_star_b / pair.n_star_a if pair.n_star_a and pair.n_star_b else None
-        rows.append(
-            [pair.label, fmt(pair.n_star_a), fmt(pair.ci95_a), fmt(pair.n_star_b), fmt(pair.ci95_b), fmt(ratio, ".2f")]
-        )
+    none = Estimate(None, None)
+    rows = [
+        [
+            pair.label,
+            fmt(pair.n_star_a),
+            fmt(pair.ci95_a),
+            fmt(pair.n_star_b),
+            fmt(pair.ci95_b),
+            fmt(ratio.value, ".2f"),
+            fmt(ratio.ci95 and [math.inf if end is None else end for end in ratio.ci95], ".2f"),
+            pair.verdict or "-",
+        ]
+        for pair in comparison.cells
+        for ratio in [pair.ratio or none]
+    ]
     show_table(
         f"A = {comparison.sweep_a}, B = {comparison.sweep_b}: N* per cell",
-        ["cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A"],
+        ["cell", "A: N*", "A: 95% CI", "B: N*", "B: 95% CI", "B / A", "B / A: 95% CI", "verdict"],
         rows,
     )
     for group in comparison.groups:
-        none = Estimate(None, None)
         a, b = comparison.exponent_a.get(group, none), comparison.exponent_b.get(group, none)
         diff = comparison.difference.get(group, none)
         show(
             f"- exponent of N*, {group}: A {fmt(a.value, '.2f')} {fmt(a.ci95, '.2f')}, "
             f"B {fmt(b.value, '.2f')} {fmt(b.ci95, '.2f')}; "
-            f"B - A {fmt(diff.value, '+.2f')}, 95% CI {fmt(diff.ci95, '+.2f')}"
+            f"B - A {fmt(diff.value, '+.2f')}, 95% CI {fmt(diff.ci95, '+.2f')}: {comparison.verdicts.get(group, '-')}"
         )
+    cells = _agreeing([p.verdict for p in comparison.cells if p.verdict], "cells (B / A's 95% CI holds 1)")
+    exponents = _agreeing(list(comparison.verdicts.values()), "exponents (B - A's holds 0)")
+    show(f"- {AGREE}: {cells}, {exponents}")
+    show(f"- {comparison.seed_words()}")
+    if comparison.shared_seeds:
+        print(
+            f"warning: A and B measured N* on {len(comparison.shared_seeds)} of the same seeds: B is no replication "
+            "of A on fresh seeds (`vitsweep run SPEC --seed-start K`)",
+            file=sys.stderr,
+        )
+    differences = comparison.spec_differences
+    specs = f"B sets {', '.join(differences)} otherwise than A" if differences else "the same"
+    show(f"- specs: {specs} ({', '.join(MAY_DIFFER)} aside)")
+
+
+def _agreeing(verdicts: list[str], what: str) -> str:
+    """How many of the decided ``verdicts`` say agree ("2 of 3 what"), and how many are undetermined."""
+    from services.report.compare import AGREE, UNDETERMINED
+
+    decided = [v for v in verdicts if v != UNDETERMINED]
+    left = len(verdicts) - len(decided)
+    return f"{decided.count(AGREE)} of {len(decided)} {what}" + (f", {left} undetermined" if left else "")
 
 
 def print_paper_grid(grid: "PaperGrid") -> None:

@@ -1,28 +1,49 @@
-"""Two recorded sweeps side by side (`vitsweep compare A B`): N* per cell of both, each sweep's
-exponents of N* in its family's variable (Paper A: 1/alpha*) with their CIs, and B's exponent
-minus A's with a bootstrap CI. This is how the one-pass and the multi-pass protocols are compared.
+"""Two recorded sweeps side by side (`vitsweep compare A B`): N* per cell of both and B's over A's,
+each sweep's exponents of N* in its family's variable (Paper A: 1/alpha*) with their CIs, and B's
+exponent minus A's, each difference with a bootstrap CI and a verdict (agree: the CI holds no
+difference). This is how the one-pass and the multi-pass protocols are compared, and how a sweep
+replicated on fresh seeds (`vitsweep run --seed-start`) is checked against the first: whether
+their measurement seeds are disjoint, and whether their specs differ elsewhere.
 No I/O: the caller reads the sweeps and logs or prints what this returns.
 """
 
+import math
 from dataclasses import asdict, dataclass
 
-from services.analysis import Estimate, Fit, slope_difference
+from services.analysis import Estimate, Fit, Outcomes, n_star_ratio, slope_difference
+from services.report.text import span
 from services.results import CellResult
 from services.spec import SweepSpec
 from services.stats import paper
 from services.stats.summarize import n_star_fit_inputs, n_star_statistic, summarize
 from vit_core.family import Scaling, families
 
+AGREE, DIFFER, UNDETERMINED = "agree", "differ", "undetermined"
+# what a replication's spec may set otherwise: its seeds, and fields no model's result depends on
+MAY_DIFFER = ("seed_start", "tracking", "resources", "max_trainings")
+
+
+def verdict(ci95: list[float | None] | None, null: float) -> str:
+    """Whether two sweeps agree on a value: its difference's 95% CI holds ``null`` (no difference: 0,
+    or a ratio's 1); an end None is infinite (n_star_ratio: B's N* censored); undetermined without a CI."""
+    if ci95 is None:
+        return UNDETERMINED
+    lo, hi = (math.inf if end is None else end for end in ci95)
+    return AGREE if lo <= null <= hi else DIFFER
+
 
 @dataclass
 class CellPair:
-    """One cell (by its label) in both sweeps: N* and its 95% CI (None where it has no such cell)."""
+    """One cell (by its label) in both sweeps: N* and its 95% CI (None where it has no such cell),
+    and where both measured it, B's N* over A's with its CI and its verdict (analysis.n_star_ratio)."""
 
     label: str
     n_star_a: int | None
     ci95_a: list[int | None] | None
     n_star_b: int | None
     ci95_b: list[int | None] | None
+    ratio: Estimate | None = None
+    verdict: str | None = None
 
 
 @dataclass
@@ -37,6 +58,21 @@ class Comparison:
     exponent_b: dict[str, Fit]
     difference: dict[str, Estimate]  # group -> B's exponent minus A's
     family: str  # A's experiment family: what N* is fitted against
+    verdicts: dict[str, str]  # group -> whether the exponents agree (B - A's CI holds 0)
+    seeds_a: list[int]  # each sweep's measurement seeds
+    seeds_b: list[int]
+    spec_differences: list[str]  # the spec fields B sets otherwise than A, bar MAY_DIFFER's
+
+    @property
+    def shared_seeds(self) -> list[int]:
+        """The measurement seeds both sweeps trained: none where B replicates A on fresh seeds."""
+        return sorted(set(self.seeds_a) & set(self.seeds_b))
+
+    def seed_words(self) -> str:
+        """Both sweeps' measurement seeds, and whether they are disjoint."""
+        shared = self.shared_seeds
+        both = f"measurement seeds: A {span(self.seeds_a)}, B {span(self.seeds_b)}"
+        return f"{both}: disjoint" if not shared else f"{both}: {len(shared)} shared ({span(shared)})"
 
     @property
     def scaling(self) -> Scaling | None:
@@ -50,7 +86,7 @@ class Comparison:
     def to_dict(self) -> dict:
         """JSON-ready; an exponent as its value, CI and what a figure draws (points, intercept)."""
         keys = ("value", "ci95", "intercept", "points")
-        out = asdict(self)
+        out = asdict(self) | {"shared_seeds": self.shared_seeds, "disjoint": not self.shared_seeds}
         for side in ("exponent_a", "exponent_b"):
             out[side] = {group: {k: fit[k] for k in keys} for group, fit in out[side].items()}
         return out
@@ -61,6 +97,8 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
     summaries = [summarize(*sweep) for sweep in (a, b)]
     rows = [{r.label: r for r in s.cells} for s in summaries]
     labels = [*rows[0], *(label for label in rows[1] if label not in rows[0])]
+    p = [sweep[0].success_rate for sweep in (a, b)]
+    measured = [_measured(sweep[2]) for sweep in (a, b)]
     pairs = [
         CellPair(
             label,
@@ -72,14 +110,42 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
         )
         for label in labels
     ]
+    for pair in pairs:
+        if pair.label in measured[0] and pair.label in measured[1]:
+            pair.ratio = n_star_ratio(measured[0][pair.label], measured[1][pair.label], *p)
+            pair.verdict = verdict(pair.ratio.ci95, 1.0)
     inputs = [n_star_fit_inputs(sweep[0], summary, sweep[2]) for sweep, summary in zip((a, b), summaries)]
-    p = [sweep[0].success_rate for sweep in (a, b)]
     difference = {
         group: slope_difference(inputs[0][group], inputs[1][group], n_star_statistic(p[0]), n_star_statistic(p[1]))
         for group in inputs[0]
         if group in inputs[1]
     }
-    return Comparison(a[1], b[1], pairs, summaries[0].exponent, summaries[1].exponent, difference, a[0].family)
+    return Comparison(
+        a[1],
+        b[1],
+        pairs,
+        summaries[0].exponent,
+        summaries[1].exponent,
+        difference,
+        a[0].family,
+        {group: verdict(d.ci95, 0.0) for group, d in difference.items()},
+        summaries[0].seeds,
+        summaries[1].seeds,
+        spec_differences(a[0], b[0]),
+    )
+
+
+def _measured(cells: list[CellResult]) -> dict[str, Outcomes]:
+    """Cell label -> its measured outcomes, for the cells whose N* a summary gives (every pack trained)."""
+    return {c.cell.label: c.outcomes() for c in cells if c.measured() and not c.failures}
+
+
+def spec_differences(a: SweepSpec, b: SweepSpec) -> list[str]:
+    """The top-level spec fields B sets otherwise than A, bar what changes no result but the seeds
+    (MAY_DIFFER): none where B is A's spec on other seeds, a replication."""
+    dumped = [spec.model_dump(mode="json", exclude=set(MAY_DIFFER)) for spec in (a, b)]
+    names = [*dumped[0], *(name for name in dumped[1] if name not in dumped[0])]
+    return [name for name in names if dumped[0].get(name) != dumped[1].get(name)]
 
 
 @dataclass

@@ -263,8 +263,8 @@ def _tuning_lines(summary: "Summary") -> list[str]:
             continue
         lines.append(
             f"tuned, {r.label}: B = {t.chosen['batch_size']}, eta = {t.chosen['lr']:g}, chosen on seeds "
-            f"{_span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
-            + (f" N* measured on seeds {_span(t.measurement_seeds)}" if t.measurement_seeds else " N* not measured")
+            f"{span(t.selection_seeds)} among {len(t.selection)} settings (its N* there {fmt(t.selection_n_star)});"
+            + (f" N* measured on seeds {span(t.measurement_seeds)}" if t.measurement_seeds else " N* not measured")
             + (f"; {SMALLEST_BATCH}" if SMALLEST_BATCH in t.at_edge else "")
             + (f"; AT THE EDGE of the space: {', '.join(edge)}" if (edge := _open_edges(t.at_edge)) else "")
         )
@@ -276,7 +276,13 @@ def _open_edges(notes: list[str]) -> list[str]:
     return [note for note in notes if note != SMALLEST_BATCH]
 
 
-def _span(seeds: list[int]) -> str:
+def _seed_lines(summary: "Summary") -> list[str]:
+    """Which seeds N* was measured on (a replication's: from its seed_start), where any model was."""
+    return [f"measurement seeds: {span(summary.seeds)} ({len(summary.seeds)})"] if summary.seeds else []
+
+
+def span(seeds: list[int]) -> str:
+    """Seeds for people: "100-103" where they run on without a gap, else the list."""
     return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else fmt(seeds)
 
 
@@ -313,6 +319,7 @@ def notes(summary: "Summary") -> list[str]:
         *_premise_lines(summary),
         *_difficulty_lines(summary),
         *_window_lines(summary),
+        *_seed_lines(summary),
         *_tuning_lines(summary),
         OUTCOMES_LEGEND,
     ]

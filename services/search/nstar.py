@@ -127,7 +127,7 @@ class NStarSearch(RoundPlanner):
     def __init__(self, spec: "SweepSpec", slots: int | None = None):
         super().__init__(len(spec.cells), pack_cost(spec))
         search = spec.search
-        self.seeds, self.pack_size = spec.seeds, spec.resources.models_per_pack
+        self.seeds, self.pack_size = spec.measurement_seeds, spec.resources.models_per_pack
         self.budgets = [spec.resolved_cell(c).training.max_steps for c in spec.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
         self.cells = [
@@ -143,11 +143,11 @@ class NStarSearch(RoundPlanner):
         ]
 
     def next_round(self, index: int) -> list[Pack]:
-        return bracket_round(index, self.cells[index], list(range(self.seeds)), self.pack_size)
+        return bracket_round(index, self.cells[index], self.seeds, self.pack_size)
 
     def learn(self, pack: Pack, records: list[ModelRecord]) -> None:
         budget = pack.max_steps or self.budgets[pack.cell]
-        bracket_learn(self.cells[pack.cell], records, list(range(self.seeds)), budget, self.max_steps_cap)
+        bracket_learn(self.cells[pack.cell], records, self.seeds, budget, self.max_steps_cap)
 
     def get_state(self) -> dict:
         return super().get_state() | {"cells": [c.state() for c in self.cells]}

@@ -58,7 +58,7 @@ def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
     a long tail; a cell's packs are of equal size. Longest first (pack_cost), as Tune runs a grid
     in order."""
     pairs = [
-        [(n, seed) for n in spec.resolved_cell(cell).n_values for seed in range(spec.seeds)] for cell in spec.cells
+        [(n, seed) for n in spec.resolved_cell(cell).n_values for seed in spec.measurement_seeds] for cell in spec.cells
     ]
     size = spec.resources.models_per_pack
     if slots:

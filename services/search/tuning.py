@@ -97,10 +97,10 @@ class TuningSearch(RoundPlanner):
         new = self._selection_round(index, cell)
         if new:
             self.planned[index] = [s for s, _ in new]
-            return self._packs(index, new, self.tuning.selection_seed_list(), SELECTION)
+            return self._packs(index, new, self.tuning.selection_seed_list(self.spec.seed_start), SELECTION)
         chosen = best(cell.table(), self.p)
         cell.chosen, cell.phase = [chosen.batch_size, chosen.lr], MEASUREMENT
-        return self._packs(index, [(chosen, self.caps[index][-1])], list(range(self.spec.seeds)), MEASUREMENT)
+        return self._packs(index, [(chosen, self.caps[index][-1])], self.spec.measurement_seeds, MEASUREMENT)
 
     def _selection_round(self, index: int, cell: CellTuning) -> list[tuple[Setting, int]]:
         """The (setting, sample cap) pairs to train next on the selection seeds; [] once

@@ -65,7 +65,7 @@ class MultiPassTuning(RoundPlanner):
         trainings = [spec.resolved_cell(c).training for c in spec.cells]
         self.samples = [t.batch_size * t.max_steps for t in trainings]  # each cell's sample budget
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]
-        self.selection_seeds = spec.tuning.selection_seed_list()
+        self.selection_seeds = spec.tuning.selection_seed_list(spec.seed_start)
         self.cells = [MultiPassCell() for _ in spec.cells]
 
     def _bracket(self, index: int) -> Bracket:
@@ -103,7 +103,7 @@ class MultiPassTuning(RoundPlanner):
             cell.measurement = self._bracket(index)
         if cell.phase == MEASUREMENT:
             chosen = Setting(*cell.chosen)
-            packs = self._setting_packs(index, chosen, cell.measurement, list(range(self.spec.seeds)), MEASUREMENT)
+            packs = self._setting_packs(index, chosen, cell.measurement, self.spec.measurement_seeds, MEASUREMENT)
             if packs:
                 return packs
             cell.phase = DONE
@@ -131,7 +131,7 @@ class MultiPassTuning(RoundPlanner):
         if pack.phase == SELECTION:
             bracket, seeds = cell.brackets[setting.label], self.selection_seeds
         else:
-            bracket, seeds = cell.measurement, list(range(self.spec.seeds))
+            bracket, seeds = cell.measurement, self.spec.measurement_seeds
         budget = pack.max_steps or self.samples[pack.cell] // setting.batch_size
         bracket_learn(bracket, records, seeds, budget, self.spec.search.max_steps_cap)
 

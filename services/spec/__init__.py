@@ -2,7 +2,7 @@
 checks that read a YAML file into a spec or one problem per field (checks)."""
 
 from services.spec.base import Problem, SpecError
-from services.spec.checks import check_sweep, load_spec, parse_spec
+from services.spec.checks import check_sweep, load_spec, parse_spec, spec_text
 from services.spec.modes import SEARCH_MODES, GridMode, Mode, OptunaMode, PilotRun, Range, SampleComplexityMode
 from services.spec.resolved import ResolvedCell, ResolvedSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, refresh, spec_class, spec_from_dict
@@ -36,4 +36,5 @@ __all__ = [
     "parse_spec",
     "spec_class",
     "spec_from_dict",
+    "spec_text",
 ]

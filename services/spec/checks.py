@@ -4,6 +4,7 @@ configs of every cell so that vit_core's own checks (alpha# < alpha*, orthonorma
 d >= M, ...) run before anything starts."""
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -157,10 +158,23 @@ def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:
         return []
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a spec file (SpecError on any problem, including a missing file)."""
+def load_spec(path: str | Path, seed_start: int | None = None) -> SweepSpec:
+    """Read and validate a spec file, with the command line's ``seed_start`` where given (SpecError
+    on any problem, including a missing file and a seed_start the schema refuses)."""
+    source = str(path) if seed_start is None else f"{path} with --seed-start {seed_start}"
+    return parse_spec(spec_text(path, seed_start), source)
+
+
+def spec_text(path: str | Path, seed_start: int | None = None) -> str:
+    """A spec file's text, with ``seed_start: N`` written into it where the command line gives one
+    (its line replaced, or one added): the text a sweep keeps (spec.yaml, MLflow's copy) is then the
+    spec it ran, which `vitsweep sync` and a resume read again."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError(str(path), [Problem("", str(path), f"cannot read the file: {error}")]) from None
-    return parse_spec(text, str(path))
+    if seed_start is None:
+        return text
+    line = f"seed_start: {seed_start}  # vitsweep --seed-start"
+    own = re.compile(r"^seed_start:.*$", re.MULTILINE)
+    return own.sub(line, text, count=1) if own.search(text) else f"{text.rstrip()}\n{line}\n"

@@ -118,6 +118,13 @@ class SweepSpec(BaseModel):
         "cell (one_pass cells need none: one run gives every N up to B·max_steps)",
     )
     seeds: int = Field(20, ge=1, description="seeds per (cell, N)")
+    seed_start: int = Field(
+        0,
+        ge=0,
+        description="the first measurement seed: every cell and N trains seeds seed_start .. seed_start + seeds - 1 "
+        "(another value: a replication on fresh seeds, `vitsweep run --seed-start`; tuning's selection seeds shift "
+        "with it)",
+    )
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
     max_not_converged: float = Field(
         0.1,
@@ -157,6 +164,11 @@ class SweepSpec(BaseModel):
         """A model's training-set sizes: its own (per_model), else the sweep's."""
         own = self.per_model.get(model)
         return own.n_train if own and own.n_train else self.n_train
+
+    @property
+    def measurement_seeds(self) -> list[int]:
+        """The seeds every cell trains at every N (N* is measured on them): ``seeds`` of them from ``seed_start``."""
+        return list(range(self.seed_start, self.seed_start + self.seeds))
 
     @property
     def swept(self) -> dict[str, list]:

@@ -109,7 +109,7 @@ class Tuned:
     def problems(self, spec: Sweep) -> list[Problem]:
         """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's
         N* searched adaptively): nothing else may set them per cell, and its selection seeds are
-        never measurement seeds."""
+        never measurement seeds (seed_start shifts both: Tuning.selection_seed_list)."""
         tuning = self.tuning
         own = {m: grid.tuning for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)}
         problems = self.search.problems(spec)
@@ -160,7 +160,8 @@ class Tuned:
                     "tuning.selection_seed_start",
                     tuning.selection_seed_start,
                     f"must be at least seeds={spec.seeds}: selection seeds are never measurement seeds "
-                    "(0 .. seeds - 1)",
+                    "(seed_start shifts both: the measurement seeds from seed_start, the selection's from "
+                    "seed_start + selection_seed_start)",
                 )
             )
         return problems

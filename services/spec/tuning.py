@@ -58,7 +58,10 @@ class Tuning(TuningSpace):
     model_config = FORBID
     selection_seeds: int = Field(8, ge=1, description="seeds that choose each cell's setting")
     selection_seed_start: int = Field(
-        1000, ge=0, description="the first selection seed; the measurement seeds are 0 .. seeds - 1"
+        1000,
+        ge=0,
+        description="the first selection seed, before the sweep's seed_start shifts it (at least seeds: the "
+        "measurement seeds are seed_start .. seed_start + seeds - 1)",
     )
     at_edge: Literal["extend", "flag"] = Field(
         "extend",
@@ -113,8 +116,14 @@ class Tuning(TuningSpace):
         """The selection caps in samples, ascending, ending at a cell's sample ``budget``."""
         return sorted({max(1, round(budget / self.cap_factor**k)) for k in range(self.cap_rounds)})
 
-    def selection_seed_list(self) -> list[int]:
-        return list(range(self.selection_seed_start, self.selection_seed_start + self.selection_seeds))
+    def selection_seed_list(self, seed_start: int) -> list[int]:
+        """The selection seeds, shifted by the sweep's ``seed_start`` as its measurement seeds are: a
+        replication (another seed_start) then draws the seeds that choose each setting afresh too, the
+        whole procedure on unseen seeds, and no seed_start can make the two sets overlap (Tuned.problems'
+        one check, selection_seed_start >= seeds, holds whatever the shift), so that --seed-start never
+        refuses a spec that validated."""
+        first = seed_start + self.selection_seed_start
+        return list(range(first, first + self.selection_seeds))
 
     def distributions(self) -> dict:
         """Optuna's distributions of the searched fields: log-uniform eta, log-spaced integer B."""

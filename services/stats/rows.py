@@ -155,6 +155,7 @@ class Summary:
     protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
     family: str  # the experiment family (vit_core.family): its theory's words and its variable x
     error_bound: dict[str, float] = field(default_factory=dict)  # test samples -> the 95% error bound of 0 errors
+    seeds: list[int] = field(default_factory=list)  # the measurement seeds the cells' models trained with
 
     @property
     def experiment(self) -> Family:

@@ -348,4 +348,5 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
         protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
         family=spec.family,
         error_bound={str(r.n_test): round(error_bound(r.n_test), 6) for r in rows},
+        seeds=sorted({r.seed for c in cells for r in c.measured()}),
     )

@@ -32,6 +32,7 @@ def sweep_params(spec: SweepSpec) -> dict:
         "models": ",".join(spec.models),
         "n_train": ",".join(map(str, spec.n_train or [])),
         "seeds": spec.seeds,
+        "seed_start": spec.seed_start,
         "success_rate_p": spec.success_rate,
         **_flat("axes", spec.axes.model_dump(exclude_none=True)),
     }
