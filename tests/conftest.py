@@ -231,18 +231,26 @@ CHROMIUM_FLAGS = (
 )
 
 
-def chromium_page(url: str) -> str | None:
-    """The text a person sees on a page after its scripts ran (headless Chromium's DOM, less
-    scripts, styles and tags), or None where Chromium is not installed."""
+def chromium_dom(url: str) -> str | None:
+    """A page's DOM after its scripts ran, as headless Chromium serializes it, or None where
+    Chromium is not installed."""
     if CHROMIUM is None:
         return None
     with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run(
+        return subprocess.run(
             [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
             capture_output=True,
             text=True,
             timeout=300,
         ).stdout
+
+
+def chromium_page(url: str) -> str | None:
+    """The text a person sees on a page after its scripts ran (headless Chromium's DOM, less
+    scripts, styles and tags), or None where Chromium is not installed."""
+    dom = chromium_dom(url)
+    if dom is None:
+        return None
     text = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
 

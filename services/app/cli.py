@@ -31,7 +31,7 @@ from services.app.printing import (
 )
 from services.app.progress import progress
 from services.app.train_command import train
-from services.store.uris import embedded_uri, redact, resolve_tracking_uri
+from services.store.uris import UI_HOST, UI_PORT, embedded_uri, resolve_tracking_uri
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
 
@@ -159,7 +159,7 @@ def run(
         raise typer.Exit(1) from None
     parent_id = out.record.run_id if out.record else None
     print_summary(out.summary)
-    print_sweep(spec, out.result, redact(out.uri), parent_id, home)
+    print_sweep(spec, out.result, out.uri, parent_id, home)
     failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
         print(json.dumps(run_json(out, failed)))
@@ -297,22 +297,29 @@ for name, command in (
 @app.command()
 def ui(
     home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to serve"),
-    host: str = typer.Option("127.0.0.1", "--host", help="address to bind; 127.0.0.1 keeps it on this machine"),
-    port: int = typer.Option(5000, "--port"),
+    host: str = typer.Option(UI_HOST, "--host", help="address to bind; 127.0.0.1 keeps it on this machine"),
+    port: int = typer.Option(UI_PORT, "--port"),
+    no_browser: bool = typer.Option(False, "--no-browser", help="open no browser (by default one opens where it can)"),
 ) -> None:
-    """Serve the MLflow UI of the embedded store (runs until interrupted); first print the URL of
-    the latest sweep's parent run, in MLflow's model-training view."""
+    """Serve the MLflow UI of the embedded store (runs until interrupted); first print the URLs of
+    the latest sweep's parent run and of its runs, in MLflow's model-training view, and open its
+    runs in a browser once the server answers (where there is a display and a browser)."""
     store = home / "mlflow.db"
     if not store.exists():
         usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
+    from services.app import browser
     from services.store import tracking
 
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # what a browser on this machine opens
+    shown = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"  # what a browser here opens
+    page = shown
     try:
-        sweep_id, url = tracking.run_page(embedded_uri(home), f"http://{shown}:{port}")
-        print(f"latest sweep, {sweep_id}: {url}", flush=True)
+        pages = tracking.ui_pages(embedded_uri(home), shown)
+        print(f"latest sweep, {pages.sweep_id}: {pages.parent}\nthe sweep's runs: {pages.runs}", flush=True)
+        page = pages.runs
     except LookupError:
         print(f"no sweep recorded in {store} yet", flush=True)
+    if not no_browser and browser.can_open():
+        browser.open_when_up(page, shown)
     mlflow = Path(sys.executable).parent / "mlflow"
     serve = ["ui", "--backend-store-uri", embedded_uri(home), "--host", host, "--port", str(port)]
     # one worker: a person's UI on one SQLite file (MLflow's default of 4 starts four servers)

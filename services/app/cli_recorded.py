@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from services.app.printing import print_comparison, print_paper_grid, print_summary, show, show_table, usage
+from services.app.printing import (
+    print_comparison,
+    print_paper_grid,
+    print_summary,
+    show,
+    show_pages,
+    show_table,
+    usage,
+)
 from services.store.uris import embedded_uri
 
 
@@ -28,6 +36,7 @@ def report(
         summary, folder = recorded.report(uri, sweep_id, out, home)
     print_summary(summary)
     show(f"report written to {folder}")
+    show_pages(uri, home, summary.sweep_id)
     if as_json:
         print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
 

@@ -1,6 +1,9 @@
 """What the command line prints: tables (rich's, or plain Markdown rows off a terminal), a
 sweep's summary and where it is recorded, comparisons and the paper's grid, estimates."""
 
+import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -9,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.store.uris import redact
+from services.store.uris import embedded_uri, redact, ui_address
 
 if TYPE_CHECKING:
     from services.report.compare import Comparison, PaperGrid
@@ -94,9 +97,36 @@ def print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> No
     )
     if parent_id is None:
         return
-    show(f"MLflow: {uri} (parent run {parent_id})")
-    if (home / "mlflow.db").exists():
-        show(f"Open the UI with: vitsweep ui --home {home}")
+    show(f"MLflow: {redact(uri)} (parent run {parent_id})")
+    show_pages(uri, home, result.sweep_id)
+
+
+def show_pages(uri: str, home: Path, sweep_id: str) -> None:
+    """Where a recorded sweep is in MLflow's UI, each address whole on a line of its own (a wrapped
+    one would not open): for the embedded store, the command that serves its UI; then the sweep's
+    runs and its parent run. Nothing where no UI is known to serve ``uri`` (services.store.uris)."""
+    ui = ui_address(uri, home)
+    if ui is None:
+        return
+    from services.store.tracking import ui_pages
+
+    pages = ui_pages(uri, ui, sweep_id)
+    if uri == embedded_uri(home):
+        print(f"Open the UI with: {command('ui', '--home', home)}", flush=True)
+    print(f"the sweep's runs: {pages.runs}\nits parent run: {pages.parent}", flush=True)
+
+
+def command(*args: object) -> str:
+    """A vitsweep command line that works as printed where the user is: this program as they can
+    type it (``vitsweep`` where PATH finds this very one, else the path they started it by,
+    relative where they typed it so), then ``args``, each shell-quoted."""
+    started = sys.argv[0]
+    on_path = shutil.which("vitsweep")
+    if on_path and os.path.exists(started) and os.path.samefile(on_path, started):
+        program = "vitsweep"
+    else:  # a vitsweep PATH does not find, or another program running vitsweep's code (a test's)
+        program = started if Path(started).stem == "vitsweep" else "vitsweep"
+    return shlex.join([program, *map(str, args)])
 
 
 def print_comparison(comparison: "Comparison") -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from services.app import plan
+from services.app.printing import command
 from services.results import CellResult, SweepResult
 from services.spec import SweepSpec
 from services.store import state
@@ -174,8 +175,16 @@ def run(
     if record and record.earlier:
         say(
             f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
-            f"{record.run_id}); its summary follows. `vitsweep run --new` starts another sweep (it trains only "
-            "what the result cache lacks)."
+            f"{record.run_id}); its summary follows. Another sweep of it, training only what the result cache "
+            "lacks: "
+            + command(
+                "run",
+                state.folder(home, step.sweep_id) / state.SPEC,
+                "--home",
+                home,
+                "--new",
+                *(("--tracking-uri", redact(uri)) if uri_given else ()),
+            )
         )
     elif record and step.stage is Stage.FINISHED:
         say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
@@ -297,7 +306,8 @@ def record(
     from services.store.tracking import record_sweep
 
     summary = summarize(spec, result.sweep_id, result.cells)
-    later = f"its results are kept under {home}; log them with: vitsweep sync --home {home}"
+    given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(spec, None, home) else ()
+    later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
     if not warn_if_unreachable(uri, later, say):
         return None, summary
     try:
@@ -322,8 +332,14 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
         result = state.load_result(home, sweep_id)
         if result is None:
             say(
-                f"{sweep_id}: not finished; run its spec again with `vitsweep run` to resume it "
-                f"(spec: {state.folder(home, sweep_id) / state.SPEC})"
+                f"{sweep_id}: not finished; to resume it, run its spec again: "
+                + command(
+                    "run",
+                    state.folder(home, sweep_id) / state.SPEC,
+                    "--home",
+                    home,
+                    *(("--tracking-uri", redact(tracking_uri)) if tracking_uri else ()),
+                )
             )
         elif marker.get("uri_given") and not tracking_uri:
             say(f"{sweep_id}: it ran with --tracking-uri; give it again")

@@ -23,6 +23,19 @@ def embedded_uri(home: Path) -> str:
     return f"sqlite:///{(home / 'mlflow.db').resolve()}"
 
 
+UI_HOST, UI_PORT = "127.0.0.1", 5000  # where `vitsweep ui` serves the embedded store unless told otherwise
+
+
+def ui_address(uri: str, home: Path) -> str | None:
+    """Where MLflow's UI shows the store at ``uri``: a tracking server's own address (it serves the
+    UI; any credentials left out), the one `vitsweep ui` serves for the embedded store under
+    ``home``, else None (a database or file no UI is known to serve)."""
+    if uri.startswith(("http://", "https://")):
+        parts = urlsplit(uri)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="")).rstrip("/")
+    return f"http://{UI_HOST}:{UI_PORT}" if uri == embedded_uri(home) else None
+
+
 def unreachable(uri: str, timeout_s: float = 5.0) -> str | None:
     """Why the tracking server at ``uri`` cannot be reached now (its /health endpoint), or None
     when it can, or when ``uri`` is a local store (SQLite, files) with no server to be down."""
