@@ -8,10 +8,14 @@ import ipaddress
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 
 import psutil
-from chaos import GRID, KilledSweep, session
+from chaos import GRID, ROOT, KilledSweep, session, wait_gone
+from conftest import wait_until
 
 from services.app import runs
 
@@ -92,3 +96,58 @@ def test_a_sigterm_while_trials_run_is_tunes_ctrl_c_and_ends_the_live_record_fro
         signal.signal(signal.SIGINT, ctrl_c)
     assert received == [signal.SIGTERM] and stopped == [signal.SIGINT] and told == [("KILLED", "sigterm-live")]
     assert quiet == []
+
+
+def _stopped_by(tmp_path, send) -> tuple[subprocess.CompletedProcess, float, KilledSweep]:
+    """The GRID sweep frozen once its first trial finished, then ``send(pid, said)`` (``said``:
+    what it has printed so far): (how it ended, the seconds from the first signal to its end, the
+    sweep)."""
+    sweep, out, err = KilledSweep(GRID, tmp_path), tmp_path / "out", tmp_path / "err"
+    argv = [sys.executable, str(ROOT / "tests" / "kill_at.py"), "stop", "trial_complete", "1"]
+    argv += ["run", str(sweep.spec), "--home", str(sweep.home), "--json"]
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
+        wait_until(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED, "the driver frozen", proc)
+        sent = time.monotonic()
+        send(proc.pid, lambda: err.read_text())
+        proc.wait()
+    took = time.monotonic() - sent
+    wait_gone(proc.pid)
+    return subprocess.CompletedProcess(argv, proc.returncode, out.read_text(), err.read_text()), took, sweep
+
+
+def test_sigterm_to_the_whole_process_group_ends_the_sweep_fast_with_vitsweeps_own_words(tmp_path):
+    """`scancel`, `timeout` and a Slurm time limit signal every process of the job. Ray's GCS died
+    of the same signal and the driver waited 60 s for it, then ended on Ray's "Failed to connect to
+    GCS"; Ray's own processes now leave a SIGTERM to the driver, which stops them."""
+
+    def terminate_group(pid: int, said) -> None:
+        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, signal.SIGCONT)
+
+    stopped, took, sweep = _stopped_by(tmp_path, terminate_group)
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 143, said[-3000:]
+    assert "interrupted by SIGTERM:" in stopped.stderr and "Run the same command again" in stopped.stderr
+    assert "Tuner.restore" not in said and "Failed to connect to GCS" not in said
+    assert took < 20, took  # ~10 s on a busy machine; Ray's GCS timeout alone was 60 s
+    assert _statuses(sweep) == [("KILLED",)]
+
+
+def test_ctrl_c_twice_ends_the_sweep_with_vitsweeps_own_words(tmp_path):
+    """A second Ctrl-C while Tune stops (an impatient user) still ends in vitsweep's message and
+    KILLED runs, not a traceback or Ray's advice."""
+
+    def interrupt_twice(pid: int, said) -> None:
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: "Stop signal received" in said(), "Tune taking the first Ctrl-C")
+        os.kill(pid, signal.SIGINT)
+
+    stopped, took, sweep = _stopped_by(tmp_path, interrupt_twice)
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 130, said[-3000:]
+    assert "interrupted" in stopped.stderr and "Run the same command again" in stopped.stderr, said[-3000:]
+    assert "Tuner.restore" not in said and "Traceback" not in said
+    assert took < 20, took
+    assert _statuses(sweep) == [("KILLED",)]

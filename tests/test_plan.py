@@ -301,7 +301,9 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     monkeypatch.setattr(
         worlds,
         "pilot",
-        lambda spec, cell, run, allowance, blind_s: pilots.Pilot((100 / run.training.batch_size,) * run.models, run.models, 0),
+        lambda spec, cell, run, allowance, blind_s: pilots.Pilot(
+            (100 / run.training.batch_size,) * run.models, run.models, 0
+        ),
     )
     made = plan.make_plan(spec, tmp_path, 2).cells[0]
     first_cap, second_cap, measurement = 4 * 15 + 4 * 3 * 4, 4 * 50 + 4 * 13 * 4, 4 * 50

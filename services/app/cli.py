@@ -19,6 +19,7 @@ from rich.console import Console
 from services import process
 from services.app import cli_recorded
 from services.app.printing import (
+    command,
     duration,
     estimate,
     models_resolved,
@@ -31,6 +32,7 @@ from services.app.printing import (
 )
 from services.app.progress import progress
 from services.app.train_command import train
+from services.store import state
 from services.store.uris import UI_HOST, UI_PORT, embedded_uri, resolve_tracking_uri
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -153,6 +155,13 @@ def run(
         raise typer.Exit(stopped.exit_code) from None
     except runs.NoCluster as refused:
         print(f"vitsweep run: {refused}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except state.Running as running:
+        print(
+            f"vitsweep run: a sweep of this spec under {home} is being run by {running.holder}; nothing was started. "
+            f"Wait for it to end (its trials: {command('status', '--home', home)}), or run it under another --home.",
+            file=sys.stderr,
+        )
         raise typer.Exit(2) from None
     except runs.RayDidNotStart as failed:
         print(f"vitsweep run: {failed}", file=sys.stderr)
@@ -284,14 +293,14 @@ def sync(
         raise typer.Exit(1)
 
 
-for name, command in (
+for name, reader in (
     ("report", cli_recorded.report),
     ("export", cli_recorded.export),
     ("compare", cli_recorded.compare),
     ("paper", cli_recorded.paper),
     ("status", cli_recorded.status),
 ):
-    app.command(name)(command)
+    app.command(name)(reader)
 
 
 @app.command()

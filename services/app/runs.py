@@ -55,18 +55,24 @@ class Progress(Protocol):
 
 class Interrupted(Exception):
     """The sweep stopped before every trial finished (Ctrl-C, or SIGTERM: ``signum``); the
-    finished ones are kept. ``exit_code``: 128 + the signal's number, as a shell reports it."""
+    finished ones are kept. ``result``: what Tune returned, None where a second Ctrl-C cut its
+    stop short (its state as last saved, at ``storage``). ``exit_code``: 128 + the signal's
+    number, as a shell reports it."""
 
-    def __init__(self, result: SweepResult, signum: int = signal.SIGINT):
+    def __init__(self, result: SweepResult | None, signum: int = signal.SIGINT, storage: Path | None = None):
         self.exit_code = 128 + signum
         by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        if result is None:
+            what, kept = "Ray Tune's stop was cut short", f"in Ray Tune's state as last saved at {storage}"
+        else:
+            what = f"{result.unfinished} trials did not finish" + (
+                ", and the search had more to plan" if result.search_stopped else ""
+            )
+            kept = f"in Ray Tune's state at {result.storage}"
         super().__init__(
-            f"interrupted{by}: {result.unfinished} trials did not finish"
-            + (", and the search had more to plan" if result.search_stopped else "")
-            + ". The finished ones are kept in Ray Tune's state "
-            "at "
-            f"{result.storage} and in the result cache; its live MLflow record (where the server answered) ends "
-            "KILLED. Run the same command again to resume: it goes on in the same runs."
+            f"interrupted{by}: {what}. The finished ones are kept {kept} and in the result cache; its live MLflow "
+            "record (where the server answered) ends KILLED. Run the same command again to resume: it goes on in "
+            "the same runs."
         )
 
 
@@ -141,54 +147,59 @@ def run(
     progress: Progress,
     say: Callable[[str], None],
 ) -> Ran:
-    """Run, resume, log or show this spec's sweep (see the module's docstring)."""
+    """Run, resume, log or show this spec's sweep (see the module's docstring); state.Running,
+    nothing done, where another process drives a sweep of this spec under ``home``."""
     home.mkdir(parents=True, exist_ok=True)
-    step, stop_ray = find(spec, home, new), None
-    result = step.result
-    if step.stage is not Stage.FINISHED:
-        _check_cluster(ray_address)
-        reachable = warn_if_unreachable(
-            uri, f"training goes on; results are kept under {home} and logged when it is back", say
-        )
-        if step.stage is Stage.RESUME:
-            say(
-                f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished "
-                "trials are kept"
+    with state.driving(spec, home):
+        step, stop_ray = find(spec, home, new), None
+        result = step.result
+        if step.stage is not Stage.FINISHED:
+            _check_cluster(ray_address)
+            reachable = warn_if_unreachable(
+                uri, f"training goes on; results are kept under {home} and logged when it is back", say
             )
-        else:
-            step.sweep_id = state.new_sweep_id(spec, home)
-            state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
-        live = _live_record(spec, step.sweep_id, uri, home, spec_text, say) if reachable else None
-        try:
-            result, stop_ray = train(
-                spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
-            )
-        except BaseException as stopped:
+            if step.stage is Stage.RESUME:
+                say(
+                    f"resuming {step.sweep_id}: an earlier run of this spec under {home} did not finish; its finished "
+                    "trials are kept"
+                )
+            else:
+                step.sweep_id = state.new_sweep_id(spec, home)
+                state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
+            live = _live_record(spec, step.sweep_id, uri, home, spec_text, say) if reachable else None
+            try:
+                result, stop_ray = train(
+                    spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
+                )
+            except BaseException as stopped:
+                with _deaf_to_ctrl_c():  # a Ctrl-C more, here, would leave the record RUNNING and the user no word
+                    if live is not None:
+                        live.close("KILLED" if isinstance(stopped, (Interrupted, KeyboardInterrupt)) else "FAILED")
+                if isinstance(stopped, KeyboardInterrupt):  # a second Ctrl-C while Tune stopped: no last save
+                    raise Interrupted(None, storage=state.folder(home, step.sweep_id).resolve()) from None
+                raise
             if live is not None:
-                live.close("KILLED" if isinstance(stopped, (Interrupted, KeyboardInterrupt)) else "FAILED")
-            raise
-        if live is not None:
-            live.close(None)
-        result.estimated_s = _estimated_s(spec, home, result.slots)
-        state.save_result(result, home)
-    record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
-    if record and record.earlier:
-        say(
-            f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
-            f"{record.run_id}); its summary follows. Another sweep of it, training only what the result cache "
-            "lacks: "
-            + command(
-                "run",
-                state.folder(home, step.sweep_id) / state.SPEC,
-                "--home",
-                home,
-                "--new",
-                *(("--tracking-uri", redact(uri)) if uri_given else ()),
+                live.close(None)
+            result.estimated_s = _estimated_s(spec, home, result.slots)
+            state.save_result(result, home)
+        record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
+        if record and record.earlier:
+            say(
+                f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
+                f"{record.run_id}); its summary follows. Another sweep of it, training only what the result cache "
+                "lacks: "
+                + command(
+                    "run",
+                    state.folder(home, step.sweep_id) / state.SPEC,
+                    "--home",
+                    home,
+                    "--new",
+                    *(("--tracking-uri", redact(uri)) if uri_given else ()),
+                )
             )
-        )
-    elif record and step.stage is Stage.FINISHED:
-        say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
-    return Ran(step, result, summary, record, uri)
+        elif record and step.stage is Stage.FINISHED:
+            say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
+        return Ran(step, result, summary, record, uri)
 
 
 def train(
@@ -276,6 +287,20 @@ def _terminated_as_interrupted(live: "LiveRecord | None") -> Iterator[list[int]]
         signal.signal(signal.SIGINT, ctrl_c)
         signalled.set()
         watcher.join()
+
+
+@contextlib.contextmanager
+def _deaf_to_ctrl_c() -> Iterator[None]:
+    """SIGINT ignored while this runs (in the main thread; elsewhere signals are not ours)."""
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _estimated_s(spec: SweepSpec, home: Path, slots: int) -> float | None:

@@ -15,9 +15,10 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,15 +136,36 @@ def start_local_ray(**init) -> None:
     clusters = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        try:
-            ray.init(address="local", _node_ip_address="127.0.0.1", **init)
-        except Exception as error:
-            if STARTUP_TIMED_OUT not in str(error):
-                raise
-            logger.warning("warning: Ray did not start in time (%s); starting it once more", error)
-            ray.init(address="local", _node_ip_address="127.0.0.1", **init)
+        with _spared(signal.SIGTERM):
+            _init_local(init)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
+
+
+def _init_local(init: dict) -> None:
+    """``ray.init`` of a new local Ray, once more where it timed out starting."""
+    try:
+        ray.init(address="local", _node_ip_address="127.0.0.1", **init)
+    except Exception as error:
+        if STARTUP_TIMED_OUT not in str(error):
+            raise
+        logger.warning("warning: Ray did not start in time (%s); starting it once more", error)
+        ray.init(address="local", _node_ip_address="127.0.0.1", **init)
+
+
+@contextmanager
+def _spared(signum: int) -> Iterator[None]:
+    """``signum`` blocked in this thread while it starts processes, which keep the mask (a fork
+    and exec keep it; Ray's GCS, raylet, agents and, through the raylet, its workers): a SIGTERM to
+    the whole process group (`scancel`, `timeout`, a Slurm time limit) then reaches the driver
+    alone, which stops the sweep and its Ray as a SIGTERM to it alone does (services.app.runs).
+    Ray blocks SIGINT in them for Ctrl-C the same way. Where the group's SIGTERM killed the GCS,
+    the driver waited 60 s for it and ended on Ray's "Failed to connect to GCS"."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def run_sweep(
@@ -182,7 +204,7 @@ def run_sweep(
     else:
         tuner = _new_tuner(spec, trainable, sweep_id, storage, follow)
     PlanSearcher.ran_to_end = False
-    with _loggers_as_given(not restored):
+    with _loggers_as_given(not restored), _without_restore_advice():
         grid = tuner.fit()
     result = _collect(spec, grid)
     result.search_stopped = not PlanSearcher.ran_to_end
@@ -317,6 +339,20 @@ def _quiet(logger: str):
         yield
     finally:
         log.setLevel(level)
+
+
+@contextmanager
+def _without_restore_advice():
+    """Ray Tune's advice on an interrupted sweep ("Resume experiment with: Tuner.restore(...)")
+    left out while this runs: a vitsweep user runs the same command again, as vitsweep's own
+    message says (services.app.runs.Interrupted)."""
+    log = logging.getLogger("ray.tune.tune")
+    advice = lambda record: "Tuner.restore" not in record.getMessage()  # noqa: E731
+    log.addFilter(advice)
+    try:
+        yield
+    finally:
+        log.removeFilter(advice)
 
 
 def _restorable(path: Path) -> bool:

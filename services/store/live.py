@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mlflow.entities import Metric
-from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, latest_budget
 from services.spec import SweepSpec
@@ -125,7 +124,7 @@ class LiveRecord:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start and stop lines
-        self.client = MlflowClient(self.uri)
+        self.client = tracking.client_of(self.uri)
         self.experiment = tracking.experiment_of(self.client, self.spec, self.uri, self.home)
         storage = str((self.home / "ray").resolve() / self.sweep_id)
         self.parent, whole = tracking.open_parent(

@@ -9,16 +9,20 @@ written after what it stands on, so that a kill at any moment leaves a state the
 continues from (docs/resume.md).
 """
 
+import contextlib
 import hashlib
 import itertools
 import json
+import os
+import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.results import SweepResult
 from services.store.cache import vit_core_hash
-from services.store.files import write_atomic
+from services.store.files import locked, write_atomic
 
 if TYPE_CHECKING:
     from services.spec import SweepSpec
@@ -32,6 +36,32 @@ def new_sweep_id(spec: "SweepSpec", home: Path) -> str:
     return next(
         sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists()
     )
+
+
+class Running(Exception):
+    """Another process drives this spec's sweep under the home (``holder``: which, and since when)."""
+
+    def __init__(self, holder: str):
+        self.holder = holder
+        super().__init__(holder)
+
+
+@contextlib.contextmanager
+def driving(spec: "SweepSpec", home: Path) -> Iterator[None]:
+    """This process, while it runs, the one driver of the spec's sweeps under ``home`` (one writer of
+    a sweep's state: a second `vitsweep run` of the spec took the running sweep for an interrupted
+    one and drove it from a second Ray); Running where another holds it. A lock the kernel lets go
+    when the process ends, however it ends, so a killed run is resumed as before."""
+    path = home / "locks" / f"{spec_key(spec)}.lock"
+    with contextlib.ExitStack() as held:
+        try:
+            lock = held.enter_context(locked(path, wait=False))
+        except BlockingIOError:
+            raise Running(path.read_text().strip() or "another process") from None
+        lock.truncate(0)
+        lock.write(f"process {os.getpid()} on {socket.gethostname()}, since {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+        lock.flush()
+        yield
 
 
 def spec_key(spec: "SweepSpec") -> str:

@@ -17,11 +17,14 @@ from urllib.parse import urlencode
 import yaml
 from matplotlib.figure import Figure
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import SweepSpec, spec_from_dict
 from services.store import legacy, provenance, run_values
+from services.store.files import locked
 from services.store.logged import CellLog, SummaryLog, SweepLog
 from services.store.uris import redact
 
@@ -67,7 +70,23 @@ def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) 
             client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
         return found.experiment_id
     location = (home / "mlartifacts").resolve().as_uri() if embedded else None
-    return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
+    try:
+        return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
+    except MlflowException as error:  # another sweep made it since: it is this one's too
+        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+            raise
+        return client.get_experiment_by_name(name).experiment_id
+
+
+def client_of(tracking_uri: str) -> MlflowClient:
+    """A client of the store at ``tracking_uri``; a SQLite store's tables made or brought up to
+    date by one process at a time (two sweeps starting at once on one home both migrated a new
+    store, and one failed on "duplicate column name: step"). A server orders its own writes."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri)
+    store = Path(tracking_uri.removeprefix("sqlite:///"))
+    with locked(store.with_name(store.name + ".lock")):
+        return MlflowClient(tracking_uri)  # its store opened, its tables made, as it is made
 
 
 def _ms(epoch_s: float | None) -> int | None:
@@ -192,7 +211,7 @@ def record_sweep(
     """Log the sweep's end to MLflow with its report as ``log`` holds it (the summary's fitted
     metrics, JSON and figures, its Markdown table, each cell's row), into the runs its live record
     opened (or new ones), once: a sweep already recorded whole is not logged again."""
-    client = MlflowClient(tracking_uri)
+    client = client_of(tracking_uri)
     experiment = experiment_of(client, spec, tracking_uri, home)
     pid, whole = open_parent(client, experiment, spec, result.sweep_id, spec_text, result.storage, result.started_at)
     if whole:
@@ -327,7 +346,7 @@ def record_comparison(
     """A run of its own for `vitsweep compare A B`, in sweep B's experiment: B's exponent minus A's
     per group (``difference``, metrics), the overlaid figure and the comparison's JSON
     (``document``). Returns the run's id."""
-    client = MlflowClient(tracking_uri)
+    client = client_of(tracking_uri)
     experiment = _parent(client, tracking_uri, sweep_b).info.experiment_id
     pair = f"{sweep_a} vs {sweep_b}"
     run = client.create_run(experiment, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
@@ -346,7 +365,7 @@ def record_comparison(
 def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figure: Figure) -> str:
     """A run of its own for `vitsweep paper A [B ...]`, in the last sweep's experiment: the figure
     (the paper's boundary over every sweep's N*) and the grid's JSON (``document``). Returns the run's id."""
-    client = MlflowClient(tracking_uri)
+    client = client_of(tracking_uri)
     experiment = _parent(client, tracking_uri, sweeps[-1]).info.experiment_id
     named = ", ".join(sweeps)
     run = client.create_run(experiment, run_name=f"paper grid {named}", tags={GRID_TAG: named})
@@ -368,7 +387,7 @@ def _children(client: MlflowClient, experiment: str, parent_id: str, cell_key: s
 def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str, list[CellResult]]:
     """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
     resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
-    client = MlflowClient(tracking_uri)
+    client = client_of(tracking_uri)
     parent = _parent(client, tracking_uri, sweep_id)
     spec = spec_from_dict(yaml.safe_load(artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
     cells = [
@@ -417,7 +436,7 @@ def ui_pages(tracking_uri: str, ui_url: str, sweep_id: str | None = None) -> Pag
     the UI at ``ui_url``, in its model-training view; LookupError: none. The runs page is a view
     saved in the experiment under the parent's run id (its runs as they are now), as the UI's
     Share button saves one, for the link to open."""
-    client = MlflowClient(tracking_uri)
+    client = client_of(tracking_uri)
     parent = _parent(client, tracking_uri, sweep_id, whole=False)
     experiment, run_id = parent.info.experiment_id, parent.info.run_id
     view = _runs_view(parent, _children(client, experiment, run_id))

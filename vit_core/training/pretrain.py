@@ -21,7 +21,9 @@ def pretrained_attention(cfg: PositionalConfig, data: SpatialDataConfig, seeds: 
 
 
 @functools.lru_cache(maxsize=8)
-def _pretrained(cfg: PositionalConfig, data: SpatialDataConfig, seeds: tuple[int, ...], device: str) -> dict[str, Tensor]:
+def _pretrained(
+    cfg: PositionalConfig, data: SpatialDataConfig, seeds: tuple[int, ...], device: str
+) -> dict[str, Tensor]:
     source = dataclasses.replace(data, feature_seed=cfg.pretrain_feature_seed)
     pretrain = TrainConfig(
         lr=cfg.pretrain_lr,
