@@ -218,3 +218,40 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
     assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
     assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
+
+
+def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_same_runs(slurm, tracking, tmp_path):
+    """Slurm's warning before the time limit (the script's --signal=B:USR1@120, sent here as Slurm
+    sends it, to the batch script alone, once the first trial finished): the sweep stops with its
+    runs KILLED, the job requeues itself and its second start finishes the sweep in the same runs,
+    no model trained twice."""
+    home, gate = tmp_path / "home", tmp_path / "gate"
+    client = MlflowClient(tracking)
+    earlier = {r.info.run_id for r in client.search_runs([e.experiment_id for e in client.search_experiments()])}
+    held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"  # until the gate exists
+    job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
+    cached = home / "cache"
+    wait_until(lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "the job's first models")
+    assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
+
+    def killed() -> bool:  # the driver took the SIGTERM: its live record ends KILLED as it lands
+        found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        return any(r.info.status == "KILLED" for r in found if r.info.run_id not in earlier)
+
+    wait_until(killed, "the driver taking the warning")
+    gate.touch()  # the held trial goes on and Tune stops; the next start of the job passes the gate at once
+    wait_until(lambda: "interrupted by SIGTERM" in slurm.output(job), "the driver's own words")
+    wait_until(lambda: "Restarts=1" in slurm.run("scontrol", "show", "job", job).stdout, "the job requeued")
+    assert slurm.wait(job) == "COMPLETED", slurm.output(job)[-3000:]
+    said = slurm.output(job)
+    assert "requeued to go on in the same runs" in said and "resuming smoke-" in said, said[-3000:]
+    assert summary(said)["trainings"] < SMOKE_MODELS  # the first start's models read from the cache
+    assert sum(1 for f in cached.rglob("*") if f.is_file()) == SMOKE_MODELS
+    runs = [
+        r
+        for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+        if r.info.run_id not in earlier
+    ]
+    statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
+    assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
+    assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
