@@ -2,11 +2,11 @@
 
 Importing this module applies those every process needs: the environment defaults (a value the
 user set wins) and glibc's allocator setting; the Ray Jobs client, the MLflow UI server and the
-workers of a sweep's Ray (services.execution.ray_tune.start_ray) get their own sets where they
+workers of a sweep's Ray (services.execution.ray_start.start_ray) get their own sets where they
 start. services/__init__.py imports it, so any import of services (the CLI, a Ray Tune trial, the
 benchmarks) applies it before Ray or MLflow, which read some of these variables at import, are
 imported. Two settings are not process-wide and stay with their one caller: the Ray constant
-start_local_ray swaps for one ray.init (services.execution.ray_tune), and the progress function a
+start_local_ray swaps for one ray.init (services.execution.ray_start), and the progress function a
 restored sweep's callback reads (ray_tune._TrialDone.current), set for the run that restores it.
 """
 

@@ -17,7 +17,7 @@ import ray
 import torch
 from chaos import kill_session
 
-from services.execution.ray_tune import start_local_ray
+from services.execution.ray_start import start_local_ray
 
 BIN = Path(sys.executable).parent
 

@@ -21,12 +21,12 @@ from functools import wraps
 from ray import tune
 
 from services.app import cli
-from services.execution import ray_tune
+from services.execution import ray_start, ray_tune
 from services.store import state, tracking
 
 # phase -> (owner, function, "before" or "after" it runs)
 PHASES = {
-    "start_ray": (ray_tune, "start_ray", "before"),  # the sweep's marker is written; Ray is not started
+    "start_ray": (ray_start, "start_ray", "before"),  # the sweep's marker is written; Ray is not started
     "fit": (tune.Tuner, "fit", "before"),  # Ray is up; Tune has not started
     "trial_start": (
         ray_tune._TrialDone,

@@ -110,7 +110,7 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path, monke
     from conftest import run_spec
     from mlflow.tracking import MlflowClient
 
-    from services.execution import ray_tune
+    from services.execution import ray_start
 
     assert not ray.is_initialized()
     text = (
@@ -119,7 +119,7 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path, monke
     )
     (tmp_path / "spec.yaml").write_text(text)
     with monkeypatch.context() as patch:
-        patch.setattr(ray_tune, "start_local_ray", _ray_timed_out)
+        patch.setattr(ray_start, "start_local_ray", _ray_timed_out)
         failed = runner.invoke(app, ["run", str(tmp_path / "spec.yaml"), "--home", str(tmp_path / "home")])
     assert failed.exit_code == 1, failed.output
     line = failed.stderr.strip().splitlines()[-1]
@@ -184,7 +184,7 @@ def test_run_refuses_a_cluster_address_where_nothing_answers_before_anything_sta
 def test_a_cluster_address_that_answers_or_that_ray_resolves_is_let_through():
     import socket
 
-    from services.execution.ray_tune import unreachable_cluster
+    from services.execution.ray_start import unreachable_cluster
 
     with socket.create_server(("127.0.0.1", 0)) as listening:
         port = listening.getsockname()[1]

@@ -63,7 +63,7 @@ def test_the_embedded_default_starts_a_ray_of_its_own_beside_a_running_cluster(r
         [
             sys.executable,
             "-c",
-            "import ray; from services.execution.ray_tune import start_ray; start_ray(None); "
+            "import ray; from services.execution.ray_start import start_ray; start_ray(None); "
             "print(ray.get_runtime_context().gcs_address); ray.shutdown()",
         ],
         capture_output=True,

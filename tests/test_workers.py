@@ -9,7 +9,7 @@ import os
 import ray
 from ray import tune
 
-from services.execution.ray_tune import start_ray, worker_runtime_env
+from services.execution.ray_start import start_ray, worker_runtime_env
 from services.process import WORKER_ENVIRONMENT
 
 

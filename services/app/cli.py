@@ -317,12 +317,12 @@ def ui(
     if not store.exists():
         usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
     from services.app import browser
-    from services.store import tracking
+    from services.store.ui_view import ui_pages
 
     shown = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"  # what a browser here opens
     page = shown
     try:
-        pages = tracking.ui_pages(embedded_uri(home), shown)
+        pages = ui_pages(embedded_uri(home), shown)
         print(f"latest sweep, {pages.sweep_id}: {pages.parent}\nthe sweep's runs: {pages.runs}", flush=True)
         page = pages.runs
     except LookupError:

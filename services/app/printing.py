@@ -108,7 +108,7 @@ def show_pages(uri: str, home: Path, sweep_id: str) -> None:
     ui = ui_address(uri, home)
     if ui is None:
         return
-    from services.store.tracking import ui_pages
+    from services.store.ui_view import ui_pages
 
     pages = ui_pages(uri, ui, sweep_id)
     if uri == embedded_uri(home):

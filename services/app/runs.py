@@ -216,7 +216,8 @@ def train(
     None); Interrupted when it stopped before every trial finished. ``live``: the sweep's live
     MLflow record, told as trials start and end."""
     from services.execution.monitors import monitor_nodes
-    from services.execution.ray_tune import cluster_address, run_sweep, start_ray, trial_slots
+    from services.execution.ray_start import cluster_address, start_ray
+    from services.execution.ray_tune import run_sweep, trial_slots
     from services.execution.trial import train_pack_trial
     from services.search.planners import trial_count
     from services.store.live import SYSTEM_METRICS_S
@@ -394,7 +395,7 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
 def _check_cluster(ray_address: str | None) -> None:
     """NoCluster, before anything starts, when nothing answers at the cluster address: ray.init
     would retry it for minutes first (13 min 45 s here)."""
-    from services.execution.ray_tune import cluster_address, unreachable_cluster
+    from services.execution.ray_start import cluster_address, unreachable_cluster
 
     why = unreachable_cluster(ray_address)
     if why:

@@ -12,7 +12,6 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlencode
 
 import yaml
 from matplotlib.figure import Figure
@@ -53,12 +52,6 @@ COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.
 GRID_TAG, GRID_FIGURE, GRID_JSON = "vitsweep.paper_grid", "paper_grid.png", "paper_grid.json"
 # What kind of experiment MLflow's UI shows (3.17: genai_development or custom_model_development)
 EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
-# MLflow 3.17's UI opens an experiment in the GenAI view unless the URL (or the browser's last
-# choice) asks for the model-training one; the experiment's kind tag alone does not switch it
-TRAINING_VIEW = {"workflowType": "machine_learning"}
-# A view of the runs table that a link opens, as the UI's Share button saves one: its state as JSON
-# in an experiment tag of this prefix, the rest of the tag's name the link's viewStateShareKey
-SHARED_VIEW_PREFIX, SHARE_KEY = "mlflow.sharedViewState.", "viewStateShareKey"
 
 
 def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) -> str:
@@ -156,7 +149,7 @@ def open_child(
 ) -> str:
     """A cell's child run, RUNNING: the one already under the parent (a resume, or the final
     record of a live sweep), else a new one."""
-    found = _children(client, experiment, parent_id, cell.key)
+    found = child_runs(client, experiment, parent_id, cell.key)
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
@@ -194,7 +187,7 @@ def data_input(spec: SweepSpec, cell: Cell) -> DatasetInput:
 def end_live(client: MlflowClient, experiment: str, parent_id: str, status: str) -> None:
     """A sweep that stopped before its end was logged: its parent and every child still RUNNING
     end ``status`` (KILLED, FAILED); its record stays live, for a resume to attach to."""
-    for child in _children(client, experiment, parent_id):
+    for child in child_runs(client, experiment, parent_id):
         if child.info.status == "RUNNING":
             client.set_terminated(child.info.run_id, status)
     client.set_terminated(parent_id, status)
@@ -221,7 +214,7 @@ def record_sweep(
         log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
         metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], run_values.now_ms(), 0))
     log_batch(client, pid, metrics=metrics)
-    children = _children(client, experiment, pid)
+    children = child_runs(client, experiment, pid)
     by_cell: dict[str, Run] = {}
     for child in children:  # oldest first: a later one of the same cell is a duplicate
         by_cell.setdefault(child.data.tags.get(CELL_TAG), child)
@@ -269,7 +262,7 @@ def _parents(client: MlflowClient, experiment: str, sweep_id: str) -> tuple[str 
     keep = (whole or found or [None])[0]
     for parent in found:
         if parent is not keep:
-            for child in _children(client, experiment, parent.info.run_id):
+            for child in child_runs(client, experiment, parent.info.run_id):
                 client.delete_run(child.info.run_id)
             client.delete_run(parent.info.run_id)
     if keep is None:
@@ -347,7 +340,7 @@ def record_comparison(
     per group (``difference``, metrics), the overlaid figure and the comparison's JSON
     (``document``). Returns the run's id."""
     client = client_of(tracking_uri)
-    experiment = _parent(client, tracking_uri, sweep_b).info.experiment_id
+    experiment = parent_run(client, tracking_uri, sweep_b).info.experiment_id
     pair = f"{sweep_a} vs {sweep_b}"
     run = client.create_run(experiment, run_name=f"compare {pair}", tags={COMPARE_TAG: pair})
     metrics = [
@@ -366,7 +359,7 @@ def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figu
     """A run of its own for `vitsweep paper A [B ...]`, in the last sweep's experiment: the figure
     (the paper's boundary over every sweep's N*) and the grid's JSON (``document``). Returns the run's id."""
     client = client_of(tracking_uri)
-    experiment = _parent(client, tracking_uri, sweeps[-1]).info.experiment_id
+    experiment = parent_run(client, tracking_uri, sweeps[-1]).info.experiment_id
     named = ", ".join(sweeps)
     run = client.create_run(experiment, run_name=f"paper grid {named}", tags={GRID_TAG: named})
     log_batch(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(sweeps)}, metrics=[])
@@ -376,7 +369,7 @@ def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figu
     return run.info.run_id
 
 
-def _children(client: MlflowClient, experiment: str, parent_id: str, cell_key: str | None = None) -> list:
+def child_runs(client: MlflowClient, experiment: str, parent_id: str, cell_key: str | None = None) -> list:
     """A parent run's children, oldest first (``cell_key``: that cell's only)."""
     where = f"tags.`{PARENT_TAG}` = '{parent_id}'"
     if cell_key is not None:
@@ -388,17 +381,17 @@ def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str,
     """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
     resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
     client = client_of(tracking_uri)
-    parent = _parent(client, tracking_uri, sweep_id)
+    parent = parent_run(client, tracking_uri, sweep_id)
     spec = spec_from_dict(yaml.safe_load(artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
     cells = [
-        _read_cell(client, child, spec) for child in _children(client, parent.info.experiment_id, parent.info.run_id)
+        _read_cell(client, child, spec) for child in child_runs(client, parent.info.experiment_id, parent.info.run_id)
     ]
     order = {cell.key: i for i, cell in enumerate(spec.cells)}
     cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
     return spec, parent.data.tags[SWEEP_TAG], cells
 
 
-def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None, whole: bool = True):
+def parent_run(client: MlflowClient, tracking_uri: str, sweep_id: str | None, whole: bool = True):
     """A sweep's parent run: ``sweep_id``'s, else the latest sweep of the spec so named, or the
     latest sweep of all when None; with ``whole``, only a sweep whose end is logged (a sweep
     still running, or stopped before its end, is passed over when not named, and refused when
@@ -421,47 +414,6 @@ def _parent(client: MlflowClient, tracking_uri: str, sweep_id: str | None, whole
         if done if whole else parents:
             return (done if whole else parents)[0]
     raise LookupError(f"no sweep {sweep_id or ''} in {redact(tracking_uri)}".replace("  ", " "))
-
-
-class Pages(NamedTuple):
-    """Where a sweep is in MLflow's UI: its runs, in the model-training runs table, and its parent run."""
-
-    sweep_id: str
-    runs: str
-    parent: str
-
-
-def ui_pages(tracking_uri: str, ui_url: str, sweep_id: str | None = None) -> Pages:
-    """The pages of a sweep (the latest when ``sweep_id`` is None, a running sweep's included) in
-    the UI at ``ui_url``, in its model-training view; LookupError: none. The runs page is a view
-    saved in the experiment under the parent's run id (its runs as they are now), as the UI's
-    Share button saves one, for the link to open."""
-    client = client_of(tracking_uri)
-    parent = _parent(client, tracking_uri, sweep_id, whole=False)
-    experiment, run_id = parent.info.experiment_id, parent.info.run_id
-    view = _runs_view(parent, _children(client, experiment, run_id))
-    client.set_experiment_tag(experiment, SHARED_VIEW_PREFIX + run_id, json.dumps(view))
-    runs = f"{ui_url.rstrip('/')}/#/experiments/{experiment}/runs"
-    return Pages(
-        parent.data.tags[SWEEP_TAG],
-        f"{runs}?{urlencode({SHARE_KEY: run_id, **TRAINING_VIEW})}",
-        f"{runs}/{run_id}?{urlencode(TRAINING_VIEW)}",
-    )
-
-
-def _runs_view(parent: Run, children: list[Run]) -> dict:
-    """The runs table of one sweep as the UI's view state: its parent and children alone, one row
-    each by N* (any sort but by start time lists children beside their parent, not folded under
-    it), with each cell's model, axis values and N* as columns."""
-    runs = ", ".join(f"'{run.info.run_id}'" for run in [parent, *children])
-    cells = [Cell.from_key(child.data.tags[CELL_TAG]) for child in children if CELL_TAG in child.data.tags]
-    axes = dict.fromkeys(axis for cell in cells for axis in cell.values)
-    return {
-        "searchFilter": f"attributes.run_id IN ({runs})",
-        "orderByKey": "metrics.`n_star`",
-        "orderByAsc": True,
-        "selectedColumns": [f"params.`{name}`" for name in ("model", *axes)] + ["metrics.`n_star`"],
-    }
 
 
 def artifact_text(client: MlflowClient, run_id: str, name: str) -> str:
