@@ -170,6 +170,20 @@ def no_ray_of(job: str) -> bool:
     return f"/tmp/ray-{job}" not in listed
 
 
+def new_runs(client: MlflowClient, earlier: set[str]) -> list:
+    """The server's runs but those in ``earlier`` (run ids)."""
+    found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return [r for r in found if r.info.run_id not in earlier]
+
+
+def assert_one_finished_record(client: MlflowClient, earlier: set[str]) -> None:
+    """The smoke sweep's one record among the runs since ``earlier``: a parent and a child per cell, all FINISHED."""
+    runs = new_runs(client, earlier)
+    statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
+    assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
+    assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
+
+
 def test_the_smoke_sweep_runs_through_sbatch_and_its_report_reads_it_back(slurm, tracking, tmp_path):
     home = tmp_path / "home"
     job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking)
@@ -190,7 +204,7 @@ def test_the_smoke_sweep_runs_through_sbatch_and_its_report_reads_it_back(slurm,
 def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(slurm, tracking, tmp_path):
     home, gate = tmp_path / "home", tmp_path / "never"
     client = MlflowClient(tracking)  # the server the module's tests share
-    earlier = {r.info.run_id for r in client.search_runs([e.experiment_id for e in client.search_experiments()])}
+    earlier = {r.info.run_id for r in new_runs(client, set())}
     # held once its first trial has reported (trials the driver has not started yet wait with it)
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"
     first = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
@@ -210,14 +224,7 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     assert sum(1 for f in cached.rglob("*") if f.is_file()) == SMOKE_MODELS
     # one record, resumed in the runs the cancelled job's live record opened (ended KILLED as the
     # SIGTERM landed, where the driver outlived its Ray long enough), nothing left RUNNING
-    runs = [
-        r
-        for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
-        if r.info.run_id not in earlier
-    ]
-    statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
-    assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
-    assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
+    assert_one_finished_record(client, earlier)
 
 
 def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_same_runs(slurm, tracking, tmp_path):
@@ -227,17 +234,14 @@ def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_sa
     no model trained twice."""
     home, gate = tmp_path / "home", tmp_path / "gate"
     client = MlflowClient(tracking)
-    earlier = {r.info.run_id for r in client.search_runs([e.experiment_id for e in client.search_experiments()])}
+    earlier = {r.info.run_id for r in new_runs(client, set())}
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"  # until the gate exists
     job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
     cached = home / "cache"
     wait_until(lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "the job's first models")
     assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
 
-    def killed() -> bool:  # the driver took the SIGTERM: its live record ends KILLED as it lands
-        found = client.search_runs([e.experiment_id for e in client.search_experiments()])
-        return any(r.info.status == "KILLED" for r in found if r.info.run_id not in earlier)
-
+    killed = lambda: any(r.info.status == "KILLED" for r in new_runs(client, earlier))  # noqa: E731  (the live record, as the SIGTERM lands)
     wait_until(killed, "the driver taking the warning")
     gate.touch()  # the held trial goes on and Tune stops; the next start of the job passes the gate at once
     wait_until(lambda: "interrupted by SIGTERM" in slurm.output(job), "the driver's own words")
@@ -247,11 +251,4 @@ def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_sa
     assert "requeued to go on in the same runs" in said and "resuming smoke-" in said, said[-3000:]
     assert summary(said)["trainings"] < SMOKE_MODELS  # the first start's models read from the cache
     assert sum(1 for f in cached.rglob("*") if f.is_file()) == SMOKE_MODELS
-    runs = [
-        r
-        for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
-        if r.info.run_id not in earlier
-    ]
-    statuses = sorted((r.info.run_name, r.info.status, "mlflow.parentRunId" in r.data.tags) for r in runs)
-    assert [child for _, _, child in statuses].count(False) == 1 and len(runs) == 1 + SMOKE_CELLS, statuses
-    assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
+    assert_one_finished_record(client, earlier)
