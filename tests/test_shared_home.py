@@ -15,15 +15,12 @@ from conftest import wait_until
 
 from services.store import state
 
-TINY = """name: shared-a
-models: [vit]
-data: {n_tokens: 20, dim: 10, n_patterns: 8, alpha_star: 0.2}
-model: {width: 8}
-training: {n_test: 100, max_steps: 300}
-n_train: [4, 16]
-seeds: 2
-resources: {models_per_pack: 2}
-"""
+# the chaos grid's ViT alone, two models a pack: two trials
+TINY = (
+    GRID.replace("chaos-grid", "shared-a")
+    .replace("models: [vit, cnn]", "models: [vit]")
+    .replace("models_per_pack: 1", "models_per_pack: 2")
+)
 
 
 def _records(home, name: str) -> dict[str, list[tuple]]:
