@@ -10,6 +10,7 @@ services.app.train_command.
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def run(
                 runs.stderr,
             )
     except runs.Interrupted as stopped:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopped already: one more Ctrl-C has nothing left to stop
         print(stopped, file=sys.stderr)
         raise typer.Exit(stopped.exit_code) from None
     except runs.NoCluster as refused:

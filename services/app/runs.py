@@ -226,26 +226,32 @@ def train(
         stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
     except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
         raise RayDidNotStart(error, cluster_address(ray_address)) from error
-    slots = trial_slots(spec)
-    progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
-    parent = live.parent_run() if live is not None else None
-    stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
-    with _terminated_as_interrupted(live) as terminated:
-        try:
-            result = run_sweep(
-                spec,
-                sweep_id,
-                home,
-                train_pack_trial,
-                on_trial_done=progress.advance,
-                resume=resume,
-                cache=cache,
-                live=live,
-            )
-        finally:
-            stop_monitors()
-    if result.unfinished or result.search_stopped:
-        raise Interrupted(result, signal.SIGTERM if terminated else signal.SIGINT)
+    try:
+        slots = trial_slots(spec)
+        progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
+        parent = live.parent_run() if live is not None else None
+        stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
+        with _terminated_as_interrupted(live) as terminated:
+            try:
+                result = run_sweep(
+                    spec,
+                    sweep_id,
+                    home,
+                    train_pack_trial,
+                    on_trial_done=progress.advance,
+                    resume=resume,
+                    cache=cache,
+                    live=live,
+                )
+            finally:
+                stop_monitors()
+        if result.unfinished or result.search_stopped:
+            raise Interrupted(result, signal.SIGTERM if terminated else signal.SIGINT)
+    except BaseException:
+        if stop_ray is not None:  # here, not in Ray's atexit handler: a Ctrl-C there crashed the process (SIGSEGV)
+            with _deaf_to_ctrl_c():
+                stop_ray()
+        raise
     return result, stop_ray
 
 
