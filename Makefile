@@ -45,7 +45,7 @@ paper-grid: $(VENV)/.installed
 # suite's time on 2 cores was one core idle, waiting on processes the tests started (Ray, servers,
 # containers).
 test: $(VENV)/.installed system-tools lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
 # ruff's lint rules and formatting (pyproject.toml [tool.ruff]); `$(BIN)/ruff format .` applies the format
 lint: $(VENV)/.installed
