@@ -1,7 +1,9 @@
-"""vitsweep through a real Slurm on this machine: munged, slurmctld and one slurmd on 127.0.0.1 with a
-config written here, the smoke sweep submitted with deploy/slurm/vitsweep.sbatch and read back with
-`vitsweep report`; then a sweep cancelled (scancel) mid-way and submitted again, which finishes with
-no model trained twice, in one MLflow record. Everything started here is stopped by its pid."""
+"""vitsweep through a real Slurm on this machine: munged, slurmctld and two slurmd (nodes n1 and n2,
+`slurmd -N`, each on a port of its own on 127.0.0.1) with a config written here; the smoke sweep
+submitted with deploy/slurm/vitsweep.sbatch on both nodes (a Ray node on each) and read back with
+`vitsweep report`; then, on one node, a sweep cancelled (scancel) mid-way and submitted again, which
+finishes with no model trained twice, in one MLflow record, and one requeued before its time limit.
+Everything started here is stopped by its pid."""
 
 import json
 import os
@@ -16,11 +18,14 @@ import pytest
 from conftest import BIN, mlflow_server_at, pick_free_port, wait_until
 from mlflow.tracking import MlflowClient
 
+from services.store import state
+
 ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "deploy" / "slurm" / "vitsweep.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel")
 SMOKE_MODELS = 32  # sweeps/smoke.yaml: 4 cells x 2 N x 4 seeds
 SMOKE_CELLS = 4
+NODES = ("n1", "n2")  # one slurmd each (`slurmd -N NAME`), both this machine
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(d) is None for d in DAEMONS) or os.geteuid() != 0,
@@ -35,16 +40,15 @@ SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={ctld_port}
-SlurmdPort={d_port}
 AuthType=auth/munge
 AuthInfo=socket={dir}/munge.sock
 CredType=cred/munge
 StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
+SlurmdSpoolDir={dir}/spool/%n
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
+SlurmdLogFile={dir}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -56,18 +60,21 @@ MinJobAge=3600
 KillWait=5
 ReturnToService=2
 MpiDefault=none
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{nodes}
+PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP
 """
+# Each node on this machine's address, told apart by its slurmd's port; as many CPUs as the machine
+# has, so that a one-node job gets the script's --cpus-per-task=2 as on one real node
+NODE = "NodeName={name} NodeAddr=127.0.0.1 Port={port} CPUs={cpus} State=UNKNOWN"
 
 
 class Slurm:
-    """A one-node Slurm cluster in ``folder`` (short: munge's and Ray's socket paths)."""
+    """A Slurm cluster of the nodes NODES in ``folder`` (short: munge's and Ray's socket paths)."""
 
     def __init__(self, folder: Path):
         self.dir, self.procs, self.jobs = folder, [], []
-        for sub in ("state", "spool"):
-            (folder / sub).mkdir()
+        for sub in ("state", *(f"spool/{name}" for name in NODES)):
+            (folder / sub).mkdir(parents=True)
         key = folder / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
@@ -76,9 +83,9 @@ class Slurm:
             CONFIG.format(
                 host=socket.gethostname().split(".")[0],
                 ctld_port=pick_free_port(),
-                d_port=pick_free_port(),
                 dir=folder,
-                cpus=os.cpu_count(),
+                nodes="\n".join(NODE.format(name=name, port=pick_free_port(), cpus=os.cpu_count()) for name in NODES),
+                names=",".join(NODES),
             )
         )
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
@@ -88,8 +95,10 @@ class Slurm:
         self._start(munge, "munged")
         wait_until(lambda: (folder / "munge.sock").exists(), "munged's socket", self.procs[-1])
         self._start(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")
-        self._start(["slurmd", "-D", "-f", str(self.conf)], "slurmd")
-        wait_until(lambda: self.run("sinfo", "-h", "-o", "%T").stdout.strip() == "idle", "an idle slurmd")
+        for name in NODES:
+            self._start(["slurmd", "-D", "-N", name, "-f", str(self.conf)], f"slurmd-{name}")
+        idle = f"{len(NODES)} idle"
+        wait_until(lambda: self.run("sinfo", "-h", "-o", "%D %T").stdout.strip() == idle, "the nodes idle")
 
     def _start(self, command: list[str], name: str) -> None:
         with open(self.dir / f"{name}.out", "w") as log:  # the daemon keeps its own copy of the file
@@ -98,11 +107,12 @@ class Slurm:
     def run(self, *command: str, **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(command, env=self.env, capture_output=True, text=True, **kwargs)
 
-    def submit(self, spec: str, home: Path, *extra: str, **env: str) -> str:
-        """sbatch of the project's script, from the project's folder, as a user types it."""
+    def submit(self, spec: str, home: Path, *extra: str, sbatch: tuple[str, ...] = (), **env: str) -> str:
+        """sbatch of the project's script (``sbatch``: options of sbatch's own), from the project's
+        folder, as a user types it."""
         out = self.dir / "job-%j.out"
         done = subprocess.run(
-            ["sbatch", "--parsable", f"--output={out}", str(SCRIPT), spec, "--json", *extra],
+            ["sbatch", "--parsable", f"--output={out}", *sbatch, str(SCRIPT), spec, "--json", *extra],
             env={**self.env, "VITSWEEP_HOME": str(home), **env},
             cwd=ROOT,
             capture_output=True,
@@ -131,7 +141,8 @@ class Slurm:
         for job in self.jobs:
             self.wait(job)
             wait_until(lambda job=job: no_ray_of(job), f"job {job}'s Ray to stop")
-            shutil.rmtree(f"/tmp/ray-{job}", ignore_errors=True)  # its Ray's logs (the script keeps them)
+            for temp in Path("/tmp").glob(f"ray-{job}-*"):  # its Ray's logs, a folder per node (the script keeps them)
+                shutil.rmtree(temp, ignore_errors=True)
         for proc in reversed(self.procs):
             proc.terminate()
             try:
@@ -165,9 +176,9 @@ def summary(output: str) -> dict:
 
 
 def no_ray_of(job: str) -> bool:
-    """Whether no process of the job's Ray (its temp dir /tmp/ray-JOB) is left on this machine."""
+    """Whether no process of the job's Ray (its temp dirs /tmp/ray-JOB-NODE) is left on this machine."""
     listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return f"/tmp/ray-{job}" not in listed
+    return f"/tmp/ray-{job}-" not in listed
 
 
 def new_runs(client: MlflowClient, earlier: set[str]) -> list:
@@ -184,12 +195,22 @@ def assert_one_finished_record(client: MlflowClient, earlier: set[str]) -> None:
     assert {status for _, status, _ in statuses} == {"FINISHED"}, statuses
 
 
-def test_the_smoke_sweep_runs_through_sbatch_and_its_report_reads_it_back(slurm, tracking, tmp_path):
+def test_the_smoke_sweep_runs_through_sbatch_on_two_nodes_and_its_report_reads_it_back(slurm, tracking, tmp_path):
+    """The script's multi-node path: a Ray head on the first node, `ray start --address` on the
+    other (one CPU each), the sweep started once both had joined, on both nodes' trial slots. Which
+    node trains which trial is Ray's choice (here the head's one trial actor, reused, may train all
+    four of the smoke sweep's short trials before the other node's has started). The one-node path
+    runs in the tests below."""
     home = tmp_path / "home"
-    job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking)
+    job = slurm.submit("sweeps/smoke.yaml", home, sbatch=("--nodes=2", "--cpus-per-task=1"), TRACKING_URI=tracking)
     assert slurm.wait(job) == "COMPLETED", slurm.output(job)[-3000:]
-    ran = summary(slurm.output(job))
+    said = slurm.output(job)
+    assert "Ray up on 2 of 2 node(s)" in said, said[-3000:]
+    ran = summary(said)
     assert ran["trainings"] == SMOKE_MODELS and ran["tracking_uri"] == tracking
+    # the driver's trial slots (trials at once) counted every node's CPU, one each
+    [sweep_id] = state.sweep_ids(home)
+    assert state.load_result(home, sweep_id).slots == len(NODES)
     reported = subprocess.run(
         [str(BIN / "vitsweep"), "report", "--home", str(home), "--tracking-uri", tracking, "--json"],
         capture_output=True,
