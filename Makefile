@@ -59,13 +59,16 @@ RANDOM_KILLS ?= 6
 chaos: $(VENV)/.installed
 	$(BIN)/python tests/chaos.py --random-kills $(RANDOM_KILLS)
 
-# Debian tools the tests use, as PACKAGE:COMMAND: docker-compose (validates docker/ without an
-# engine), chromium (reads the MLflow UI), slurm-wlm and munge (tests/test_slurm.py runs a Slurm
-# cluster on this machine). Installed when missing and we are root; without them those checks
+# Debian packages the tests and specs use, as PACKAGE:COMMAND (or PACKAGE:/a file it installs):
+# docker-compose (validates docker/ without an engine), chromium (reads the MLflow UI), slurm-wlm and
+# munge (tests/test_slurm.py runs a Slurm cluster on this machine), dataset-fashion-mnist (the real
+# images of sweeps/fashion*.yaml). Installed when missing and we are root; without them those checks
 # skip and say why.
-SYSTEM_TOOLS := docker-compose:docker-compose chromium:chromium slurm-wlm:slurmctld munge:munged
+SYSTEM_TOOLS := docker-compose:docker-compose chromium:chromium slurm-wlm:slurmctld munge:munged \
+	dataset-fashion-mnist:/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 system-tools:
-	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $${t#*:} >/dev/null || echo $${t%%:*}; done); \
+	@missing=$$(for t in $(SYSTEM_TOOLS); do p=$${t#*:}; \
+		{ if [ "$${p#/}" != "$$p" ]; then test -e "$$p"; else command -v "$$p"; fi; } >/dev/null || echo $${t%%:*}; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing $$missing (apt)"; \
 		{ DEBIAN_FRONTEND=noninteractive apt-get update -qq && \

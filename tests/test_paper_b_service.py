@@ -147,3 +147,36 @@ def test_an_axis_only_one_model_sweeps_is_fitted_over_that_models_cells_alone():
     ]
     summary = summarize(spec, "b-5", cells)  # raised KeyError 'lr' on the positional cell before
     assert set(summary.stats["test_error"]) == {c.label for c in spec.cells}
+
+
+def test_on_images_the_report_gives_local_attention_against_chance_and_vanilla_minus_positional_by_seed():
+    spec = parse_spec(
+        "name: tiny_images\nfamily: jelassi2022_images\nmodels: [positional, vanilla]\ndata: {patch: 2}\n"
+        "model: {width: 8, readout: per_position}\nn_train: [400]\nseeds: 4\n"
+    )
+    errors = {"positional": [0.10, 0.12, 0.08, 0.10], "vanilla": [0.12, 0.15, 0.09, 0.13]}  # vanilla 0.0225 worse
+    cells = [
+        CellResult(
+            cell,
+            [
+                ModelRecord.from_dict(
+                    model_record(400, s, "failed", test_error=e, train_error=e / 10, local_attention=0.5 + s / 100)
+                )
+                for s, e in enumerate(errors[cell.model])
+            ],
+        )
+        for cell in spec.cells
+    ]
+    summary = summarize(spec, "b-images", cells)
+    difference = summary.stats["attention_difference"]["all"]
+    assert difference["test_error"].mean == pytest.approx(0.0225) and difference["n_train"] == 400
+    assert difference["test_error"].ci95[0] > 0  # every seed's vanilla model errs more
+    assert summary.stats["local_chance"]["positional"] == pytest.approx(84 / 256)
+    lines = [line for line in report.notes(summary) if line.startswith(("local attention", "vanilla minus"))]
+    assert (
+        "local attention, positional: 0.515 of the positional scores' mass" in lines[0]
+        and "(uniform attention: 0.328)" in lines[0]
+    )
+    assert lines[-1].startswith("vanilla minus positional attention, all, N=400: test error +0.0225, 95% CI [+0.0")
+    assert "paired by seed over 4 seeds" in lines[-1] and "not a comparison at matched training error" in lines[-1]
+    assert json.loads(json.dumps(summary.to_dict()))["attention_difference"]["all"]["test_error"]["seeds"] == 4

@@ -211,6 +211,83 @@ def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
         ImageDataConfig(source="cifar10", path=str(tmp_path / "missing"))
 
 
+def _write_idx(path, values: np.ndarray) -> None:
+    """An idx file of unsigned bytes, gzipped, as Fashion-MNIST ships them."""
+    import gzip
+
+    header = (0x0800 + values.ndim).to_bytes(4, "big") + b"".join(n.to_bytes(4, "big") for n in values.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + values.astype(np.uint8).tobytes())
+
+
+def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
+    from vit_core.configs import ImageDataConfig
+
+    rng = np.random.default_rng(0)
+    classes = {"train": np.tile(np.arange(10), 3), "t10k": np.arange(10)[::-1]}
+    images = {part: rng.integers(0, 256, (len(y), 28, 28)) for part, y in classes.items()}
+    for part in classes:
+        _write_idx(tmp_path / f"{part}-images-idx3-ubyte.gz", images[part])
+        _write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", classes[part])
+    data = ImageDataConfig(source="fashion_mnist", path=str(tmp_path), patch=7, positive=(0, 2), negative=(9,))
+    assert (data.n_patches, data.dim) == (16, 49)
+    test = sample(data, 3, 0, Stream.TEST_DATA)  # t10k holds classes 9, 8, ..., 0: kept are 9, 2, 0 in that order
+    assert test.labels.tolist() == [-1.0, 1.0, 1.0]
+    assert np.allclose(test.tokens[0, 5].numpy().reshape(7, 7), images["t10k"][0, 7:14, 7:14] / 255.0, atol=1e-6)
+    train = sample(data, 9, seed=3)  # the 9 training images of classes 0, 2 and 9, in the seed's order
+    assert sorted(train.labels.tolist()) == [-1.0] * 3 + [1.0] * 6
+    assert torch.equal(sample(data, 4, seed=3).tokens, train.tokens[:4])
+    with pytest.raises(ValueError, match="9 training images"):
+        sample(data, 10, seed=3)
+    parity = sample(ImageDataConfig(source="fashion_mnist", path=str(tmp_path), patch=4), 10, 0, Stream.TEST_DATA)
+    assert parity.tokens.shape == (10, 49, 16) and parity.labels.tolist() == [-1.0, 1.0] * 5
+    with pytest.raises(ConfigError, match="dataset-fashion-mnist"):
+        ImageDataConfig(source="fashion_mnist", path=str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="positive"):
+        ImageDataConfig(source="fashion_mnist", path=str(tmp_path), positive=(1,), negative=(1,))
+    with pytest.raises(ConfigError, match="patch"):
+        ImageDataConfig(source="fashion_mnist", path=str(tmp_path), patch=8)
+
+
+def test_grid_neighbours_and_the_local_attention_of_uniform_and_local_scores():
+    from vit_core.configs import ImageDataConfig
+
+    data = ImageDataConfig(patch=2)  # digits: a 4x4 grid
+    near = torch.from_numpy(data.neighbours)
+    assert near.sum(-1).tolist() == [3, 5, 5, 3, 5, 8, 8, 5, 5, 8, 8, 5, 3, 5, 5, 3] and torch.equal(near, near.T)
+    assert data.local_chance == 84 / 256
+    uniform = build(PositionalConfig(width=8, diag=0.0, a_init=0.0), data, [0, 1])
+    assert torch.allclose(uniform.metrics()["local_attention"], torch.full((2,), 84 / 256))  # mean 5.25 neighbours / 16
+    with torch.no_grad():
+        uniform.A.copy_(torch.where(near, 20.0, 0.0).expand(2, -1, -1))
+    assert (uniform.metrics()["local_attention"] > 0.99).all()
+
+
+def test_a_per_position_readout_is_trained_and_reads_each_position_alone():
+    from vit_core.configs import ImageDataConfig
+
+    data = ImageDataConfig(patch=2)
+    cfg = PositionalConfig(width=8, readout="per_position", diag=0.0)
+    pack = build(cfg, data, [0, 1, 2])
+    assert pack.a.shape == (3, 16, 8) and pack.a.requires_grad
+    X = sample(data, 5, seed=0).tokens
+    F, _ = pack(X)
+    with torch.no_grad():
+        pack.a[:, 3] = 0.0  # position 3 no longer read: its patches stop mattering when attention is the identity
+    assert not torch.allclose(pack(X)[0], F)
+    assert torch.equal(pack.select(torch.tensor([1])).a, pack.a[1:2])
+    trained = train_pack(
+        data,
+        cfg,
+        TrainConfig(lr=0.5, batch_size=16, max_steps=50, eval_every=25, n_test=50, eval_subset=50),
+        [200] * 2,
+        [0, 1],
+    )
+    assert trained.final["train_error"].max() < 0.5
+    with pytest.raises(ConfigError, match="readout"):
+        PositionalConfig(readout="per_position")
+
+
 @pytest.mark.parametrize("rule", ["redraw", "keep"])
 def test_spurious_sets_are_redrawn_or_kept_with_the_signal_set_label(rule):
     cfg = SpatialDataConfig(n_patches=10, set_size=2, dim=30, q=0.3, spurious_sets=rule)

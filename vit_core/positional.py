@@ -48,9 +48,8 @@ def build_positional(
             params.setdefault("W_K", []).append(torch.eye(d).repeat(H, 1))
         if cfg.width:
             params.setdefault("W_V", []).append(torch.randn(cfg.width, d, generator=gen) / d**0.5)
-            params.setdefault("a", []).append(
-                (torch.randint(0, 2, (cfg.width,), generator=gen) * 2 - 1) / cfg.width**0.5
-            )
+            shape = (D, cfg.width) if cfg.readout == "per_position" else (cfg.width,)
+            params.setdefault("a", []).append((torch.randint(0, 2, shape, generator=gen) * 2 - 1) / cfg.width**0.5)
         else:
             direction = torch.randn(H, d, generator=gen)
             params.setdefault("v", []).append((cfg.v_init * direction / direction.norm(dim=-1, keepdim=True)).view(-1))
@@ -61,27 +60,35 @@ def build_positional(
         stacked |= attention
     truth = torch.from_numpy(set_matrix(data)) if synthetic else None
     w_star = torch.from_numpy(feature(data).astype(np.float32)) if synthetic else None
-    return PositionalAttention(cfg, {k: t.to(device) for k, t in stacked.items()}, truth, w_star)
+    near = None if synthetic else torch.from_numpy(data.neighbours)
+    return PositionalAttention(cfg, {k: t.to(device) for k, t in stacked.items()}, truth, w_star, near)
 
 
 class PositionalAttention(PackedModels):
     """K independent models of one kind: positional (A, v) or vanilla (P, W_Q, W_K, v).
 
     ``same_set`` (D, D) and ``w_star`` (d,) are the data's truth where it has one (synthetic
-    data): then the models report patch association and cos(v, w*) at every evaluation."""
+    data): then the models report patch association and cos(v, w*) at every evaluation. ``near``
+    (D, D), images' grid neighbours (ImageDataConfig.neighbours): then ``local_attention``."""
 
     def __init__(
-        self, cfg: PositionalConfig, params: dict[str, Tensor], same_set: Tensor | None, w_star: Tensor | None
+        self,
+        cfg: PositionalConfig,
+        params: dict[str, Tensor],
+        same_set: Tensor | None,
+        w_star: Tensor | None,
+        near: Tensor | None = None,
     ):
         super().__init__()
         self.cfg = cfg
         for name, value in params.items():  # transfer: the attention stays as pre-trained
-            if name == "a":  # the fixed readout signs
+            if name == "a" and cfg.readout == "mean":  # the fixed readout signs
                 self.register_buffer("a", value)
             else:
                 setattr(self, name, nn.Parameter(value, requires_grad=not (cfg.transfer and name in ATTENTION)))
         self.register_buffer("same_set", same_set)
         self.register_buffer("w_star", w_star)
+        self.register_buffer("near", near)
         self.lr_scales = {name: cfg.a_lr_scale for name in ATTENTION}
         names = []
         if same_set is not None:  # synthetic data: the true sets (and the feature w*) are known
@@ -90,6 +97,8 @@ class PositionalAttention(PackedModels):
                 names.append("cos_v_wstar")
             if cfg.kind == "vanilla":
                 names.append("patch_association_gram")
+        if near is not None:
+            names.append("local_attention")
         self.metric_names = tuple(names)
 
     @property
@@ -138,7 +147,9 @@ class PositionalAttention(PackedModels):
         if keep is not None:
             S = S.masked_fill(~keep[..., None, None, :], float("-inf"))
         mixed = (torch.softmax(S, dim=-1) @ values).sum(2)  # (K, B, D, m): the heads' outputs summed
-        if self.cfg.width:
+        if self.cfg.readout == "per_position":  # (K, B, D, 1): each position's own weights, mean over patches
+            out = (torch.relu(mixed) * self.a.unsqueeze(1)).sum(-1, keepdim=True) / mixed.shape[-2]
+        elif self.cfg.width:
             out = torch.relu(mixed) @ self.a.view(self.K, 1, -1, 1) / mixed.shape[-2]  # (K, B, D, 1): mean over patches
         else:
             out = ACTIVATIONS[self.cfg.activation](mixed.shape[-2] * mixed)
@@ -150,7 +161,10 @@ class PositionalAttention(PackedModels):
     def metrics(self) -> dict[str, Tensor]:
         """Per model, those of ``metric_names``: the fraction of rows of the positional scores whose
         top-C entries are exactly their patch's set (Def. 2.2); cos(v, w*); vanilla: the same
-        fraction on the encodings' Gram matrix P P^T (the paper's Fig 2 draws P^T P, P being d x D)."""
+        fraction on the encodings' Gram matrix P P^T (the paper's Fig 2 draws P^T P, P being d x D);
+        images: the mean attention mass the positional scores (``scores``; vanilla: of the encodings
+        alone) put on a patch's grid neighbours (spatial locality; uniform attention puts the mean
+        neighbour count / D there: ImageDataConfig.local_chance)."""
         out = {}
         with torch.no_grad():
             if "patch_association" in self.metric_names:
@@ -160,6 +174,8 @@ class PositionalAttention(PackedModels):
             if "patch_association_gram" in self.metric_names:
                 gram = self.P @ self.P.transpose(-1, -2)
                 out["patch_association_gram"] = associated_rows(gram, self.same_set).float().mean(-1)
+            if "local_attention" in self.metric_names:
+                out["local_attention"] = (torch.softmax(self.scores(), -1) * self.near).sum(-1).mean(-1)
         return out
 
     def snapshot(self) -> dict[str, Tensor]:
@@ -171,9 +187,9 @@ class PositionalAttention(PackedModels):
     def select(self, index: Tensor) -> "PositionalAttention":
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""
         params = {name: p.detach()[index].clone() for name, p in self.named_parameters()}
-        if self.cfg.width:
+        if self.cfg.width and self.cfg.readout == "mean":
             params["a"] = self.a[index].clone()
-        return PositionalAttention(self.cfg, params, self.same_set, self.w_star)
+        return PositionalAttention(self.cfg, params, self.same_set, self.w_star, self.near)
 
 
 def associated_rows(scores: Tensor, same_set: Tensor) -> Tensor:

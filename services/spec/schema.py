@@ -9,9 +9,9 @@ spec field (and an axis) at once. A cell resolves once (``SweepSpec.resolved_cel
 import dataclasses
 import itertools
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, get_origin
 
-from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, create_model, field_validator
 
 from services import legacy
 from services.results import Cell
@@ -24,12 +24,20 @@ from vit_core.family import Family, families
 from vit_core.train_config import TrainConfig
 
 
+def _typed(t: Any) -> Any:
+    """A config field's type in the spec: a tuple's (``positive: [0, 2]``) read from YAML's list,
+    which strict sections refuse as a tuple."""
+    return (
+        Annotated[t, BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)] if get_origin(t) is tuple else t
+    )
+
+
 def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
     """A Pydantic model with one optional field per dataclass field (default: the dataclass's; a
     ``partial`` section's default is None, so that only the values it sets survive a dump)."""
     fields = {
         f.name: (
-            f.type | None if partial else f.type,
+            _typed(f.type) | None if partial else _typed(f.type),
             Field(None if partial else f.default, description=f.metadata["help"]),
         )
         for f in dataclasses.fields(cls)
@@ -41,7 +49,10 @@ def _section(name: str, cls: type, partial: bool = False) -> type[BaseModel]:
 def _axes(name: str, sections: dict[str, type]) -> type[BaseModel]:
     """Any data, model or training field as a sweep axis: a non-empty list of its values."""
     fields = {
-        f.name: (Annotated[list[f.type], Field(min_length=1)] | None, Field(None, description=f.metadata["help"]))
+        f.name: (
+            Annotated[list[_typed(f.type)], Field(min_length=1)] | None,
+            Field(None, description=f.metadata["help"]),
+        )
         for cls in sections.values()
         for f in dataclasses.fields(cls)
         if f.name not in SPEC_ONLY

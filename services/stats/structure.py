@@ -2,11 +2,13 @@
 test and training error with bootstrap CIs over seeds, whether a model fits its own training data,
 and on Paper B's synthetic data the lowest error its data allow (bayes_error), patch association
 (the share of models whose every row of A is associated with its patch's set; of rows; on P P^T
-for vanilla attention) and the median cos(v, w*). Drawn as Paper B's Fig. 4 curves."""
+for vanilla attention) and the median cos(v, w*); on images, the positional scores' mass on each
+patch's grid neighbours against uniform attention's, and vanilla minus positional attention's
+errors paired by seed. Drawn as Paper B's Fig. 4 curves."""
 
 import numpy as np
 
-from services.analysis import mean_ci
+from services.analysis import mean_ci, paired_difference
 from services.plotting import subplots
 from services.results import CellResult
 from services.spec import SweepSpec
@@ -21,7 +23,11 @@ NAMES = (
     "patch_association_rows",
     "patch_association_gram",
     "cos_v_wstar",
+    "local_attention",
+    "local_chance",
+    "attention_difference",
 )
+ATTENTIONS = ("positional", "vanilla")  # Paper B's two attentions, compared on real images
 UNDERFIT_SHARE, UNDERFIT_FLOOR = 0.8, 0.05
 
 
@@ -45,6 +51,32 @@ def _at(out: dict, label: str, models: list[dict]) -> None:
         out["patch_association_gram"][label] = float(np.mean([m["patch_association_gram"] for m in models]))
     if "cos_v_wstar" in models[0]:
         out["cos_v_wstar"][label] = float(np.median([m["cos_v_wstar"] for m in models]))
+    if "local_attention" in models[0]:
+        out["local_attention"][label] = mean_ci(np.array([m["local_attention"] for m in models], dtype=float))
+
+
+def _differences(out: dict, cells: list[CellResult]) -> None:
+    """Vanilla minus positional attention, per setting both have: test and training error at their
+    largest common N, paired by seed (a seed draws the same training images for both)."""
+    by_setting: dict[str, dict[str, CellResult]] = {}
+    for c in cells:
+        if c.cell.model in ATTENTIONS:
+            by_setting.setdefault(c.cell.setting, {})[c.cell.model] = c
+    for setting, pair in by_setting.items():
+        if len(pair) < 2:
+            continue
+        finals = [
+            {(r.n_train, r.seed): r.metrics for r in pair[kind].measured() if not r.diverged} for kind in ATTENTIONS
+        ]
+        common = sorted(finals[0].keys() & finals[1].keys())
+        if not common:
+            continue
+        n = common[-1][0]
+        keys = [key for key in common if key[0] == n]
+        out["attention_difference"][setting] = {
+            name: paired_difference(*(np.array([f[key][name] for key in keys], dtype=float) for f in finals[::-1]))
+            for name in ("test_error", "train_error")
+        } | {"n_train": n}
 
 
 class Structure(Statistic):
@@ -60,9 +92,12 @@ class Structure(Statistic):
         for c in cells:
             if not c.measured():
                 continue
-            bayes = spec.FAMILY.bayes_error(spec.resolved_cell(c.cell).data)
+            data = spec.resolved_cell(c.cell).data
+            bayes = spec.FAMILY.bayes_error(data)
             if bayes is not None:
                 out["bayes_error"][c.cell.label] = bayes
+            if hasattr(data, "local_chance"):
+                out["local_chance"][c.cell.label] = data.local_chance
             measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
             ns = sorted({r.n_train for r in measured})
             if not spec.search.fixed or spec.resolved_cell(c.cell).one_pass:
@@ -73,6 +108,7 @@ class Structure(Statistic):
                     c.cell.label if len(ns) == 1 else at_n(c.cell.label, n),
                     [r.metrics for r in measured if r.n_train == n],
                 )
+        _differences(out, cells)
         return out
 
     def lines(self, summary: Summary) -> list[str]:
@@ -100,6 +136,25 @@ class Structure(Statistic):
                 f"{stats['patch_association_rows'][label]:.0%} of rows on average"
                 + (f"; on P P^T {gram:.0%} of rows" if gram is not None else "")
                 + (f"; median cos(v, w*) {cos:.3f}" if cos is not None else "")
+            )
+        for label, mass in stats["local_attention"].items():
+            chance = stats["local_chance"].get(label.split(" N=")[0])
+            lines.append(
+                f"local attention, {label}: {fmt(mass.mean, '.3f')} of the positional scores' mass on a patch's grid "
+                f"neighbours, 95% CI {fmt(mass.ci95, '.3f')} over {mass.seeds} seeds (uniform attention: "
+                f"{fmt(chance, '.3f')})"
+            )
+        for setting, diff in stats["attention_difference"].items():
+            test, train = diff["test_error"], diff["train_error"]
+            lines.append(
+                f"vanilla minus positional attention, {setting}, N={diff['n_train']}: test error "
+                f"{fmt(test.mean, '+.4f')}, 95% CI {fmt(test.ci95, '+.4f')}; training error {fmt(train.mean, '+.4f')}, "
+                f"95% CI {fmt(train.ci95, '+.4f')} (paired by seed over {test.seeds} seeds)"
+                + (
+                    "; their training errors differ, so this is not a comparison at matched training error"
+                    if train.ci95 and (train.ci95[0] > 0 or train.ci95[1] < 0)
+                    else ""
+                )
             )
         return lines
 
