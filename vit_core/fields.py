@@ -1,5 +1,6 @@
 """Config fields that carry their own help text, read by the CLI and the sweep specs."""
 
+import functools
 import typing
 from collections.abc import Mapping
 from dataclasses import Field, field, fields
@@ -22,11 +23,17 @@ class ConfigError(ValueError):
         self.field, self.value, self.allowed = field, value, allowed
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A dataclass's resolved field types, once per class (a plan builds configs by the ten thousand)."""
+    return typing.get_type_hints(cls)
+
+
 def check_choices(cfg: Any) -> None:
     """Raise ConfigError where a field of the dataclass ``cfg`` typed ``Literal[...]`` or given
     ``choices`` holds another value (dataclasses check no types; an unknown model kind must not
     build another model)."""
-    hints = typing.get_type_hints(type(cfg))
+    hints = _hints(type(cfg))
     for f in fields(cfg):
         choices = _choices(f, hints[f.name])
         if choices and getattr(cfg, f.name) not in choices:

@@ -13,6 +13,7 @@ starting Ray and logging to MLflow (~15 s here) come on top. docs/performance.md
 """
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -261,7 +262,8 @@ def _evaluations(training, eval_s: float) -> Callable[[float], float]:
     (multi-pass: none apart, its step's time holds them)."""
     if training.protocol != "one_pass":
         return lambda steps: 0.0
-    return lambda steps: eval_s * len(training.evaluation_steps(round(steps)))
+    counted = functools.cache(lambda last: len(training.evaluation_steps(last)))  # a plan asks for each stop often
+    return lambda steps: eval_s * counted(round(steps))
 
 
 def plan_path(spec: "SweepSpec", home: Path) -> Path:

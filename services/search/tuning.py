@@ -112,21 +112,23 @@ class TuningSearch(RoundPlanner):
         if not cell.runs:
             return [(s, caps[0]) for s in self.tunings[index].settings(self.bases[index])]
         table = cell.table()
-        further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, table, caps)) is not None]
+        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
+        best_star = min(stars, default=None)
+        further = [
+            (s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, best_star, caps)) is not None
+        ]
         if further:
             return further
         return [(s, caps[0]) for s in neighbours(cell.extensions, best(table, self.p), set(table), self.tunings[index])]
 
-    def _further(
-        self, setting: Setting, runs: dict[int, Run], table: dict[Setting, dict[int, Run]], caps: list[int]
-    ) -> int | None:
-        """The next cap for a setting whose N* is not known yet and could still be the smallest
-        (None: it is known, cannot win, or had the last cap)."""
+    def _further(self, setting: Setting, runs: dict[int, Run], best_star: int | None, caps: list[int]) -> int | None:
+        """The next cap for a setting whose N* is not known yet and could still be the smallest,
+        ``best_star`` being the smallest N* known of the cell's settings (None: it is known,
+        cannot win, or had the last cap)."""
         budget = max(r.budget for r in runs.values())
-        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
         if n_star_of_runs(runs, self.p) is not None or not any(r.open for r in runs.values()):
             return None
-        if stars and budget * setting.batch_size >= self.window * min(stars):  # its N* > its cap / W >= the best's
+        if best_star is not None and budget * setting.batch_size >= self.window * best_star:  # N* > cap / W >= best
             return None
         return next((c for c in caps if c // setting.batch_size > budget), None)
 
