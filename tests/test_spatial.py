@@ -175,7 +175,7 @@ def test_pretrained_attention_is_kept_for_the_next_pack_of_the_same_models_as_a_
 
 
 def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
-    from vit_core.configs import ImageDataConfig
+    from vit_core.image_config import ImageDataConfig
 
     data = ImageDataConfig(patch=2)
     batch = sample(data, 300, seed=1)
@@ -192,7 +192,7 @@ def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
 
 
 def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
-    from vit_core.configs import CIFAR_TRAIN, ImageDataConfig
+    from vit_core.image_config import CIFAR_TRAIN, ImageDataConfig
 
     rng = np.random.default_rng(0)
     for name, count in [*((f, 3) for f in CIFAR_TRAIN), ("test_batch.bin", 4)]:
@@ -221,7 +221,7 @@ def _write_idx(path, values: np.ndarray) -> None:
 
 
 def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
-    from vit_core.configs import ImageDataConfig
+    from vit_core.image_config import ImageDataConfig
 
     rng = np.random.default_rng(0)
     classes = {"train": np.tile(np.arange(10), 3), "t10k": np.arange(10)[::-1]}
@@ -250,7 +250,7 @@ def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
 
 
 def test_grid_neighbours_and_the_local_attention_of_uniform_and_local_scores():
-    from vit_core.configs import ImageDataConfig
+    from vit_core.image_config import ImageDataConfig
 
     data = ImageDataConfig(patch=2)  # digits: a 4x4 grid
     near = torch.from_numpy(data.neighbours)
@@ -264,7 +264,7 @@ def test_grid_neighbours_and_the_local_attention_of_uniform_and_local_scores():
 
 
 def test_a_per_position_readout_is_trained_and_reads_each_position_alone():
-    from vit_core.configs import ImageDataConfig
+    from vit_core.image_config import ImageDataConfig
 
     data = ImageDataConfig(patch=2)
     cfg = PositionalConfig(width=8, readout="per_position", diag=0.0)

@@ -8,12 +8,12 @@ from importlib import import_module
 
 _HOME = {
     "vit_core.configs": (
-        "ImageDataConfig",
         "ModelConfig",
         "PositionalConfig",
         "SpatialDataConfig",
         "TokenDataConfig",
     ),
+    "vit_core.image_config": ("ImageDataConfig",),
     "vit_core.train_config": ("TrainConfig",),
     "vit_core.data": ("TokenBatch", "sample_tokens"),
     "vit_core.family": ("Family", "Scaling", "Theory", "families", "family_of"),

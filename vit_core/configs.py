@@ -1,6 +1,7 @@
 """The data and model configs of vit_core: what defines a data distribution (with Paper B's sets,
 which its config fixes) and a model, and the checks across them (training's config is
-vit_core.train_config; Paper A's model kinds are declared in vit_core.kinds). Plain dataclasses
+vit_core.train_config; real images' is vit_core.image_config; Paper A's model kinds are declared
+in vit_core.kinds). Plain dataclasses
 and numpy, no torch, so that a spec is validated (and results are read) without loading torch;
 the modules that sample and build take these configs.
 
@@ -11,8 +12,7 @@ the sweep specs' fields. A value that is not allowed raises ConfigError naming t
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from vit_core.fields import ConfigError, check_choices, param
 from vit_core.kinds import KINDS, Kind, kinds_help
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import SparsifyStrategy
+
+if TYPE_CHECKING:
+    from vit_core.image_config import ImageDataConfig
 
 NoisyKind = Literal["any", "irrelevant", "relevant", "confusion"]
 
@@ -301,94 +304,6 @@ def bayes_error(cfg: SpatialDataConfig) -> float:
     return error
 
 
-CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
-# Debian's dataset-fashion-mnist installs the four idx files here (`make system-tools`)
-FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-FASHION_FILES = [
-    f"{part}-{kind}-idx{rank}-ubyte.gz" for part in ("train", "t10k") for kind, rank in (("images", 3), ("labels", 1))
-]
-IMAGE_SHAPES = {"digits": (8, 1), "cifar10": (32, 3), "fashion_mnist": (28, 1)}  # source -> (side, channels)
-
-
-@dataclass(frozen=True)
-class ImageDataConfig:
-    """An image dataset, its binary task and how images become patches."""
-
-    source: Literal["digits", "cifar10", "fashion_mnist"] = param(
-        "digits",
-        "digits: scikit-learn's 8x8 digits (offline); cifar10: the binary CIFAR-10 at path; fashion_mnist: "
-        "Fashion-MNIST's 28x28 images from Debian's dataset-fashion-mnist (or the idx files at path)",
-    )
-    path: str | None = param(
-        None,
-        "cifar10: the folder holding data_batch_1.bin ... test_batch.bin; fashion_mnist: the folder of its four "
-        f"gzipped idx files (default {FASHION_MNIST})",
-    )
-    patch: int = param(2, "patch side in pixels (it must divide the image side)")
-    positive: tuple[int, ...] = param((), "classes labelled +1 (empty: every even class index, against the odd ones)")
-    negative: tuple[int, ...] = param(
-        (), "classes labelled -1 (empty: every class not in positive); images of other classes are left out"
-    )
-    permute_pixels: bool = param(False, "shuffle every image's pixels by one fixed permutation before cutting patches")
-    structure_seed: int = param(0, "seed of the train/test split and of the pixel permutation")
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        if self.patch < 1 or self.side % self.patch:
-            raise ConfigError("patch", self.patch, f"must divide the image side {self.side}")
-        if self.negative and not self.positive:
-            raise ConfigError("negative", self.negative, "needs positive too (empty: even classes against odd ones)")
-        if set(self.positive) & set(self.negative) or not set(self.positive) | set(self.negative) <= set(range(10)):
-            raise ConfigError("positive", self.positive, "class indices 0-9, none of them also in negative")
-        if self.source == "cifar10" and not (
-            self.path and all((Path(self.path) / f).is_file() for f in [*CIFAR_TRAIN, "test_batch.bin"])
-        ):
-            raise ConfigError(
-                "path",
-                self.path,
-                "a folder with CIFAR-10's binary files data_batch_1.bin ... data_batch_5.bin and test_batch.bin",
-            )
-        if self.source == "fashion_mnist" and not all((self.folder / f).is_file() for f in FASHION_FILES):
-            raise ConfigError(
-                "source",
-                self.source,
-                f"needs Fashion-MNIST's idx files ({', '.join(FASHION_FILES)}) in {self.folder}: install Debian's "
-                "dataset-fashion-mnist (make system-tools), or give path",
-            )
-
-    @property
-    def folder(self) -> Path:
-        """Where the source's files are (fashion_mnist: the Debian package's folder unless path says)."""
-        return Path(self.path) if self.path else FASHION_MNIST
-
-    @property
-    def side(self) -> int:
-        return IMAGE_SHAPES[self.source][0]
-
-    @property
-    def n_patches(self) -> int:
-        return (self.side // self.patch) ** 2
-
-    @property
-    def dim(self) -> int:
-        return self.patch**2 * IMAGE_SHAPES[self.source][1]
-
-    @property
-    def neighbours(self) -> np.ndarray:
-        """(D, D) bool over the grid of patches, row-major: j is one of i's up to eight neighbours
-        (at most one row and one column away), not i itself."""
-        g = self.side // self.patch
-        row, col = np.divmod(np.arange(g * g), g)
-        near = (np.abs(row[:, None] - row) <= 1) & (np.abs(col[:, None] - col) <= 1)
-        return near & ~np.eye(g * g, dtype=bool)
-
-    @property
-    def local_chance(self) -> float:
-        """The attention mass on a patch's grid neighbours that uniform attention gives: their mean
-        count / D (0.328 on a 4 x 4 grid), what ``local_attention`` is read against."""
-        return float(self.neighbours.mean())
-
-
 @dataclass(frozen=True)
 class PositionalConfig:
     """Architecture, initialisation and relative step size of one positional-attention model."""
@@ -461,7 +376,7 @@ class PositionalConfig:
                 raise ConfigError(field, getattr(self, field), "must be a positive integer")
 
 
-def check_positional_fits(cfg: PositionalConfig, data: SpatialDataConfig | ImageDataConfig) -> None:
+def check_positional_fits(cfg: PositionalConfig, data: "SpatialDataConfig | ImageDataConfig") -> None:
     """Raise ConfigError where the model cannot be built for the data: transfer changes the
     feature of synthetic data, which images do not have."""
     if cfg.transfer and not isinstance(data, SpatialDataConfig):

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vit_core.configs import CIFAR_TRAIN, ImageDataConfig
 from vit_core.data import TokenBatch
 from vit_core.fields import ConfigError
+from vit_core.image_config import CIFAR_TRAIN, ImageDataConfig
 from vit_core.layout import TokenKind
 from vit_core.seeding import Stream, numpy_rng
 

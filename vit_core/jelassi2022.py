@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from vit_core.configs import (
-    ImageDataConfig,
     PositionalConfig,
     SpatialDataConfig,
     bayes_error,
@@ -17,6 +16,7 @@ from vit_core.configs import (
     set_matrix,
 )
 from vit_core.family import Family, Premise
+from vit_core.image_config import ImageDataConfig
 
 REFERENCE = Path(__file__).parent / "reference" / "jelassi2022_results.csv"  # the paper's values, read off its figures
 TEST_ERRORS = {  # data labels -> (experiment, quantity) rows of the reference, named

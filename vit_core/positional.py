@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.configs import ImageDataConfig, PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
+from vit_core.configs import PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
+from vit_core.image_config import ImageDataConfig
 from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
 from vit_core.spatial import feature
