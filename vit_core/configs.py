@@ -1,9 +1,8 @@
 """The data and model configs of vit_core: what defines a data distribution (with Paper B's sets,
 which its config fixes) and a model, and the checks across them (training's config is
 vit_core.train_config; real images' is vit_core.image_config; Paper A's model kinds are declared
-in vit_core.kinds). Plain dataclasses
-and numpy, no torch, so that a spec is validated (and results are read) without loading torch;
-the modules that sample and build take these configs.
+in vit_core.kinds). Plain dataclasses and numpy, no torch, so that a spec is validated (and
+results are read) without loading torch; the modules that sample and build take these configs.
 
 Each field carries its default and a one-line help text (``param``), read by the CLI's flags and
 the sweep specs' fields. A value that is not allowed raises ConfigError naming the field.

@@ -12,9 +12,15 @@ from vit_core.fields import ConfigError, check_choices, param
 CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
 # Debian's dataset-fashion-mnist installs the four idx files here (`make system-tools`)
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-FASHION_FILES = [
-    f"{part}-{kind}-idx{rank}-ubyte.gz" for part in ("train", "t10k") for kind, rank in (("images", 3), ("labels", 1))
-]
+IDX_RANKS = {"images": 3, "labels": 1}  # Fashion-MNIST's two kinds of idx file, and their ranks
+
+
+def fashion_file(part: str, kind: str) -> str:
+    """The name of Fashion-MNIST's idx file of ``part`` (train or t10k) and ``kind`` (IDX_RANKS)."""
+    return f"{part}-{kind}-idx{IDX_RANKS[kind]}-ubyte.gz"
+
+
+FASHION_FILES = [fashion_file(part, kind) for part in ("train", "t10k") for kind in IDX_RANKS]
 IMAGE_SHAPES = {"digits": (8, 1), "cifar10": (32, 3), "fashion_mnist": (28, 1)}  # source -> (side, channels)
 
 

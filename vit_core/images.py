@@ -26,7 +26,7 @@ import torch
 
 from vit_core.data import TokenBatch
 from vit_core.fields import ConfigError
-from vit_core.image_config import CIFAR_TRAIN, ImageDataConfig
+from vit_core.image_config import CIFAR_TRAIN, IDX_RANKS, ImageDataConfig, fashion_file
 from vit_core.layout import TokenKind
 from vit_core.seeding import Stream, numpy_rng
 
@@ -92,9 +92,7 @@ def _cifar(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
 def _fashion(folder: Path, part: str) -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST's ``part`` (train or t10k): gzipped idx files, a big-endian header (a magic
     number whose last byte is the rank, then each dimension's size) and unsigned bytes."""
-    images, labels = (
-        _idx(folder / f"{part}-{kind}-idx{rank}-ubyte.gz", rank) for kind, rank in (("images", 3), ("labels", 1))
-    )
+    images, labels = (_idx(folder / fashion_file(part, kind), IDX_RANKS[kind]) for kind in ("images", "labels"))
     return images[..., None], labels.astype(np.int64)
 
 
