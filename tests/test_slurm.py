@@ -33,6 +33,8 @@ pytestmark = pytest.mark.skipif(
     "which runs slurmd here",
 )
 
+# cred_expire=10: a requeued job may start again 11 s after it requeued (Slurm holds it back for the
+# credentials' lifetime, 120 s by default, which the requeue test waited out)
 # KillWait=5: a cancelled job's processes get SIGKILL 5 s after SIGTERM (Slurm's default: 30 s), which
 # a driver whose Ray died of the same SIGTERM waits for (the cancelled test took 74 s at 30 s, 45 s at 5)
 CONFIG = """ClusterName=vitsweeptest
@@ -41,7 +43,7 @@ SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={ctld_port}
 AuthType=auth/munge
-AuthInfo=socket={dir}/munge.sock
+AuthInfo=socket={dir}/munge.sock,cred_expire=10
 CredType=cred/munge
 StateSaveLocation={dir}/state
 SlurmdSpoolDir={dir}/spool/%n
