@@ -312,6 +312,15 @@ def mlflow_server_at(port: int, folder: Path, backend: str | None = None, *extra
         proc.wait()
 
 
+def write_idx(path: Path, values) -> None:
+    """An idx file of unsigned bytes (a numpy array), gzipped, as Fashion-MNIST ships them."""
+    import gzip
+
+    header = (0x0800 + values.ndim).to_bytes(4, "big") + b"".join(n.to_bytes(4, "big") for n in values.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + values.astype("uint8").tobytes())
+
+
 def model_record(n: int, seed: int, outcome: str, **values) -> dict:
     """One model's record as vit_core reports it (PackResult.model_records), with neutral values
     for what a test does not set: success follows the outcome."""

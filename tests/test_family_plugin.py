@@ -23,8 +23,8 @@ PACKAGE = "vitsweep-sparse-parity"
 
 def test_the_papers_families_are_entry_points_and_each_gives_a_spec():
     installed = families()
-    assert {"li2023", "jelassi2022", "jelassi2022_images"} <= set(installed) <= set(FAMILIES)
-    assert installed["li2023"].kinds() == ("vit", "cnn")
+    assert {"li2023", "li2023_images", "jelassi2022", "jelassi2022_images"} <= set(installed) <= set(FAMILIES)
+    assert installed["li2023"].kinds() == installed["li2023_images"].kinds() == ("vit", "cnn")
     assert installed["jelassi2022"].kinds() == ("positional", "vanilla", "linear")
     spec = parse_spec("name: x\nfamily: jelassi2022\nmodels: [positional]\nn_train: [10]")
     assert type(spec).FAMILY is installed["jelassi2022"]

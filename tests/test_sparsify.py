@@ -48,3 +48,143 @@ def test_noisiest_removes_the_k_largest_noise_norms(facts):
 def test_sparsified_data_carries_its_mask():
     b = sample_tokens(TokenDataConfig(n_tokens=40, sparsify="noisiest", sparsify_k=4), 64, seed=0)
     assert ((~b.keep).sum(1) == 4).all()
+
+
+# Real images (li2023_images): test images lose k patches by a rule, from a trained model's attention,
+# the patches' pixel mass, or at random (vit_core.sparsify.image_keep)
+
+PATCHES = 16  # 28 x 28 images cut into 7 x 7 patches
+RULES = ("least_attended", "background", "random")
+
+
+@pytest.fixture
+def fashion(tmp_path):
+    """A few Fashion-MNIST-like images written as idx files: patch j of image i is flat at an
+    intensity of its own (some patches blank), so every patch's pixel mass is known."""
+    from conftest import write_idx
+
+    rng = np.random.default_rng(0)
+    level = {"train": rng.integers(0, 256, (24, PATCHES)), "t10k": rng.integers(0, 256, (10, PATCHES))}
+    for part, levels in level.items():
+        levels[:, rng.random(levels.shape[1]) < 0.3] = 0  # background patches
+        grid = levels.reshape(-1, 4, 1, 4, 1).repeat(7, 2).repeat(7, 4).reshape(-1, 28, 28)
+        write_idx(tmp_path / f"{part}-images-idx3-ubyte.gz", grid)
+        write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", np.arange(len(levels)) % 10)
+    return tmp_path, level["t10k"]
+
+
+@pytest.fixture
+def family(monkeypatch):
+    """li2023_images, registered as its entry point would (a checkout not reinstalled since lacks it)."""
+    from services.spec.schema import refresh
+    from vit_core.family import families
+    from vit_core.li2023 import Li2023Images
+
+    monkeypatch.setitem(families(), "li2023_images", Li2023Images())
+    refresh()
+    yield families()["li2023_images"]
+    monkeypatch.undo()
+    refresh()
+
+
+def _images(folder, **kwargs):
+    from vit_core.image_config import ImageTokenConfig
+
+    return ImageTokenConfig(source="fashion_mnist", path=str(folder), patch=7, **kwargs)
+
+
+def test_each_image_rule_removes_the_patches_it_says(fashion):
+    from vit_core.images import sample_images
+    from vit_core.seeding import Stream
+    from vit_core.sparsify import image_keep
+
+    folder, levels = fashion
+    test = sample_images(_images(folder), 10, 0, Stream.TEST_DATA)
+    mass = test.tokens.sum(-1).numpy()
+    assert np.allclose(mass, levels * 49 / 255, atol=1e-4)  # a patch's pixel mass, read from the images
+    rngs = lambda: [np.random.default_rng(s) for s in (0, 1)]  # noqa: E731
+    background = image_keep("background", 4, None, mass, rngs())
+    order = np.argsort(levels, axis=1, kind="stable")  # the lowest mass first, ties to the earlier patch
+    assert np.array_equal(np.sort(np.nonzero(~background[0])[1].reshape(10, 4)), np.sort(order[:, :4]))
+    assert np.array_equal(background[0], background[1])  # the same patches for every model
+    attention = np.random.default_rng(5).random((2, 10, PATCHES))  # hand-set: what each patch receives
+    least = image_keep("least_attended", 3, attention, mass, rngs())
+    assert ((~least).sum(-1) == 3).all()
+    assert (np.where(least, -1, attention).max(-1) < np.where(least, attention, 2).min(-1)).all()
+    random = image_keep("random", 5, None, mass, rngs())
+    assert ((~random).sum(-1) == 5).all()  # k distinct patches of every image
+    assert not np.array_equal(random[0], random[1])  # each model draws its own
+    assert np.array_equal(random, image_keep("random", 5, None, mass, rngs()))  # and draws them again
+    assert all(image_keep(rule, 0, attention, mass, rngs()).all() for rule in RULES)
+    with pytest.raises(ValueError, match="attention"):
+        image_keep("least_attended", 2, None, mass, rngs())
+
+
+def test_scores_after_removal_read_the_trained_attention_and_k_0_changes_nothing(fashion, family):
+    import torch
+
+    from vit_core.configs import ModelConfig
+    from vit_core.seeding import Stream
+    from vit_core.sparsify import image_keep, sparsified_name
+    from vit_core.train_config import TrainConfig
+    from vit_core.training import build, evaluate, sample
+    from vit_core.training.scoring import sparsified_scores
+
+    data = _images(fashion[0])
+    test = sample(data, 10, 0, Stream.TEST_DATA)
+    train = TrainConfig(eval_batch=4)
+    pack = build(ModelConfig(init="random", width=8, readout="per_token"), data, [0, 1, 2])
+    whole = evaluate(pack, test.tokens, test.labels, None, 4)
+    got = sparsified_scores(RULES, (0, 3), pack, test, [0, 1, 2], train)
+    for rule in RULES:
+        assert torch.allclose(got[sparsified_name(rule, 0, "error")], whole["error"])
+        assert torch.allclose(got[sparsified_name(rule, 0, "loss")], whole["loss"], atol=1e-6)
+    received = pack(test.tokens)[1].detach().mean(-2).numpy()  # each patch's attention, averaged over queries
+    keep = torch.from_numpy(image_keep("least_attended", 3, received, test.tokens.sum(-1).numpy(), [None] * 3))
+    removed = evaluate(pack, test.tokens, test.labels, keep, 4)
+    assert torch.allclose(got[sparsified_name("least_attended", 3, "loss")], removed["loss"], atol=1e-6)
+    assert not torch.allclose(removed["loss"], whole["loss"])
+    cnn = build(ModelConfig(init="random", width=8, kind="cnn"), data, [0])
+    without_attention = sparsified_scores(RULES, (3,), cnn, test, [0], train)
+    assert without_attention[sparsified_name("least_attended", 3, "error")].isnan().all()
+
+
+def test_the_family_refuses_an_aligned_init_and_bad_rules(fashion, family):
+    from vit_core import ConfigError
+    from vit_core.configs import ModelConfig
+
+    with pytest.raises(ConfigError, match="init"):
+        family.check(_images(fashion[0]), ModelConfig())
+    with pytest.raises(ConfigError, match="test_sparsify_k"):
+        _images(fashion[0], test_sparsify_k=(0,))
+    with pytest.raises(ConfigError, match="test_sparsify"):
+        _images(fashion[0], test_sparsify=("noisiest",))
+
+
+def test_a_tiny_image_sparsification_spec_trains_records_and_reports_every_rule(fashion, family):
+    from services.report import text as report
+    from services.results import CellResult, ModelRecord
+    from services.spec import parse_spec
+    from services.stats.summarize import summarize
+    from vit_core.training import train_pack
+
+    spec = parse_spec(
+        f"name: tiny_sparse\nfamily: li2023_images\nmodels: [vit]\n"
+        f"data: {{source: fashion_mnist, path: {fashion[0]}, patch: 7, test_sparsify_k: [2, 4]}}\n"
+        "model: {init: random, width: 8, readout: per_token}\n"
+        "training: {lr: 0.5, batch_size: 8, max_steps: 30, eval_every: 10, n_test: 10, eval_batch: 5}\n"
+        "n_train: [20]\nseeds: 3\n"
+    )
+    resolved = spec.resolved_cell(spec.cells[0])
+    result = train_pack(resolved.data, resolved.model, resolved.training, [20] * 3, [0, 1, 2])
+    records = [ModelRecord.from_dict(r) for r in result.records()]
+    assert all(0 <= r.metrics["sparsified_random_k4_test_error"] <= 1 for r in records)
+    summary = summarize(spec, "tiny-1", [CellResult(spec.cells[0], records)])
+    groups = summary.stats["sparsification"]
+    assert set(groups) == {f"vit sparsify={rule}" for rule in RULES}
+    for ks in groups.values():
+        assert sorted(ks) == [0, 2, 4]
+        assert ks[0]["test_error"].mean == pytest.approx(np.mean([r.test_error for r in records]))
+        assert ks[0]["change"].mean == 0 and ks[4]["change"].seeds == 3
+    lines = [line for line in report.notes(summary) if line.startswith("sparsification, vit sparsify=background")]
+    assert len(lines) == 1 and all(part in lines[0] for part in ("test error ", "at k = 0", "k = 2: ", "k = 4: "))

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from conftest import write_idx
 
 from vit_core import ConfigError
 from vit_core.configs import PositionalConfig, SpatialDataConfig, bayes_error, patch_sets, set_matrix
@@ -211,15 +212,6 @@ def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
         ImageDataConfig(source="cifar10", path=str(tmp_path / "missing"))
 
 
-def _write_idx(path, values: np.ndarray) -> None:
-    """An idx file of unsigned bytes, gzipped, as Fashion-MNIST ships them."""
-    import gzip
-
-    header = (0x0800 + values.ndim).to_bytes(4, "big") + b"".join(n.to_bytes(4, "big") for n in values.shape)
-    with gzip.open(path, "wb") as f:
-        f.write(header + values.astype(np.uint8).tobytes())
-
-
 def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
     from vit_core.image_config import ImageDataConfig
 
@@ -227,8 +219,8 @@ def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
     classes = {"train": np.tile(np.arange(10), 3), "t10k": np.arange(10)[::-1]}
     images = {part: rng.integers(0, 256, (len(y), 28, 28)) for part, y in classes.items()}
     for part in classes:
-        _write_idx(tmp_path / f"{part}-images-idx3-ubyte.gz", images[part])
-        _write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", classes[part])
+        write_idx(tmp_path / f"{part}-images-idx3-ubyte.gz", images[part])
+        write_idx(tmp_path / f"{part}-labels-idx1-ubyte.gz", classes[part])
     data = ImageDataConfig(source="fashion_mnist", path=str(tmp_path), patch=7, positive=(0, 2), negative=(9,))
     assert (data.n_patches, data.dim) == (16, 49)
     test = sample(data, 3, 0, Stream.TEST_DATA)  # t10k holds classes 9, 8, ..., 0: kept are 9, 2, 0 in that order

@@ -143,6 +143,16 @@ class Family:
     def check(self, data: Any, model: Any) -> None:
         """Raise ``ConfigError`` where ``model`` cannot be built for ``data``."""
 
+    def test_set_metric_names(self, data: Any) -> tuple[str, ...]:
+        """The names of the values ``test_set_metrics`` measures on ``data``: () where it measures none."""
+        return ()
+
+    def test_set_metrics(self, data: Any, pack: Any, test: Any, seeds: list[int], train: Any) -> dict[str, Any]:
+        """Per-model values (K,) of ``pack`` (its models of ``seeds``) on the shared ``test`` set
+        (a TokenBatch), recorded beside the test error at every evaluation (Paper A on images:
+        the test error after removing patches; TrainConfig ``train`` for the loss and eval_batch)."""
+        return {}
+
     def sample_cost(self, data: Any, model: Any) -> float:
         """Multiply-adds of one model's forward pass on one sample: what orders packs longest first."""
         return 1.0

@@ -1,5 +1,7 @@
-"""The config of real images for Paper B's models (vit_core.images samples them): which image set,
-its binary task and how images become patches. Plain dataclasses and numpy, as vit_core.configs."""
+"""The config of real images (vit_core.images samples them): which image set, its binary task and
+how images become patches, for Paper B's models (ImageDataConfig) and for Paper A's, with the token
+sparsification measured on the test images (ImageTokenConfig). Plain dataclasses and numpy, as
+vit_core.configs."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,6 +10,7 @@ from typing import Literal
 import numpy as np
 
 from vit_core.fields import ConfigError, check_choices, param
+from vit_core.sparsify import ImageRule
 
 CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
 # Debian's dataset-fashion-mnist installs the four idx files here (`make system-tools`)
@@ -101,3 +104,31 @@ class ImageDataConfig:
         """The attention mass on a patch's grid neighbours that uniform attention gives: their mean
         count / D (0.328 on a 4 x 4 grid), what ``local_attention`` is read against."""
         return float(self.neighbours.mean())
+
+
+@dataclass(frozen=True)
+class ImageTokenConfig(ImageDataConfig):
+    """Real images as Paper A's tokens (one patch a token, L = n_patches) and the test-time token
+    sparsification measured on the trained models (vit_core.sparsify.image_keep)."""
+
+    test_sparsify: tuple[ImageRule, ...] = param(
+        ("least_attended", "background", "random"),
+        "rules that remove patches from the test images: least_attended (the patches the trained attention "
+        "weighs least, averaged over queries), background (least pixel mass), random",
+    )
+    test_sparsify_k: tuple[int, ...] = param(
+        (), "patches removed per test image, each measured by every rule (empty: none; k = 0 is the test error)"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        rules = ImageRule.__args__
+        if not set(self.test_sparsify) <= set(rules) or len(set(self.test_sparsify)) < len(self.test_sparsify):
+            raise ConfigError("test_sparsify", self.test_sparsify, f"distinct rules among {', '.join(rules)}")
+        if not all(0 < k < self.n_patches for k in self.test_sparsify_k):
+            raise ConfigError("test_sparsify_k", self.test_sparsify_k, f"each in [1, n_patches={self.n_patches})")
+
+    @property
+    def n_tokens(self) -> int:
+        """L: a patch is a token."""
+        return self.n_patches

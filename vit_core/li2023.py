@@ -1,6 +1,7 @@
 """Paper A as a family (Li, Wang, Liu, Chen, ICLR 2023): the shallow ViT of eq. (1) and the CNN of
 the same size on token data whose label-relevant tokens are a fraction alpha* of each sample.
-Theorem 1: N ~ alpha*^-2 samples suffice for the ViT; Proposition 1: the CNN needs ~ alpha*^-4."""
+Theorem 1: N ~ alpha*^-2 samples suffice for the ViT; Proposition 1: the CNN needs ~ alpha*^-4.
+The same models on real images, with token sparsification on their test images: li2023_images."""
 
 import math
 from functools import lru_cache
@@ -10,7 +11,10 @@ import numpy as np
 
 from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_rows
+from vit_core.fields import ConfigError
+from vit_core.image_config import ImageTokenConfig
 from vit_core.layout import make_patterns
+from vit_core.sparsify import sparsified_name
 
 REFERENCE = Path(__file__).parent / "reference"
 CONFUSION_BOUND = 1 / (2 * math.e)  # Theorem 1: alpha* >= alpha# / c with c < 1/(2e)
@@ -147,10 +151,8 @@ class Li2023(Family):
         return oracle_rules(data)
 
     def sample_cost(self, data: TokenDataConfig, model: ModelConfig) -> float:
-        """The values' L·d·m; a kind with attention (the ViT) adds its query side L·d·d and its
-        attention 2·L²·d (vit_core.kinds.Kind.attention_cost)."""
-        values = data.n_tokens * data.dim * model.v_rows()
-        return values + model.declared.attention_cost(data.n_tokens, data.dim)
+        """Eq. (1)'s forward pass on one sample (forward_cost)."""
+        return forward_cost(data.n_tokens, data.dim, model)
 
     def scaling_value(self, data: TokenDataConfig) -> float:
         return data.effective_alpha_star
@@ -167,6 +169,59 @@ class Li2023(Family):
         for strategy, removed, loss in body:
             points.setdefault(strategy, []).append((int(removed), float(loss)))
         return [(strategy, SPARSIFY_NAMES.get(strategy, strategy), p) for strategy, p in points.items()]
+
+
+class Li2023Images(Family):
+    """Paper A's ViT and CNN on real images, one patch a token, from a random init (real images
+    plant no patterns to align with), and Section 4.3's token sparsification measured on the
+    trained models: their test error after removing k patches of each test image by a rule of
+    ImageTokenConfig (the paper's CIFAR-10 claim: removing label-irrelevant tokens helps, random
+    removal does not)."""
+
+    name = "li2023_images"
+    description = "li2023_images: Paper A's models on real images, with token sparsification of the test images"
+    data = ImageTokenConfig
+    model = ModelConfig
+    names = Li2023.names
+
+    def sample(self, data, n, seed, stream, start):
+        from vit_core.images import sample_images
+
+        return sample_images(data, n, seed, stream, start)
+
+    def build(self, model, data, seeds, device):
+        from vit_core.models import build_model
+
+        no_patterns = np.zeros((0, data.dim))  # only the aligned init reads patterns, and check refuses it
+        return build_model(model, no_patterns, seeds, data.n_tokens, device)
+
+    def check(self, data: ImageTokenConfig, model: ModelConfig) -> None:
+        """Only a random init: the aligned one embeds the data's patterns, which images do not have."""
+        if model.init == "aligned":
+            raise ConfigError("init", model.init, "real images plant no patterns to align with: use random")
+
+    def sample_cost(self, data: ImageTokenConfig, model: ModelConfig) -> float:
+        """Eq. (1)'s forward pass on one image of L = n_patches tokens (forward_cost)."""
+        return forward_cost(data.n_tokens, data.dim, model)
+
+    def test_set_metric_names(self, data: ImageTokenConfig) -> tuple[str, ...]:
+        """Per rule and k: the test error and loss after the removal (vit_core.sparsify.sparsified_name)."""
+        rules, ks = data.test_sparsify, data.test_sparsify_k
+        return tuple(sparsified_name(rule, k, metric) for rule in rules for k in ks for metric in ("error", "loss"))
+
+    def test_set_metrics(self, data: ImageTokenConfig, pack, test, seeds, train):
+        """The test error and loss after each rule's removal of each k (training.scoring.sparsified_scores)."""
+        if not data.test_sparsify_k:
+            return {}
+        from vit_core.training.scoring import sparsified_scores
+
+        return sparsified_scores(data.test_sparsify, data.test_sparsify_k, pack, test, seeds, train)
+
+
+def forward_cost(n_tokens: int, dim: int, model: ModelConfig) -> float:
+    """Multiply-adds of eq. (1) on one sample: the values' L·d·m; a kind with attention (the ViT)
+    adds its query side L·d·d and its attention 2·L²·d (vit_core.kinds.Kind.attention_cost)."""
+    return n_tokens * dim * model.v_rows() + model.declared.attention_cost(n_tokens, dim)
 
 
 @lru_cache(maxsize=64)

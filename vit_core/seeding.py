@@ -19,6 +19,7 @@ class Stream(IntEnum):
     INIT = 3
     BATCHES = 4
     DIFFICULTY = 5  # the samples a family's difficulty diagnostic reads
+    SPARSIFY = 6  # the patches random test-time sparsification removes (vit_core.sparsify.image_keep)
 
 
 def numpy_rng(seed: int, stream: Stream, *extra: int) -> np.random.Generator:

@@ -1,5 +1,9 @@
-"""Token sparsification (Paper A, Fig. 2(b)): per strategy and k tokens removed, the final test
-loss and its change against k = 0 (same seeds, largest N), with 95% CIs."""
+"""Token sparsification (Paper A, Fig. 2(b) and Section 4.3): per strategy and k tokens removed, a
+final test quantity and its change against k = 0 (same seeds), with 95% CIs. Token data sweep
+``sparsify_k`` (every sample, training and test, loses k tokens): the final test loss at the
+largest N. Real images (li2023_images) keep their training images whole: each trained model's
+test error after its test images lost k patches by each rule of ``test_sparsify`` (k = 0: its
+test error), from the same models, at the largest N."""
 
 import numpy as np
 
@@ -9,56 +13,102 @@ from services.results import CellResult
 from services.spec import SweepSpec
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary
+from vit_core.sparsify import sparsified_name
+
+QUANTITIES = {"test_loss": "test hinge loss", "test_error": "test error"}  # what a group measures, in words
+
+Groups = dict[str, tuple[str, dict[int, np.ndarray]]]  # group -> (its quantity, k -> per-seed values)
+
+
+def _swept(spec: SweepSpec, cells: list[CellResult]) -> Groups:
+    """Token data: the final test loss per seed of each cell along the swept sparsify_k."""
+    groups: Groups = {}
+    for c in cells:
+        if c.measured() and not c.failures and "sparsify_k" in c.cell.values:
+            data = spec.resolved_cell(c.cell).data
+            group = groups.setdefault(c.cell.group(("sparsify_k",)), ("test_loss", {}))
+            group[1][data.sparsify_k] = c.outcomes().test_loss[-1]
+    return groups
+
+
+def _at_test(spec: SweepSpec, cells: list[CellResult]) -> Groups:
+    """Real images: per cell and rule, the test error per model at the largest N, whole (k = 0) and
+    after removing each k; a model's values sit at one index in every array (paired by seed)."""
+    groups: Groups = {}
+    for c in cells:
+        data = spec.resolved_cell(c.cell).data
+        records = [r for r in c.measured() if not r.diverged]
+        if not getattr(data, "test_sparsify_k", ()) or not records:
+            continue
+        n = max(r.n_train for r in records)
+        models = [r.metrics for r in records if r.n_train == n]
+        whole = np.array([m["test_error"] for m in models], dtype=float)
+        for rule in data.test_sparsify:
+            removed = {
+                k: np.array([m.get(sparsified_name(rule, k, "error"), np.nan) for m in models], dtype=float)
+                for k in data.test_sparsify_k
+            }
+            groups[f"{c.cell.label} sparsify={rule}"] = ("test_error", {0: whole} | removed)
+    return groups
 
 
 class Sparsification(Statistic):
     name, order = "sparsification", 50
 
     def applies(self, spec: SweepSpec) -> bool:
-        return "sparsify_k" in spec.swept
+        tested = any(getattr(r.data, "test_sparsify_k", ()) for r in spec.resolved_cells.values())
+        return "sparsify_k" in spec.swept or tested
 
     def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
-        by_group: dict[str, dict[int, np.ndarray]] = {}
-        for c in cells:
-            if c.measured() and not c.failures:
-                data = spec.resolved_cell(c.cell).data
-                by_group.setdefault(c.cell.group(("sparsify_k",)), {})[data.sparsify_k] = c.outcomes().test_loss[-1]
         out = {}
-        for name, losses in by_group.items():
-            if 0 in losses:
+        for name, (quantity, values) in (_swept(spec, cells) | _at_test(spec, cells)).items():
+            if 0 in values:
                 out[name] = {
-                    k: {"test_loss": mean_ci(losses[k]), "change": paired_difference(losses[k], losses[0])}
-                    for k in sorted(losses)
+                    k: {quantity: mean_ci(values[k]), "change": paired_difference(values[k], values[0])}
+                    for k in sorted(values)
                 }
         return {self.name: out}
 
     def lines(self, summary: Summary) -> list[str]:
+        """Per group: the quantity at k = 0, and its change at every k, paired by seed."""
         lines = []
         for group, ks in summary.stats[self.name].items():
-            change = ks[max(ks)]["change"]
+            quantity = _quantity(ks[0])
+            changes = "; ".join(
+                f"k = {k}: {fmt(ks[k]['change'].mean, '+.4f')}, 95% CI {fmt(ks[k]['change'].ci95, '+.4f')}"
+                for k in sorted(ks)
+                if k
+            )
             lines.append(
-                f"sparsification, {group}: test loss change at k = {max(ks)}: {fmt(change.mean, '+.4f')}, 95% CI "
-                f"{fmt(change.ci95, '+.4f')}"
+                f"sparsification, {group}: {QUANTITIES[quantity]} {fmt(ks[0][quantity].mean, '.4f')} at k = 0; "
+                f"change against it (paired by seed over {ks[0]['change'].seeds} seeds) at {changes}"
             )
         return lines
 
     def figures(self, spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> dict:
-        """Final test loss against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
+        """The test quantity against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
         if not summary.stats[self.name]:
             return {}
         fig, ax = subplots(figsize=(6, 4.5))
         colours = {}  # our strategy -> its colour, which the paper's line of that strategy shares
         for group, ks in summary.stats[self.name].items():
-            k = np.array(sorted(ks))
-            mean = np.array([ks[i]["test_loss"].mean for i in k])
-            ci = np.array([ks[i]["test_loss"].ci95 for i in k]).T
+            k, quantity = np.array(sorted(ks)), _quantity(ks[0])
+            mean = np.array([ks[i][quantity].mean for i in k])
+            ci = np.array([ks[i][quantity].ci95 for i in k]).T
             bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
             colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
         for strategy, ours, points in spec.FAMILY.sparsification_reference():
             ax.plot(*zip(*points), "x--", lw=0.8, color=colours.get(ours, "grey"), label=f"paper: {strategy}")
-        ax.set(xlabel="tokens removed per sample", ylabel="test hinge loss", title="token sparsification (Fig 2b)")
+        ylabel = QUANTITIES[_quantity(next(iter(summary.stats[self.name].values()))[0])]
+        title = "token sparsification" + (" (Fig 2b)" if spec.FAMILY.sparsification_reference() else "")
+        ax.set(xlabel="tokens removed per sample", ylabel=ylabel, title=title)
         ax.legend(fontsize=7)
         return {"sparsification.png": fig}
+
+
+def _quantity(entry: dict) -> str:
+    """The quantity an entry measures (its key other than the change)."""
+    return next(q for q in entry if q != "change")
 
 
 STATISTIC = Sparsification()

@@ -190,6 +190,7 @@ def train_pack(
         raise ValueError(f"lr={lrs.min()}: every step size must be > 0")
     test = sample(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
     test_keep = None if test.keep.all() else test.keep
+    family = family_of(data)
     model = build(model_cfg, data, seeds, device)
     lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
     sets = (
@@ -200,7 +201,7 @@ def train_pack(
     pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], _TestScores(test, test_keep, train, K))
     budget = torch.tensor([train.steps_for(n) for n in n_train])
     grid = set(train.evaluation_steps(int(budget.max())))
-    rec = _Recorder(K, model.metric_names)
+    rec = _Recorder(K, model.metric_names + family.test_set_metric_names(data))
     for step in range(int(budget.max()) + 1):
         ends = budget[pack.ids] == step  # models whose budget ends here (on the host: no device sync a step)
         if step in grid or ends.any():
@@ -214,6 +215,7 @@ def train_pack(
             )  # one_pass: every zero counts for stability
             on_test = pack.test_metrics(decisive)
             extra = pack.model.metrics() if rec.extra else {}
+            extra |= family.test_set_metrics(data, pack.model, test, [seeds[i] for i in pack.ids.tolist()], train)
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             rec.snap(pack.ids, pack.model.snapshot())
             confirmed = rec.confirmed(step, pack.ids, train.stability_window if one_pass else 0.0).to(device)

@@ -1,5 +1,6 @@
-"""Scoring a pack: its losses, errors and attention mass on a set of samples (evaluate), and on the
-shared test set only for the models that moved since they were last scored (_TestScores)."""
+"""Scoring a pack: its losses, errors and attention mass on a set of samples (evaluate), on the
+shared test set only for the models that moved since they were last scored (_TestScores), and on
+test images that lost patches by Paper A's token sparsification (sparsified_scores)."""
 
 from collections.abc import Callable
 
@@ -9,6 +10,8 @@ from torch import Tensor
 from vit_core.data import TokenBatch
 from vit_core.layout import TokenKind
 from vit_core.packed import PackedModels, attention_mass
+from vit_core.seeding import Stream, numpy_rng
+from vit_core.sparsify import image_keep, sparsified_name
 from vit_core.train_config import TrainConfig
 from vit_core.training.records import METRICS
 
@@ -167,3 +170,44 @@ def outputs(model: PackedModels, tokens: Tensor, keep: Tensor | None, chunk: int
         ],
         1,
     )
+
+
+@torch.no_grad()
+def received_attention(model: PackedModels, tokens: Tensor, chunk: int) -> Tensor | None:
+    """(K, n, L): the attention each token of the shared samples ``tokens`` (n, L, d) receives from
+    each model, averaged over its queries, every token kept; None for a model without attention."""
+    parts = []
+    for s in range(0, tokens.shape[0], chunk):
+        _, attn = model(tokens[s : s + chunk], None)
+        if attn is None:
+            return None
+        parts.append(attn.mean(-2))
+    return torch.cat(parts, 1)
+
+
+def sparsified_scores(
+    rules: tuple[str, ...],
+    ks: tuple[int, ...],
+    model: PackedModels,
+    test: TokenBatch,
+    seeds: list[int],
+    train: TrainConfig,
+) -> dict[str, Tensor]:
+    """Each model's test error and loss after removing k patches of every test image by each rule,
+    for each k (vit_core.sparsify.image_keep; random: model k's draw from its seed). A patch's pixel
+    mass is the sum of its token's values; a model without attention has NaN for least_attended."""
+    attention = received_attention(model, test.tokens, train.eval_batch)
+    attended = None if attention is None else attention.cpu().numpy()
+    mass, device = test.tokens.sum(-1).cpu().numpy(), test.tokens.device
+    out = {}
+    for rule in rules:
+        for k in ks:
+            names = {metric: sparsified_name(rule, k, metric) for metric in ("error", "loss")}
+            if rule == "least_attended" and attended is None:
+                out |= {name: torch.full((model.K,), float("nan"), device=device) for name in names.values()}
+                continue
+            rngs = [numpy_rng(seed, Stream.SPARSIFY, k) for seed in seeds]
+            keep = torch.from_numpy(image_keep(rule, k, attended, mass, rngs)).to(device)
+            got = evaluate(model, test.tokens, test.labels, keep, train.eval_batch, loss=LOSSES[train.loss])
+            out |= {name: got[metric] for metric, name in names.items()}
+    return out
