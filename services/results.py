@@ -188,6 +188,16 @@ class CellResult:
             out[n] = sum(np.array(p["sum"]) for p in mine) / sum(p["count"] for p in mine)
         return out
 
+    def one_seed_scores(self) -> dict[int, tuple[int, np.ndarray]]:
+        """Paper B, per N: (seed, its scores (D, D)) of the cell's smallest seed whose trial kept its
+        own, for a figure of one model's A beside the mean (records before 2026-11-28 keep none)."""
+        found: dict[int, tuple[int, np.ndarray]] = {}
+        for part in self.curve_parts:
+            for n, p in part.get("scores", {}).items():
+                if "one" in p and (int(n) not in found or p["seed"] < found[int(n)][0]):
+                    found[int(n)] = (p["seed"], np.array(p["one"]))
+        return found
+
     def curves(self, name: str) -> dict[int, list[tuple[int, float]]]:
         """Per N: the mean of curve ``name`` over the cell's models at every evaluated step.
 

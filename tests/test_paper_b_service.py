@@ -3,6 +3,7 @@ report of Fig 4's two label rules."""
 
 import json
 
+import numpy as np
 import pytest
 from conftest import model_record, run_spec
 from mlflow.tracking import MlflowClient
@@ -13,7 +14,9 @@ from services.report import figures
 from services.report import text as report
 from services.results import CellResult, ModelRecord
 from services.spec import parse_spec
+from services.stats import structure
 from services.stats.summarize import summarize
+from services.store.cache import curve_sums
 from vit_core.configs import SpatialDataConfig, bayes_error
 
 runner = CliRunner()
@@ -180,3 +183,23 @@ def test_on_images_the_report_gives_local_attention_against_chance_and_vanilla_m
     assert lines[-1].startswith("vanilla minus positional attention, all, N=400: test error +0.0225, 95% CI [+0.0")
     assert "paired by seed over 4 seeds" in lines[-1] and "not a comparison at matched training error" in lines[-1]
     assert json.loads(json.dumps(summary.to_dict()))["attention_difference"]["all"]["test_error"]["seeds"] == 4
+
+
+def test_the_learned_scores_figure_draws_one_seeds_own_beside_the_mean():
+    """A trial keeps its smallest seed's scores beside their sum (store.cache.curve_sums); the cell
+    shows the smallest seed over its trials, and learned_attention.png draws it next to the mean."""
+    spec = parse_spec(TINY)
+    own = {s: [[float(s), 0.0], [0.0, 1.0]] for s in range(4)}
+    entries = [
+        {"n_train": 400, "records": [{"seed": s}], "eval_steps": [0], "curves": {}, "snapshots": {"scores": own[s]}}
+        for s in (3, 1, 2, 0)
+    ]
+    parts = [curve_sums(entries[:2])[0], curve_sums(entries[2:])[0]]  # two trials: seeds {3, 1} and {2, 0}
+    assert [p["scores"]["400"]["seed"] for p in parts] == [1, 0] and parts[0]["scores"]["400"]["one"] == own[1]
+    cell = CellResult(spec.cells[0], [], curve_parts=parts)
+    seed, scores = cell.one_seed_scores()[400]
+    assert seed == 0 and scores.tolist() == own[0]
+    np.testing.assert_allclose(cell.mean_scores()[400], [[1.5, 0.0], [0.0, 1.0]])
+    titles = [ax.get_title() for ax in structure._scores(spec, [cell]).axes if ax.get_title()]
+    drawn = [f"{cell.cell.label}\nlearned scores, N=400, {which}" for which in ("mean over seeds", "seed 0")]
+    assert titles == [*drawn, "true sets (same-set pairs)"]

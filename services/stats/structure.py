@@ -179,18 +179,23 @@ def _labels(summary: Summary) -> list[tuple[str, float]]:
 
 
 def _scores(spec: SweepSpec, cells: list[CellResult]):
-    """Paper B's Fig 4 left: the learned positional scores (mean over seeds, largest N) of every
-    cell, beside the true set matrix where the data has one."""
+    """Paper B's Fig 4 left: the learned positional scores of every cell at its largest N, the mean
+    over seeds and one seed's own (the smallest), beside the true set matrix where the data has one."""
     shown = [c for c in cells if c.mean_scores()]
     data = spec.resolved_cell(shown[0].cell).data
     truth = spec.FAMILY.true_sets(data)
-    panels = len(shown) + (truth is not None)
+    matrices = []
+    for c in shown:
+        mean, n = c.mean_scores(), max(c.mean_scores())
+        matrices.append((f"{c.cell.label}\nlearned scores, N={n}, mean over seeds", mean[n]))
+        if n in c.one_seed_scores():
+            seed, own = c.one_seed_scores()[n]
+            matrices.append((f"{c.cell.label}\nlearned scores, N={n}, seed {seed}", own))
+    panels = len(matrices) + (truth is not None)
     fig, axes = subplots(1, panels, figsize=(4 * panels, 3.6), squeeze=False)
-    for ax, c in zip(axes[0], shown):
-        scores = c.mean_scores()
-        n = max(scores)
-        image = ax.imshow(scores[n], cmap="viridis")
-        ax.set_title(f"{c.cell.label}\nlearned scores, N={n}", fontsize=8)
+    for ax, (title, scores) in zip(axes[0], matrices):
+        image = ax.imshow(scores, cmap="viridis")
+        ax.set_title(title, fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.046)
     if truth is not None:
         axes[0][-1].imshow(truth, cmap="Greys")

@@ -109,7 +109,7 @@ class ResultCache:
 def curve_sums(entries: list[dict]) -> list[dict]:
     """What a cell's mean curves need from a trial's models: per group of models evaluated at the
     same steps, per curve and N, the sum and count of the finite values at every step (and the sum
-    of the snapshots' ``scores``, Paper B's learned attention, per N)."""
+    of the snapshots' ``scores``, Paper B's learned attention, per N, with the smallest seed's own)."""
     groups: dict[tuple, list[dict]] = {}
     for entry in entries:
         groups.setdefault(tuple(entry["eval_steps"]), []).append(entry)
@@ -130,9 +130,12 @@ def curve_sums(entries: list[dict]) -> list[dict]:
                         "count": finite.sum(1).tolist(),
                     }
             if "scores" in mine[0]["snapshots"]:
+                first = min(mine, key=lambda e: e["records"][0]["seed"])
                 part.setdefault("scores", {})[str(n)] = {
                     "sum": np.sum([e["snapshots"]["scores"] for e in mine], axis=0).tolist(),
                     "count": len(mine),
+                    "seed": first["records"][0]["seed"],
+                    "one": first["snapshots"]["scores"],
                 }
         parts.append(part)
     return parts
