@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from vit_core import TokenDataConfig, TokenKind, keep_mask, sample_tokens
 
@@ -188,3 +189,55 @@ def test_a_tiny_image_sparsification_spec_trains_records_and_reports_every_rule(
         assert ks[0]["change"].mean == 0 and ks[4]["change"].seeds == 3
     lines = [line for line in report.notes(summary) if line.startswith("sparsification, vit sparsify=background")]
     assert len(lines) == 1 and all(part in lines[0] for part in ("test error ", "at k = 0", "k = 2: ", "k = 4: "))
+
+
+def test_every_image_training_and_test_keeps_its_token_set_by_the_rule(fashion, family):
+    """sparsify on images (Paper A's S^n, as on token data): each training and test image loses
+    sparsify_k patches, the least massive (background) or drawn (random, again the same from the
+    same seed, stream and start); the config refuses k with 'all' and both removals at once."""
+    from vit_core import ConfigError
+    from vit_core.seeding import Stream
+
+    folder, levels = fashion
+    whole = family.sample(_images(folder), 10, 0, Stream.TEST_DATA, 0)
+    assert whole.keep.all()
+    background = family.sample(_images(folder, sparsify="background", sparsify_k=4), 10, 0, Stream.TEST_DATA, 0)
+    order = np.argsort(levels, axis=1, kind="stable")[:, :4]
+    assert np.array_equal(np.sort(np.nonzero(~background.keep.numpy())[1].reshape(10, 4)), np.sort(order))
+    assert torch.equal(background.tokens, whole.tokens)  # the pixels stay: the mask says what S^n holds
+    random = _images(folder, sparsify="random", sparsify_k=5)
+    train = family.sample(random, 12, 3, Stream.TRAIN_DATA, 0)
+    assert ((~train.keep).sum(-1) == 5).all()
+    assert torch.equal(train.keep, family.sample(random, 12, 3, Stream.TRAIN_DATA, 0).keep)
+    assert not torch.equal(train.keep, family.sample(random, 12, 4, Stream.TRAIN_DATA, 0).keep)
+    with pytest.raises(ConfigError, match="sparsify_k"):
+        _images(folder, sparsify_k=2)
+    with pytest.raises(ConfigError, match="test_sparsify_k"):
+        _images(folder, sparsify="random", sparsify_k=2, test_sparsify_k=(2,))
+
+
+def test_a_swept_image_sparsify_k_is_reported_by_test_error(fashion, family):
+    from services.results import CellResult, ModelRecord
+    from services.spec import parse_spec
+    from services.stats.summarize import summarize
+    from vit_core.training import train_pack
+
+    spec = parse_spec(
+        f"name: tiny_sparse_train\nfamily: li2023_images\nmodels: [vit]\n"
+        f"data: {{source: fashion_mnist, path: {fashion[0]}, patch: 7}}\n"
+        "axes: {sparsify: [background, random], sparsify_k: [0, 4]}\n"
+        "model: {init: random, width: 8, readout: per_token}\n"
+        "training: {lr: 0.5, batch_size: 8, max_steps: 20, eval_every: 10, n_test: 10, eval_batch: 5}\n"
+        "n_train: [20]\nseeds: 2\n"
+    )
+    cells = []
+    for cell in spec.cells:
+        resolved = spec.resolved_cell(cell)
+        result = train_pack(resolved.data, resolved.model, resolved.training, [20] * 2, [0, 1])
+        cells.append(CellResult(cell, [ModelRecord.from_dict(r) for r in result.records()]))
+    groups = summarize(spec, "tiny-2", cells).stats["sparsification"]
+    assert set(groups) == {"vit sparsify=background", "vit sparsify=random"}
+    for group, ks in groups.items():
+        assert sorted(ks) == [0, 4] and set(ks[0]) == {"test_error", "change"}
+        at_zero = [c for c in cells if c.cell.label == f"{group} sparsify_k=0"]
+        assert ks[0]["test_error"].mean == pytest.approx(np.mean([r.test_error for r in at_zero[0].records]))

@@ -125,6 +125,7 @@ class Family:
     favoured: ClassVar[tuple[str, str] | None] = None  # (the kind the theory favours, the kind it beats)
     reference: ClassVar[dict[str, Path]] = {}  # model kind -> the paper's success table (N x x^exponent, CSV)
     names: ClassVar[dict[str, str]] = {}  # model kind -> how people write it ("vit" -> "ViT"); default: the kind
+    sparsification_quantity: ClassVar[str] = "test_loss"  # the final test metric a swept sparsify_k is read by
 
     def sample(self, data: Any, n: int, seed: int, stream: Stream, start: int) -> Any:
         """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""

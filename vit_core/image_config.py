@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 
 from vit_core.fields import ConfigError, check_choices, param
-from vit_core.sparsify import ImageRule
+from vit_core.sparsify import ImageRule, TokenSetRule
 
 CIFAR_TRAIN = [f"data_batch_{i}.bin" for i in range(1, 6)]
 # Debian's dataset-fashion-mnist installs the four idx files here (`make system-tools`)
@@ -119,6 +119,12 @@ class ImageTokenConfig(ImageDataConfig):
     test_sparsify_k: tuple[int, ...] = param(
         (), "patches removed per test image, each measured by every rule (empty: none; k = 0 is the test error)"
     )
+    sparsify: TokenSetRule = param(
+        "all",
+        "token set S^n of every image, training and test (Paper A's sparsification): all, or remove sparsify_k "
+        "patches of least pixel mass (background) or at random",
+    )
+    sparsify_k: int = param(0, "patches every image, training and test, loses by sparsify")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -127,6 +133,12 @@ class ImageTokenConfig(ImageDataConfig):
             raise ConfigError("test_sparsify", self.test_sparsify, f"distinct rules among {', '.join(rules)}")
         if not all(0 < k < self.n_patches for k in self.test_sparsify_k):
             raise ConfigError("test_sparsify_k", self.test_sparsify_k, f"each in [1, n_patches={self.n_patches})")
+        if self.sparsify not in TokenSetRule.__args__:
+            raise ConfigError("sparsify", self.sparsify, f"one of {', '.join(TokenSetRule.__args__)}")
+        if not 0 <= self.sparsify_k < self.n_patches or (self.sparsify == "all" and self.sparsify_k):
+            raise ConfigError("sparsify_k", self.sparsify_k, f"in [0, n_patches={self.n_patches}), 0 for sparsify=all")
+        if self.sparsify_k and self.test_sparsify_k:
+            raise ConfigError("test_sparsify_k", self.test_sparsify_k, "empty where sparsify_k removes patches")
 
     @property
     def n_tokens(self) -> int:

@@ -3,6 +3,7 @@ the same size on token data whose label-relevant tokens are a fraction alpha* of
 Theorem 1: N ~ alpha*^-2 samples suffice for the ViT; Proposition 1: the CNN needs ~ alpha*^-4.
 The same models on real images, with token sparsification on their test images: li2023_images."""
 
+import dataclasses
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -14,7 +15,8 @@ from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_r
 from vit_core.fields import ConfigError
 from vit_core.image_config import ImageTokenConfig
 from vit_core.layout import make_patterns
-from vit_core.sparsify import sparsified_name
+from vit_core.seeding import Stream, numpy_rng
+from vit_core.sparsify import image_token_set, sparsified_name
 
 REFERENCE = Path(__file__).parent / "reference"
 CONFUSION_BOUND = 1 / (2 * math.e)  # Theorem 1: alpha* >= alpha# / c with c < 1/(2e)
@@ -183,11 +185,18 @@ class Li2023Images(Family):
     data = ImageTokenConfig
     model = ModelConfig
     names = Li2023.names
+    sparsification_quantity = "test_error"
 
     def sample(self, data, n, seed, stream, start):
+        """The images, each of which keeps S^n by ``sparsify`` (random: drawn from the seed, stream and start)."""
+        import torch
+
         from vit_core.images import sample_images
 
-        return sample_images(data, n, seed, stream, start)
+        batch = sample_images(data, n, seed, stream, start)
+        rng = numpy_rng(seed, Stream.SPARSIFY, int(stream), start)
+        keep = image_token_set(data.sparsify, data.sparsify_k, batch.tokens.numpy(), rng)
+        return dataclasses.replace(batch, keep=torch.from_numpy(keep))
 
     def build(self, model, data, seeds, device):
         from vit_core.models import build_model

@@ -12,6 +12,7 @@ import numpy as np
 
 SparsifyStrategy = Literal["all", "random", "label_irrelevant", "noisiest"]
 ImageRule = Literal["least_attended", "background", "random"]  # test-time removal of image patches
+TokenSetRule = Literal["all", "background", "random"]  # S^n of every image, training and test
 
 _IRRELEVANT = 0  # TokenKind.IRRELEVANT; kept as a literal so this module needs nothing from data
 
@@ -80,3 +81,11 @@ def image_keep(
 def sparsified_name(rule: ImageRule, k: int, metric: str) -> str:
     """The record's name of a model's test ``metric`` (error, loss) after removing k patches by ``rule``."""
     return f"sparsified_{rule}_k{k}_test_{metric}"
+
+
+def image_token_set(rule: TokenSetRule, k: int, tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A bool (n, L) mask of the patches each of n images (tokens (n, L, d)) keeps of S^n after
+    removing k by ``rule`` (image_keep's background or random, one draw for the n images)."""
+    if rule == "all" or k == 0:
+        return np.ones(tokens.shape[:2], dtype=bool)
+    return image_keep(rule, k, None, tokens.sum(-1), [rng])[0]

@@ -1,9 +1,9 @@
 """Token sparsification (Paper A, Fig. 2(b) and Section 4.3): per strategy and k tokens removed, a
-final test quantity and its change against k = 0 (same seeds), with 95% CIs. Token data sweep
-``sparsify_k`` (every sample, training and test, loses k tokens): the final test loss at the
-largest N. Real images (li2023_images) keep their training images whole: each trained model's
-test error after its test images lost k patches by each rule of ``test_sparsify`` (k = 0: its
-test error), from the same models, at the largest N."""
+final test quantity and its change against k = 0 (same seeds), with 95% CIs. A swept
+``sparsify_k`` (every sample, training and test, loses k tokens): the final test loss (token data)
+or error (real images) at the largest N. Real images with ``test_sparsify`` keep their training
+images whole: each trained model's test error after its test images lost k patches by each rule
+(k = 0: its test error), from the same models, at the largest N."""
 
 import numpy as np
 
@@ -21,14 +21,26 @@ Groups = dict[str, tuple[str, dict[int, np.ndarray]]]  # group -> (its quantity,
 
 
 def _swept(spec: SweepSpec, cells: list[CellResult]) -> Groups:
-    """Token data: the final test loss per seed of each cell along the swept sparsify_k."""
+    """Along a swept sparsify_k (every sample, training and test, loses k tokens): per cell, the
+    family's final test quantity (token data: the loss; images: the error) per seed, at the largest N."""
     groups: Groups = {}
+    quantity = spec.FAMILY.sparsification_quantity
     for c in cells:
         if c.measured() and not c.failures and "sparsify_k" in c.cell.values:
             data = spec.resolved_cell(c.cell).data
-            group = groups.setdefault(c.cell.group(("sparsify_k",)), ("test_loss", {}))
-            group[1][data.sparsify_k] = c.outcomes().test_loss[-1]
+            group = groups.setdefault(c.cell.group(("sparsify_k",)), (quantity, {}))
+            group[1][data.sparsify_k] = _final(c, quantity)
     return groups
+
+
+def _final(cell: CellResult, quantity: str) -> np.ndarray:
+    """A cell's final test ``quantity`` at its largest N, per seed in seed order (NaN: no record)."""
+    if quantity == "test_loss":
+        return cell.outcomes().test_loss[-1]
+    records = cell.measured()
+    n = max(r.n_train for r in records)
+    values = {r.seed: r.metrics[quantity] for r in records if r.n_train == n}
+    return np.array([values.get(seed, np.nan) for seed in sorted({r.seed for r in records})], dtype=float)
 
 
 def _at_test(spec: SweepSpec, cells: list[CellResult]) -> Groups:
