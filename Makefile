@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass bench-steps clean
+.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass bench-steps device-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -106,6 +106,13 @@ bench-onepass: $(VENV)/.installed
 # the compiled step. Last stdout line JSON (bench/results/steps.json); ~3 minutes on 2 quiet cores.
 bench-steps: $(VENV)/.installed
 	$(BIN)/python bench/steps.py $(if $(BASELINE),--baseline $(BASELINE)) $(if $(COMPILE),--compile)
+
+# Issue 68's GPU check, at most 8 minutes: W2's and W3's steps on CUDA eager and compiled (CUDA graphs), and the
+# main job through `vitsweep run` with its trials sharing the GPU; JSON files in OUT. Without a GPU, a CPU
+# fallback at toy sizes (what `make test` runs).
+OUT ?= bench/results/device-check
+device-check: $(VENV)/.installed
+	$(BIN)/python bench/device_check.py --out $(OUT)
 
 # All of W1 (4,000 trainings) through vitsweep only, timed.
 bench-full: $(VENV)/.installed

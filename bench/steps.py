@@ -21,6 +21,7 @@ has it. The last stdout line is one JSON object (also written to --out).
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -136,22 +137,27 @@ def measure(work: Workload, steps: int, device: str, peak: float, compiled: bool
 
 
 def measure_tree(args) -> dict:
-    """Every pack of the chosen workloads on this process's tree, eager (and compiled, where asked and built)."""
+    """Every pack of the chosen workloads on this process's tree, eager, then compiled where asked and built (a
+    compiled pack that fails gives its error text as its row: the eager rows stand)."""
     gpu = torch.device(args.device).type == "cuda"
     peak = matmul_flops(None, 8192, device=args.device) if gpu else matmul_flops(1)
     modes = [False, *([True] if args.compile and "compile" in TrainConfig.__dataclass_fields__ else [])]
     rows = []
-    for work in workloads(args.workloads, args.slots, args.models):
-        for compiled in modes:
+    for compiled, work in itertools.product(modes, workloads(args.workloads, args.slots, args.models)):
+        try:
             rows.append(measure(work, args.steps or STEPS[work.name], args.device, peak, compiled))
-            print(json.dumps(rows[-1]), flush=True)
+        except Exception as error:  # a compiler's failure is a result here
+            if not compiled:
+                raise
+            rows.append({"workload": work.name, "model": work.model, "compiled": True, "error": repr(error)[:3000]})
+        print(json.dumps(rows[-1]), flush=True)
     return {"tree": str(TREE), "matmul_flop_per_s": round(peak), "rows": rows}
 
 
 def rates(rows: list[dict], compiled: bool = False) -> dict[str, float]:
     """Model-steps per second per workload (its packs one after another) and per pack, of the eager or
     the compiled rows."""
-    chosen = [r for r in rows if r["compiled"] == compiled]
+    chosen = [r for r in rows if r["compiled"] == compiled and "error" not in r]
     per = {f"{r['workload']} {r['model']}": r["model_steps_per_s"] for r in chosen}
     for name in dict.fromkeys(r["workload"] for r in chosen):
         mine = [r for r in chosen if r["workload"] == name]

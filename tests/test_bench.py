@@ -100,3 +100,18 @@ def test_the_step_bench_takes_w3_from_the_premises_spec():
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "[('vit', 1024, 32, 8), ('cnn', 1024, 32, 8)]"
+
+
+def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
+    """bench/device_check.py --cpu (what runs where there is no GPU): the step bench on W2's CNN pack and the main
+    job's shape at toy sizes through vitsweep, each part's JSON in the folder, and summary.json saying so."""
+    command = [sys.executable, "bench/device_check.py", "--cpu", "--out", str(tmp_path)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary == json.loads(run.stdout.strip().splitlines()[-1])
+    assert not summary["cuda"] and summary["fallback"]
+    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {"ended": "exit 0", "trainings": 4}
+    (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
+    assert (row["workload"], row["model"], row["compiled"]) == ("W2", "cnn", False) and row["model_steps_per_s"] > 0
+    assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"

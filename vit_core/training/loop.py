@@ -78,10 +78,12 @@ def _keeping_matmuls(*args) -> tuple[Tensor, Tensor]:
 
 
 @functools.cache
-def compiled_forward_loss() -> Callable:
-    """forward_loss and its backward compiled by torch.compile (inductor), once a process; its shapes dynamic,
-    as packs shrink."""
-    return torch.compile(_keeping_matmuls, dynamic=True)
+def compiled_forward_loss(device_type: str) -> Callable:
+    """forward_loss and its backward compiled by torch.compile (inductor), once a process and device type; its
+    shapes dynamic, as packs shrink; on a GPU replayed as CUDA graphs ("reduce-overhead"), since launching a
+    step's kernels, not running them, is what a small pack's step costs there (docs/performance.md, issue 45)."""
+    mode = "reduce-overhead" if device_type == "cuda" else None
+    return torch.compile(_keeping_matmuls, dynamic=True, mode=mode)
 
 
 class _Training:
@@ -102,7 +104,7 @@ class _Training:
         compiled: bool = False,
     ):
         self.model, self.sets, self.step_size, self.loss, self.scores = model, sets, step_size, loss, scores
-        self.forward = compiled_forward_loss() if compiled else forward_loss
+        self.forward = compiled_forward_loss(step_size.device.type) if compiled else forward_loss
         self.ids = torch.arange(model.K)
         self.moved = torch.ones(model.K, dtype=torch.bool, device=step_size.device)
         self.window = torch.zeros(2, model.K, device=step_size.device)
