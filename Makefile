@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass clean
+.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass bench-steps device-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -99,6 +99,20 @@ bench: $(VENV)/.installed
 BASELINE ?=
 bench-onepass: $(VENV)/.installed
 	$(BIN)/python bench/onepass.py $(if $(BASELINE),--baseline $(BASELINE)) $(if $(DEVICE),--device $(DEVICE))
+
+# Issue 68's step benchmark: W2 (the main job) and W3 (the premises' widest model and largest batch), a pack of
+# each model kind: model-steps per second, the share of one core's matmul rate, the share of a step outside
+# matmuls; BASELINE=REV measures a worktree of REV in the same run and prints new / REV ratios; COMPILE=1 also
+# the compiled step. Last stdout line JSON (bench/results/steps.json); ~3 minutes on 2 quiet cores.
+bench-steps: $(VENV)/.installed
+	$(BIN)/python bench/steps.py $(if $(BASELINE),--baseline $(BASELINE)) $(if $(COMPILE),--compile)
+
+# Issue 68's GPU check, at most 8 minutes: W2's and W3's steps on CUDA eager and compiled (CUDA graphs), and the
+# main job through `vitsweep run` with its trials sharing the GPU; JSON files in OUT. Without a GPU, a CPU
+# fallback at toy sizes (what `make test` runs).
+OUT ?= bench/results/device-check
+device-check: $(VENV)/.installed
+	$(BIN)/python bench/device_check.py --out $(OUT)
 
 # All of W1 (4,000 trainings) through vitsweep only, timed.
 bench-full: $(VENV)/.installed

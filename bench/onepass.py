@@ -63,9 +63,10 @@ MAIN = ROOT / "sweeps" / "sample_complexity_tuned.yaml"
 SHARE_SAMPLES = 2048  # data_share: samples each model trains on
 
 
-def vitsweep(tree: Path, spec: Path, home: Path, log: Path) -> dict:
+def vitsweep(tree: Path, spec: Path, home: Path, log: Path, timeout: float | None = None) -> dict:
     """(c): one `vitsweep run --no-cache` of ``spec`` (a path inside the repository) with the code
-    of ``tree``: the run's JSON summary, with its end-to-end seconds (end_to_end_s)."""
+    of ``tree``: the run's JSON summary, with its end-to-end seconds (end_to_end_s); subprocess's
+    TimeoutExpired after ``timeout`` seconds."""
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-c", "from services.app.cli import entry; entry()"]
@@ -76,6 +77,7 @@ def vitsweep(tree: Path, spec: Path, home: Path, log: Path) -> dict:
         text=True,
         cwd=tree,
         env=env,
+        timeout=timeout,
     )
     total = time.perf_counter() - start
     log.write_text(out.stdout + out.stderr)

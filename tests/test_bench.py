@@ -78,3 +78,40 @@ def test_the_evaluation_share_bench_times_a_main_job_pack_and_its_test_scoring(t
     cell = result["cells"]["0.25"]
     assert 0 < cell["test_scoring_s"] < cell["wall_s"] and 0 < cell["share"] < 1
     assert result["vit_core"] == str(ROOT / "vit_core")
+
+
+def test_the_step_bench_measures_a_main_job_pack_against_a_baseline_commit(tmp_path):
+    """bench/steps.py at one step on the main job's CNN pack, with HEAD as the baseline in a worktree of its own:
+    each tree's model-steps per second, matmul share and time outside matmuls, and their ratio."""
+    args = ("--workloads", "W2", "--models", "cnn", "--steps", "1", "--baseline", "HEAD")
+    result = _run_bench("steps.py", tmp_path / "steps.json", *args)
+    for rows in (result["rows"], result["baseline_result"]["rows"]):
+        (row,) = rows
+        assert (row["workload"], row["model"], row["K"], row["B"]) == ("W2", "cnn", 8, 8)
+        assert row["model_steps_per_s"] > 0 and 0 < row["matmul_share"] < 1 and 0 < row["outside_matmul"] < 1
+    assert result["baseline_result"]["tree"] != result["tree"] == str(ROOT)
+    assert set(result["ratio_vs_baseline"]) == {"W2", "W2 cnn"} and result["ratio_vs_baseline"]["W2"] > 0
+
+
+def test_the_step_bench_takes_w3_from_the_premises_spec():
+    """W3's packs: the premises spec's width m = 1,024 and batch B = 32, 8 seeds to a pack, ViT and CNN."""
+    code = "from bench.steps import workloads; print([(w.model, w.configs[1].width, w.configs[2].batch_size, "
+    code += "len(w.seeds)) for w in workloads(['W3'], 2)])"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "[('vit', 1024, 32, 8), ('cnn', 1024, 32, 8)]"
+
+
+def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
+    """bench/device_check.py --cpu (what runs where there is no GPU): the step bench on W2's CNN pack and the main
+    job's shape at toy sizes through vitsweep, each part's JSON in the folder, and summary.json saying so."""
+    command = [sys.executable, "bench/device_check.py", "--cpu", "--out", str(tmp_path)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary == json.loads(run.stdout.strip().splitlines()[-1])
+    assert not summary["cuda"] and summary["fallback"]
+    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {"ended": "exit 0", "trainings": 4}
+    (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
+    assert (row["workload"], row["model"], row["compiled"]) == ("W2", "cnn", False) and row["model_steps_per_s"] > 0
+    assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"
