@@ -1,7 +1,8 @@
 """Paper A as a family (Li, Wang, Liu, Chen, ICLR 2023): the shallow ViT of eq. (1) and the CNN of
 the same size on token data whose label-relevant tokens are a fraction alpha* of each sample.
 Theorem 1: N ~ alpha*^-2 samples suffice for the ViT; Proposition 1: the CNN needs ~ alpha*^-4.
-The same models on real images, with token sparsification on their test images: li2023_images."""
+The same models on real images, with token sparsification of every image or of the trained
+models' test images: li2023_images."""
 
 import dataclasses
 import math
@@ -175,13 +176,15 @@ class Li2023(Family):
 
 class Li2023Images(Family):
     """Paper A's ViT and CNN on real images, one patch a token, from a random init (real images
-    plant no patterns to align with), and Section 4.3's token sparsification measured on the
-    trained models: their test error after removing k patches of each test image by a rule of
-    ImageTokenConfig (the paper's CIFAR-10 claim: removing label-irrelevant tokens helps, random
-    removal does not)."""
+    plant no patterns to align with), and Section 4.3's token sparsification: S^n of every image,
+    training and test (``sparsify``), or the trained models' test error after removing k patches of
+    each test image by a rule of ImageTokenConfig (``test_sparsify``; the paper's CIFAR-10 claim:
+    removing label-irrelevant tokens helps, random removal does not)."""
 
     name = "li2023_images"
-    description = "li2023_images: Paper A's models on real images, with token sparsification of the test images"
+    description = (
+        "li2023_images: Paper A's models on real images, with token sparsification of every image or of the test images"
+    )
     data = ImageTokenConfig
     model = ModelConfig
     names = Li2023.names
@@ -194,6 +197,8 @@ class Li2023Images(Family):
         from vit_core.images import sample_images
 
         batch = sample_images(data, n, seed, stream, start)
+        if not data.sparsify_k:
+            return batch  # every patch kept: sample_images' mask
         rng = numpy_rng(seed, Stream.SPARSIFY, int(stream), start)
         keep = image_token_set(data.sparsify, data.sparsify_k, batch.tokens.numpy(), rng)
         return dataclasses.replace(batch, keep=torch.from_numpy(keep))
