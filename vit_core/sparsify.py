@@ -85,7 +85,6 @@ def sparsified_name(rule: ImageRule, k: int, metric: str) -> str:
 
 def image_token_set(rule: TokenSetRule, k: int, tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A bool (n, L) mask of the patches each of n images (tokens (n, L, d)) keeps of S^n after
-    removing k by ``rule`` (image_keep's background or random, one draw for the n images)."""
-    if rule == "all" or k == 0:
-        return np.ones(tokens.shape[:2], dtype=bool)
+    removing k >= 1 by ``rule`` (image_keep's background or random, one draw for the n images;
+    ImageTokenConfig refuses k > 0 with ``all``, and a sample with k = 0 keeps sample_images' mask)."""
     return image_keep(rule, k, None, tokens.sum(-1), [rng])[0]
