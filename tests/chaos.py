@@ -112,6 +112,8 @@ class KilledSweep:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
+        if proc.returncode == 0:
+            left_over(proc.pid)
         wait_gone(proc.pid)
         self.tally.runs += 1
         if proc.returncode == -signal.SIGKILL:
@@ -138,6 +140,14 @@ def session(sid: int) -> list[psutil.Process]:
             if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
     return found
+
+
+def left_over(sid: int) -> None:
+    """Fails where a process of session ``sid`` outlives its driver's normal exit by 5 s: a sweep
+    stops its Ray before it exits, the raylet's agents too (services.execution.ray_start.stop_ray),
+    which, killed without them, stayed on for up to a minute here."""
+    _, alive = psutil.wait_procs(session(sid), timeout=5)
+    assert not alive, f"left running by a finished run: {[(p.pid, p.name()) for p in alive]}"
 
 
 def wait_gone(sid: int) -> None:

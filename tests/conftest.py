@@ -17,7 +17,7 @@ import ray
 import torch
 from chaos import kill_session
 
-from services.execution.ray_start import start_local_ray
+from services.execution.ray_start import start_local_ray, stop_ray
 
 BIN = Path(sys.executable).parent
 
@@ -81,7 +81,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     a Ray this process still holds is shut down first. An xdist worker ends as xdist ends it: it
     has sent its results by now, and a crash after that is not counted."""
     if ray.is_initialized():
-        ray.shutdown()
+        stop_ray()
     if hasattr(config, "workerinput"):
         return
     sys.stdout.flush()
@@ -113,7 +113,7 @@ def local_ray():
     """A local Ray of 2 CPUs on 127.0.0.1 for the tests of one module."""
     start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
+    stop_ray()
 
 
 def run_spec(text: str, tmp_path: Path) -> tuple[dict, str]:

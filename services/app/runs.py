@@ -318,7 +318,7 @@ def _estimated_s(spec: SweepSpec, home: Path, slots: int) -> float | None:
 
 def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", "Summary"]:
     """record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
-    in the thread that started it and spends ~1.2 s waiting for its processes to exit."""
+    in the thread that started it (stop_ray: ~0.5 s here)."""
     if work is None:
         return record(*args)
     with ThreadPoolExecutor(1, thread_name_prefix="record") as pool:

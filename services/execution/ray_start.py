@@ -10,6 +10,7 @@ import socket
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
+import psutil
 import ray
 
 from services.process import WORKER_ENVIRONMENT, not_set
@@ -63,16 +64,42 @@ def start_ray(address: str | None) -> Callable[[], None] | None:
         ray.init(address=address, **init)
     else:
         start_local_ray(include_dashboard=False, **init)
-    return _shutdown
+    return stop_ray
 
 
-def _shutdown() -> None:
+def stop_ray() -> None:
     """ray.shutdown, after collecting the garbage that still holds Ray objects (a sweep's Tuner
     and results hold ObjectRefs in cycles): freed later, by a collection in another thread after
     the shutdown, such a ref makes Ray end the whole process ("The core worker has already been
-    shutdown ... The process will exit")."""
+    shutdown ... The process will exit"). The processes of a Ray started here are killed at once
+    (``_kill_started``), not by ray.shutdown, whose SIGTERM they block (``_spared``)."""
     gc.collect()
-    ray.shutdown()
+    worker = ray._private.worker  # Ray 2.60's own handle on what ray.init started here: none where it joined a cluster
+    node, worker._global_node = worker._global_node, None
+    try:
+        ray.shutdown()
+    finally:
+        if node is not None:
+            _kill_started(node)
+
+
+def _kill_started(node) -> None:
+    """SIGKILL to the processes ray.init started (``node``'s) and those they started (the raylet's
+    agents and workers), then Ray's own reaping of the first. ray.shutdown gave each of its five a
+    second to take its SIGTERM, which they block, then killed them: 5.4 s of every embedded sweep's
+    end (1.5 s where they take it), time in which the raylet's agents saw it gone and left; killed
+    at once, the agents outlived it."""
+    started = [info.process.pid for infos in node.all_processes.values() for info in infos]
+    family = []
+    for pid in started:
+        with contextlib.suppress(psutil.Error):
+            family += psutil.Process(pid).children(recursive=True)
+    for proc in family:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if node.is_head():
+        node.destroy_external_storage()
+    node.kill_all_processes(check_alive=False, allow_graceful=False)
 
 
 logger = logging.getLogger(__name__)
