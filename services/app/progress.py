@@ -42,6 +42,10 @@ class ProgressBar:
             description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials",
         )
 
+    def ended(self, now: str) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, description=f"{self.sweep_id}: trials done; {now}")
+
 
 class ProgressLines:
     """runs.Progress as plain lines on stderr (a log, a pipe, a Ray job's log), at most one every
@@ -59,7 +63,8 @@ class ProgressLines:
         self.lock, self.stopped = threading.Lock(), threading.Event()
 
     def __enter__(self) -> "ProgressLines":
-        threading.Thread(target=self._tick, name="progress-lines", daemon=True).start()
+        self.ticker = threading.Thread(target=self._tick, name="progress-lines", daemon=True)
+        self.ticker.start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -74,6 +79,22 @@ class ProgressLines:
         self.done, self.failed, self.models, self.train_s, self.running = done, failed, models, train_s, running_since
         if new and time.monotonic() - self.printed >= self.every:
             self._line()
+
+    def ended(self, now: str) -> None:
+        """The last line: the trials' counts, their time, and ``now``; the timer stops (its lines
+        said "ETA 0:00" for the minute fig1_grid_one_pass's 320 models took to summarize and log)."""
+        self.stopped.set()
+        with self.lock:
+            self.printed = time.monotonic()
+            print(
+                f"[{self.sweep_id}] {self._counts()} in {_clock(self.printed - self.began)}; {now}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _counts(self) -> str:
+        of = f"/{self.trials}" if self.trials else ""
+        return f"{self.done}{of} trials ({self.failed} failed), {self.models} models trained"
 
     def _tick(self) -> None:
         while not self.stopped.wait(max(self.every, 1.0)):
@@ -92,10 +113,9 @@ class ProgressLines:
                 now - start for start in self.running
             )  # finished trials, and running ones so far
             busy = min(1.0, busy_s / (self.slots * elapsed)) if elapsed > 0 else 0.0
-            of = f"/{self.trials}" if self.trials else ""
             print(
-                f"[{self.sweep_id}] {self.done}{of} trials ({self.failed} failed), {self.models} models trained, "
-                f"{_clock(elapsed)} elapsed, ETA {'-' if eta is None else _clock(eta)}, "
+                f"[{self.sweep_id}] {self._counts()}, {_clock(elapsed)} elapsed, "
+                f"ETA {'-' if eta is None else _clock(eta)}, "
                 f"{self.slots} slots {busy:.0%} busy so far",
                 file=sys.stderr,
                 flush=True,

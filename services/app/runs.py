@@ -52,6 +52,9 @@ class Progress(Protocol):
 
     def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None: ...
 
+    def ended(self, now: str) -> None:
+        """The trials are over; ``now``: what the command does until it exits, said once, in place of the trials'."""
+
 
 class Interrupted(Exception):
     """The sweep stopped before every trial finished (Ctrl-C, or SIGTERM: ``signum``); the
@@ -178,6 +181,7 @@ def run(
                 if isinstance(stopped, KeyboardInterrupt):  # a second Ctrl-C while Tune stopped: no last save
                     raise Interrupted(None, storage=state.folder(home, step.sweep_id).resolve()) from None
                 raise
+            progress.ended(f"summarizing its {len(result.cells)} cells and logging them to MLflow")
             if live is not None:
                 live.close(None)
             result.estimated_s = _estimated_s(spec, home, result.slots)
