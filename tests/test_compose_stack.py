@@ -1,7 +1,7 @@
 """The workstation stack of docker/ under a real Docker engine, used as a user would and broken on
 purpose: docker/stack.py (what `make stack` runs) builds the images and brings up PostgreSQL, the
 MLflow server, a Ray head and two workers; a sweep goes in through the Jobs API; then a worker is
-killed mid-sweep, MLflow is down through the end of a sweep, and the stack goes down and up again.
+killed and MLflow stopped mid-sweep (MLflow down through its end), and the stack goes down and up again.
 Skips with the reason where this machine cannot run containers (not root and no engine)."""
 
 import json
@@ -217,36 +217,31 @@ def test_a_submitted_sweep_runs_on_both_workers_into_mlflow_on_postgres(stack, f
     assert summary["sweep_id"] in page
 
 
-def test_a_worker_killed_mid_sweep_costs_a_retry_not_a_result(stack, first_sweep):
-    killed = {}
+def test_a_worker_killed_and_mlflow_down_mid_sweep_cost_a_retry_and_the_results_wait_for_mlflow(stack, first_sweep):
+    """Both at once, once a trial runs on a worker (one sweep for two failures: each sweep on the
+    stack takes minutes of the suite): the killed worker's trial runs again and its models
+    already in the (shared) result cache are read from it; the sweep ends with every model once,
+    unrecorded ("unreachable"), and the same submission, once MLflow is back, logs what it kept."""
+    home, killed = "/ray-storage/runs-worker-and-mlflow-lost", {}
 
-    def kill(ip: str) -> None:
+    def lose_both(ip: str) -> None:
         killed["name"] = stack.workers()[ip]
         stack.docker("kill", killed["name"])
+        stack.compose("stop", "mlflow")
 
-    summary, log = stack.sweep("/ray-storage/runs-worker-killed", during=kill)
+    summary, log = stack.sweep(home, during=lose_both, recorded=False)
     assert summary["failed_trials"] == [] and summary["n_star"] == first_sweep[0]["n_star"]
-    # every model trained to the end once: those the killed trial had put in the (shared) result cache
-    # before it died are read from it by the retry, the rest train again
-    assert summary["trainings"] + summary["cache_hits"] == 16, summary
-    client = MlflowClient(stack.up["mlflow"])
-    assert client.get_run(summary["mlflow_parent_run_id"]).info.status == "FINISHED"
-    hosts = stack.trial_hosts("/ray-storage/runs-worker-killed", summary["sweep_id"])
-    print(f"killed {killed['name']}; trials reported from {hosts}; {summary['cache_hits']} models from the cache")
-    stack.compose("up", "-d", "--no-build", "--scale", "ray-worker=2")  # the user brings it back
-    for name in stack.workers().values():
-        wait_healthy(stack, name)
-
-
-def test_mlflow_down_mid_sweep_keeps_the_results_and_logs_them_once_it_is_back(stack, first_sweep):
-    home = "/ray-storage/runs-mlflow-down"
-    summary, log = stack.sweep(home, during=lambda ip: stack.compose("stop", "mlflow"), recorded=False)
+    assert summary["trainings"] + summary["cache_hits"] == 16, summary  # every model trained to the end once
     assert summary["mlflow_parent_run_id"] is None and "unreachable" in log  # the outage path, said in the log
-    assert summary["n_star"] == first_sweep[0]["n_star"]
-    stack.compose("start", "mlflow")
-    wait_healthy(stack, stack.container("mlflow"))
+    hosts = stack.trial_hosts(home, summary["sweep_id"])
+    print(f"killed {killed['name']}; trials reported from {hosts}; {summary['cache_hits']} models from the cache")
+    stack.compose("start", "mlflow")  # the user brings both back
+    stack.compose("up", "-d", "--no-build", "--scale", "ray-worker=2")
+    for name in [stack.container("mlflow"), *stack.workers().values()]:
+        wait_healthy(stack, name)
     again, _ = stack.sweep(home)  # the same submission: nothing trains, the kept results are logged
     assert again["sweep_id"] == summary["sweep_id"] and again["mlflow_parent_run_id"] and not again["recorded_earlier"]
+    assert again["n_star"] == summary["n_star"]
     parent = MlflowClient(stack.up["mlflow"]).get_run(again["mlflow_parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags["vitsweep.sweep_id"] == summary["sweep_id"]
 
