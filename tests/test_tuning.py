@@ -3,6 +3,7 @@ measured on other seeds at the chosen setting; successive caps; edges extended o
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -333,9 +334,10 @@ def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path
     progress = [line for line in output.splitlines() if line.startswith(f"[{summary['sweep_id']}] ")]
     done = [int(line.split("] ")[1].split(" trials")[0]) for line in progress]
     assert done == sorted(done) and set(range(1, max(done) + 1)) <= set(done) and max(done) >= 8  # every trial's end
-    assert all(
-        " models trained, " in line and " elapsed, ETA " in line and "% busy so far" in line for line in progress
-    )
+    *trials, last = progress  # the trials' lines, then what follows them
+    assert all(" models trained, " in line and " elapsed, ETA " in line and "% busy so far" in line for line in trials)
+    ended = r".* models trained in \d+:\d\d; summarizing its 4 cells and logging them to MLflow"
+    assert re.fullmatch(ended, last), last
     for key in ("exponent", "exponent_first_zero", "exponent_difference"):
         assert all({"value", "ci95"} <= set(fit) for fit in summary[key].values()), key
     assert set(summary["exponent_difference"]) == {"cnn - vit"}
