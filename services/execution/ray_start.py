@@ -86,9 +86,9 @@ def stop_ray() -> None:
 def _kill_started(node) -> None:
     """SIGKILL to the processes ray.init started (``node``'s) and those they started (the raylet's
     agents and workers), then Ray's own reaping of the first. ray.shutdown gave each of its five a
-    second to take its SIGTERM, which they block, then killed them: 5.4 s of every embedded sweep's
-    end (1.5 s where they take it), time in which the raylet's agents saw it gone and left; killed
-    at once, the agents outlived it."""
+    second to take its SIGTERM, which they block, then killed them: 5.4 s to stop a local Ray (1.5 s
+    where they take it), time in which the raylet's agents saw it gone and left; killed at once,
+    the agents outlived it."""
     started = [info.process.pid for infos in node.all_processes.values() for info in infos]
     family = []
     for pid in started:
