@@ -50,12 +50,35 @@ NO_RAY = {
 }
 
 
+# The longest of the other files, longest first (their seconds in the suite of 2026-11-28, 2 cores):
+# a worker given a long file last runs alone to the end while the other waits.
+LONGEST = (
+    "test_slurm.py",  # 371 s
+    "test_bench.py",  # 362 s
+    "test_kill_anywhere.py",  # 304 s
+    "test_live_record.py",  # 244 s
+    "test_interrupt.py",  # 229 s
+    "test_service.py",  # 212 s
+    "test_nothing_lost.py",  # 208 s
+    "test_ui_address.py",  # 180 s
+    "test_shared_home.py",  # 152 s
+    "test_submit.py",  # 121 s
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The compose stack's tests run first, then the files that start no Ray, then the rest: `make
-    test` runs the suite in two pytest-xdist workers (a file to a worker), so one worker builds the
-    stack's images and runs its sweeps (minutes on a fresh machine, seconds once built) while the
-    other takes the rest of the suite, the files that start no Ray first."""
-    items.sort(key=lambda item: (item.path.name != STACK_TESTS, item.path.name not in NO_RAY))  # stable
+    """The compose stack's tests run first, then the files that start no Ray, then the rest, the
+    LONGEST first: `make test` runs the suite in two pytest-xdist workers (a file to a worker, in
+    this order as workers free up), so one worker builds the stack's images and runs its sweeps
+    (minutes on a fresh machine, seconds once built) while the other takes the rest of the suite,
+    the files that start no Ray first."""
+
+    def order(item: pytest.Item) -> tuple:
+        name = item.path.name
+        long = LONGEST.index(name) if name in LONGEST else len(LONGEST)
+        return name != STACK_TESTS, name not in NO_RAY, long
+
+    items.sort(key=order)  # stable: each file's tests stay in their order
 
 
 def stack_build() -> tuple[int, str]:
