@@ -416,14 +416,13 @@ def test_the_last_progress_line_says_what_follows_the_trials_and_its_timer_stops
     """fig1_grid_one_pass's lines said "20/20 trials ... ETA 0:00" for the minute its 320 models took to summarize."""
     from services.app.progress import ProgressLines
 
-    spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
+    spec, now = load_spec(ROOT / "tests" / "tiny_tuned.yaml"), "summarizing its 2 cells and logging them to MLflow"
     with ProgressLines(spec, every=3600) as lines:
         lines.start("tiny-1", 4, 2, None)
         lines.advance(4, 1, 8, 1.0, [])
-        lines.ended("summarizing its 2 cells and logging them to MLflow")
+        lines.ended(now)
         lines.ticker.join(timeout=30)
         assert not lines.ticker.is_alive()
     trials, line = capsys.readouterr().err.strip().splitlines()  # the trials' line as the last one ended, then its own
     assert "ETA 0:00" in trials
-    now = "summarizing its 2 cells and logging them to MLflow"
     assert line == f"[tiny-1] 4/4 trials (1 failed), 8 models trained in 0:00; {now}"
