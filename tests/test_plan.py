@@ -74,6 +74,15 @@ def test_a_grid_counts_its_models_and_step_budgets(unit_steps, tmp_path):
     assert {c.basis for c in plan.make_plan(fixed, tmp_path, 2).cells} == {"budget"}  # no window: every step runs
 
 
+def test_steps_timed_at_no_cost_a_model_are_still_counted(unit_steps, monkeypatch, tmp_path):
+    """On a busy machine a pack of one can time slower than a pack of eight a model (CI, smoke: its
+    CNN's model-step came out at 0 s): the plan still counts the steps its models take, not 0."""
+    monkeypatch.setattr(timing, "probe", lambda spec, cell, size: timing.Probe(0.0, 0.0, 1e-3))
+    made = plan.make_plan(load_spec(ROOT / "sweeps" / "smoke.yaml"), tmp_path, 2)
+    assert [(c.model_steps, c.pack_steps) for c in made.cells] == [(8 * 3000, 3000)] * 4
+    assert [c.seconds for c in made.cells] == [pytest.approx(3.0)] * 4
+
+
 def test_a_tuned_cell_counts_its_settings_caps_and_measurement(unit_steps, tmp_path):
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")  # 2 B x 2 lr on 2 selection seeds, 4 seeds, 3 caps
     for c in plan.make_plan(spec, tmp_path, 2).cells:

@@ -205,28 +205,28 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
     per_model, most = spec.mode.most_steps(spec, cell), spec.mode.most_trainings(spec, cell)
     cost = _batch_costs(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
     evals = _evaluations(training, basis.eval_s)
-    model_s = pack_s = evals_s = 0.0
+    as_steps = _as_cell_steps(training.batch_size, cost)
+    model_steps = pack_steps = evals_s = 0.0
     mine = [t for world in played for t in world if t.cell == index]
     for trained in mine:
-        model, pack = cost(trained.batch_size or training.batch_size)
-        model_s += model * sum(trained.steps)
-        pack_s += pack * max(trained.steps)
+        model, pack = as_steps(trained.batch_size or training.batch_size)
+        model_steps += model * sum(trained.steps)
+        pack_steps += pack * max(trained.steps)
         evals_s += sum(evals(s) for s in trained.steps)
     draws = len(played)
-    model_steps = min(most * per_model, round(model_s / draws / rate.step_s) if rate.step_s else 0)
     words = basis.words + (f"; its search played out in {draws} draws" if not spec.mode.fixed else "")
     return CellPlan(
         label=cell.label,
         packs=packs,
         trainings=spec.mode.first_trainings(spec, cell),
         trainings_most=most,
-        model_steps=model_steps,
+        model_steps=min(most * per_model, round(model_steps / draws)),
         model_steps_most=most * per_model,
         step_s=rate.step_s,
         basis=words,
         pack_s=rate.pack_s,
         pack_step_s=rate.pack_step_s,
-        pack_steps=round(pack_s / draws / rate.pack_step_s) if rate.pack_step_s else 0,
+        pack_steps=round(pack_steps / draws),
         guessed=basis.guessed,
         evals_s=evals_s / draws,
         evals_most_s=evals(per_model),
@@ -255,6 +255,18 @@ def _batch_costs(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> C
         )
 
     return cost
+
+
+def _as_cell_steps(batch: int, cost: Callable[[int], tuple[float, float]]) -> Callable[[int], tuple[float, float]]:
+    """(model-steps, pack-steps) at the cell's batch that one step at batch B costs as much as: by
+    their timed costs, or by their samples where a step was timed at no cost (a busy machine's
+    pack of one can time slower than a pack of eight a model: a plan then counted 0 model-steps)."""
+    at = cost(batch)
+
+    def as_steps(b: int) -> tuple[float, float]:
+        return tuple(c / a if a > 0 else b / batch for c, a in zip(cost(b), at))
+
+    return as_steps
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:
