@@ -327,10 +327,13 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     played = rehearse.rehearse(extended, lambda: planner(extended), seen)
     assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in played)  # the tie at B = 2: B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
-    # a step's costs at B: timed at 8 and at 1 (model, pack), on the line between; above 8, its cost a sample
-    cost = plan._batch_costs(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
-    assert cost(1) == (1e-3, 2e-3) and cost(8) == (8e-3, 4e-3) and cost(32) == (32e-3, 16e-3)
-    assert cost(4) == pytest.approx((4e-3, 2e-3 + 3 / 7 * 2e-3))
+    # a step at B as steps at B = 8 by their costs: timed at 8 and at 1 (model, pack), on the line
+    # between; above 8, or where B = 8's step timed at no cost, by its samples
+    steps = plan._batch_steps(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
+    assert steps(1) == (1 / 8, 1 / 2) and steps(8) == (1, 1) and steps(32) == (4, 4)
+    assert steps(4) == pytest.approx((1 / 2, (2e-3 + 3 / 7 * 2e-3) / 4e-3))
+    steps = plan._batch_steps(8, 1, (timing.Probe(0.0, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
+    assert steps(4) == pytest.approx((1 / 2, (2e-3 + 3 / 7 * 2e-3) / 4e-3))
 
 
 def test_a_rehearsed_run_stops_where_the_pilot_model_nearest_its_batch_and_step_size_did():

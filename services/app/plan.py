@@ -203,9 +203,8 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
     cell, (rate, most_rate) = spec.cells[index], rates
     training = timed_configs(spec, cell)[2]
     per_model, most = spec.mode.most_steps(spec, cell), spec.mode.most_trainings(spec, cell)
-    cost = _batch_costs(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
+    as_steps = _batch_steps(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
     evals = _evaluations(training, basis.eval_s)
-    as_steps = _as_cell_steps(training.batch_size, cost)
     model_steps = pack_steps = evals_s = 0.0
     mine = [t for world in played for t in world if t.cell == index]
     for trained in mine:
@@ -239,34 +238,21 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
     )
 
 
-def _batch_costs(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> Callable[[int], tuple[float, float]]:
-    """(a model-step's, a pack-step's seconds) at batch size B, from ``rates`` timed at ``batch``
-    and at ``smallest``: in between, on the line through the two (a + b·B); above ``batch``, its
-    cost a sample (nothing was timed there: as the expectation has always counted a larger batch)."""
+def _batch_steps(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> Callable[[int], tuple[float, float]]:
+    """(model-steps, pack-steps) at the cell's ``batch`` that a step at batch B costs as much as,
+    from ``rates`` timed at ``batch`` and at ``smallest``: in between, on the line through the two
+    (a + b·B); above ``batch``, or where a step there timed at no cost, by its samples (a busy
+    machine's pack of one timed slower than a pack of eight a model: a plan then counted 0 steps)."""
     at, least = rates
 
-    def cost(b: int) -> tuple[float, float]:
-        if b >= batch or smallest >= batch:  # below it, on the line to the smallest reachable batch, timed apart
-            return at.step_s * b / batch, at.pack_step_s * b / batch
-        t = (b - smallest) / (batch - smallest)
-        return (
-            least.step_s + t * (at.step_s - least.step_s),
-            least.pack_step_s + t * (at.pack_step_s - least.pack_step_s),
+    def steps(b: int) -> tuple[float, float]:
+        t = (b - smallest) / (batch - smallest) if b < batch and smallest < batch else None
+        return tuple(
+            b / batch if t is None or a <= 0 else (low + t * (a - low)) / a
+            for a, low in ((at.step_s, least.step_s), (at.pack_step_s, least.pack_step_s))
         )
 
-    return cost
-
-
-def _as_cell_steps(batch: int, cost: Callable[[int], tuple[float, float]]) -> Callable[[int], tuple[float, float]]:
-    """(model-steps, pack-steps) at the cell's batch that one step at batch B costs as much as: by
-    their timed costs, or by their samples where a step was timed at no cost (a busy machine's
-    pack of one can time slower than a pack of eight a model: a plan then counted 0 model-steps)."""
-    at = cost(batch)
-
-    def as_steps(b: int) -> tuple[float, float]:
-        return tuple(c / a if a > 0 else b / batch for c, a in zip(cost(b), at))
-
-    return as_steps
+    return steps
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:
