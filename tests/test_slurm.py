@@ -25,6 +25,7 @@ SCRIPT = ROOT / "deploy" / "slurm" / "vitsweep.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel")
 SMOKE_MODELS = 32  # sweeps/smoke.yaml: 4 cells x 2 N x 4 seeds
 SMOKE_CELLS = 4
+LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")  # a job's states before it has ended
 NODES = ("n1", "n2")  # one slurmd each (`slurmd -N NAME`), both this machine
 
 pytestmark = pytest.mark.skipif(
@@ -90,7 +91,9 @@ class Slurm:
                 names=",".join(NODES),
             )
         )
-        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        # a user's first job: a home of its own, with no ~/.ray/auth_token from an earlier Ray on this machine
+        (folder / "user").mkdir()
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf), "HOME": str(folder / "user")}
         munge = ["munged", "-F", "--force", f"--key-file={key}", f"--socket={folder}/munge.sock"]
         munge += [f"--pid-file={folder}/munged.pid", f"--seed-file={folder}/munge.seed"]
         munge += [f"--log-file={folder}/munged.log"]
@@ -130,8 +133,20 @@ class Slurm:
 
     def wait(self, job: str) -> str:
         """Until the job has ended: its final state."""
-        wait_until(lambda: self.state(job) not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"), f"job {job}")
+        wait_until(lambda: self.state(job) not in LIVE, f"job {job}")
         return self.state(job)
+
+    def wait_while_running(self, job: str, ready, what: str) -> None:
+        """Until ``ready()``; the test fails, with the job's output, where the job ends first."""
+
+        def seen() -> bool:
+            if ready():
+                return True
+            if (now := self.state(job)) not in LIVE:
+                pytest.fail(f"{what}: job {job} ended {now} first: {self.output(job)[-3000:]}")
+            return False
+
+        wait_until(seen, what)
 
     def output(self, job: str) -> str:
         return (self.dir / f"job-{job}.out").read_text()
@@ -232,7 +247,7 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"
     first = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
     cached = home / "cache"
-    wait_until(lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "the first job's first models")
+    slurm.wait_while_running(first, lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "models")
     assert slurm.state(first) == "RUNNING"
     assert slurm.run("scancel", first).returncode == 0
     assert slurm.wait(first) == "CANCELLED"
@@ -261,7 +276,7 @@ def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_sa
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"  # until the gate exists
     job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
     cached = home / "cache"
-    wait_until(lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "the job's first models")
+    slurm.wait_while_running(job, lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "models")
     assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
 
     killed = lambda: any(r.info.status == "KILLED" for r in new_runs(client, earlier))  # noqa: E731  (the live record, as the SIGTERM lands)
