@@ -107,6 +107,23 @@ def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_
     assert all(c.most_step_s is not None and c.steps_most == 480 for c in made.cells)
 
 
+def test_a_one_pass_evaluation_is_its_tries_added_time_over_every_evaluation_it_made(monkeypatch):
+    """Each of a try's evaluations, the two at its ends too, costs 3 ms a model here (the steps alone, set
+    against, score a test set of one at the ends): the evaluation is timed at its cost, not 11/9 of it."""
+    spec = load_spec(ROOT / "sweeps" / "sample_complexity.yaml")  # one pass, evaluated at every step at first
+    cell = spec.cells[0]
+    data, model, training = timing.timed_configs(spec, cell)
+    fixed_s, step_s, eval_s, size = 0.2, 0.001, 0.003, 4
+
+    def train(spec, cell, configs, limit, size, **_):
+        evaluations = len(configs[2].evaluation_steps(limit))
+        return fixed_s + step_s * size * limit + eval_s * size * evaluations, None
+
+    monkeypatch.setattr(timing, "train", train)
+    measured = timing._evaluation_s(spec, cell, (data, model, training), size, fixed_s, step_s)
+    assert measured == pytest.approx(eval_s)
+
+
 def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision(unit_steps, tmp_path):
     """transfer_tuned's plan counted its first round alone (840 trainings; the sweep trained 1,828),
     an expectation labelled an upper bound that its sweep took 2.9x."""
