@@ -136,17 +136,18 @@ class Slurm:
         wait_until(lambda: self.state(job) not in LIVE, f"job {job}")
         return self.state(job)
 
-    def wait_while_running(self, job: str, ready, what: str) -> None:
-        """Until ``ready()``; the test fails, with the job's output, where the job ends first."""
+    def wait_for_models(self, job: str, cached: Path) -> None:
+        """Until the job's first models are in the result cache ``cached``; the test fails, with the
+        job's output, where the job ends first."""
 
         def seen() -> bool:
-            if ready():
+            if cached.exists() and any(f.is_file() for f in cached.rglob("*")):
                 return True
             if (now := self.state(job)) not in LIVE:
-                pytest.fail(f"{what}: job {job} ended {now} first: {self.output(job)[-3000:]}")
+                pytest.fail(f"job {job} ended {now} before its first models: {self.output(job)[-3000:]}")
             return False
 
-        wait_until(seen, what)
+        wait_until(seen, f"job {job}'s first models")
 
     def output(self, job: str) -> str:
         return (self.dir / f"job-{job}.out").read_text()
@@ -247,7 +248,7 @@ def test_a_cancelled_sweep_submitted_again_finishes_with_nothing_trained_twice(s
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"
     first = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
     cached = home / "cache"
-    slurm.wait_while_running(first, lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "models")
+    slurm.wait_for_models(first, cached)
     assert slurm.state(first) == "RUNNING"
     assert slurm.run("scancel", first).returncode == 0
     assert slurm.wait(first) == "CANCELLED"
@@ -276,7 +277,7 @@ def test_a_sweep_warned_of_its_time_limit_requeues_itself_and_finishes_in_the_sa
     held = f"{sys.executable} {ROOT / 'tests' / 'kill_at.py'} hold trial_complete 1"  # until the gate exists
     job = slurm.submit("sweeps/smoke.yaml", home, TRACKING_URI=tracking, VITSWEEP=held, KILL_AT_GATE=str(gate))
     cached = home / "cache"
-    slurm.wait_while_running(job, lambda: cached.exists() and any(f.is_file() for f in cached.rglob("*")), "models")
+    slurm.wait_for_models(job, cached)
     assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
 
     killed = lambda: any(r.info.status == "KILLED" for r in new_runs(client, earlier))  # noqa: E731  (the live record, as the SIGTERM lands)
