@@ -109,19 +109,23 @@ def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_
 
 def test_a_one_pass_evaluation_is_its_tries_added_time_over_every_evaluation_it_made(monkeypatch):
     """Each of a try's evaluations, the two at its ends too, costs 3 ms a model here (the steps alone, set
-    against, score a test set of one at the ends): the evaluation is timed at its cost, not 11/9 of it."""
+    against, score a test set of one at the ends): the evaluation is timed at its cost, not 11/9 of it,
+    on a pack of its own of EVAL_MODELS models at most."""
     spec = load_spec(ROOT / "sweeps" / "sample_complexity.yaml")  # one pass, evaluated at every step at first
     cell = spec.cells[0]
     data, model, training = timing.timed_configs(spec, cell)
-    fixed_s, step_s, eval_s, size = 0.2, 0.001, 0.003, 4
+    fixed_s, step_s, eval_s, sizes = 0.2, 0.001, 0.003, []
 
     def train(spec, cell, configs, limit, size, **_):
-        evaluations = len(configs[2].evaluation_steps(limit))
+        sizes.append(size)
+        scored = configs[2].n_test > 1  # the steps alone score a test set of one: at no cost here
+        evaluations = len(configs[2].evaluation_steps(limit)) if scored else 0
         return fixed_s + step_s * size * limit + eval_s * size * evaluations, None
 
     monkeypatch.setattr(timing, "train", train)
-    measured = timing._evaluation_s(spec, cell, (data, model, training), size, fixed_s, step_s)
-    assert measured == pytest.approx(eval_s)
+    for size in (16, 1):
+        assert timing._evaluation_s(spec, cell, (data, model, training), size) == pytest.approx(eval_s)
+    assert set(sizes) == {timing.EVAL_MODELS, 1}
 
 
 def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision(unit_steps, tmp_path):
@@ -400,6 +404,28 @@ def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
     monkeypatch.setattr(timing, "train", train)
     slope, pack_s = timing._slope(spec, cell, timing.timed_configs(spec, cell), 10)
     assert len(tried) > 1 and slope == pytest.approx(step_s) and pack_s == pytest.approx(fixed_s + timing.TRIAL_S)
+
+
+def test_a_one_pass_step_is_timed_over_whole_periods_of_its_samples_draws(monkeypatch):
+    """A pack draws its samples CHUNK steps ahead, so its step's time repeats with that period: tries
+    10 and 28 steps long, one draw each, made fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18.
+    Tries that cost a fixed 1 s, 10 ms a step and 0.5 s a draw give back the step with its share of
+    the draws, from two tries, the second no longer than its first try's pace asks."""
+    from vit_core import steps_per_draw
+
+    spec = load_spec(ROOT / "sweeps" / "fig1_grid_one_pass.yaml")
+    cell = spec.cells[0]
+    configs = timing.timed_configs(spec, cell)
+    period, tried = steps_per_draw(configs[2].batch_size), []
+
+    def train(spec, cell, configs, limit, size, progress=None):
+        tried.append(limit)
+        took = 1.0 + size * (0.01 * limit + 0.5 * math.ceil(limit / period))
+        return took, SimpleNamespace(steps=np.full(size, limit))
+
+    monkeypatch.setattr(timing, "train", train)
+    slope, _ = timing._slope(spec, cell, configs, 4)
+    assert tried == [10, 10 + period] and slope == pytest.approx(0.01 + 0.5 / period)
 
 
 def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):

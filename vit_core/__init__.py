@@ -24,7 +24,7 @@ _HOME = {
     "vit_core.positional": ("PositionalAttention",),
     "vit_core.sparsify": ("keep_mask",),
     "vit_core.spatial": ("sample_patches",),
-    "vit_core.training": ("PackResult", "build", "evaluate", "hinge_loss", "sample", "train_pack"),
+    "vit_core.training": ("PackResult", "build", "evaluate", "hinge_loss", "sample", "steps_per_draw", "train_pack"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
 __all__ = sorted(_MODULE_OF)

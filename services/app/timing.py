@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 # nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
 TRIAL_S = 0.05
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
+FIRST_TRY = 10  # steps of the first try that times a step
+EVAL_MODELS = 4  # models of the tries that time a one-pass evaluation (``_evaluation_s``)
 T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -84,7 +86,7 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     quiet = _quiet(training)
     full, pack_s = _slope(spec, cell, (data, model, quiet), size)
     one_pass = training.protocol == "one_pass"
-    evals = _evaluation_s(spec, cell, (data, model, training), size, pack_s - TRIAL_S, full) if one_pass else 0.0
+    evals = _evaluation_s(spec, cell, (data, model, training), size) if one_pass else 0.0
     return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
 
 
@@ -195,20 +197,24 @@ def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: i
     return _steps_s(spec, cell, configs, limit, size, ready)[1]
 
 
-def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fixed_s: float, step_s: float) -> float:
-    """Seconds one one-pass evaluation of a model takes: ``size`` models trained with their
-    evaluations (no window: every model to the limit) under limits doubling from 10 until they
-    took TIMING_S longer than their steps alone would (``fixed_s`` + ``step_s`` a model-step), or
-    a try took 4 TIMING_S (its evaluations are then a small part of a run: the example family's,
-    every 10 steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that
-    difference over all of its evaluations: the steps alone (``_quiet``) scored a test set of one
-    at the two ends, so the difference holds those two too (over the others alone, an evaluation
-    came out 11/9 of its cost at 10 steps)."""
+def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
+    """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most) trained with their
+    evaluations (no window: every model to the limit) and without (``_quiet``), under limits
+    doubling from 10 until the first took TIMING_S longer than the second or 4 TIMING_S in all
+    (its evaluations are then a small part of a run: the example family's, every 10 steps, doubled
+    to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all of its
+    evaluations: the steps alone scored a test set of one at the two ends, so the difference holds
+    those two too (over the others alone, an evaluation came out 11/9 of its cost at 10 steps).
+    A model's evaluation costs about as much in a pack of 4 as in the cell's (fig1_grid_one_pass'
+    ViT: 0.071 s, 0.069 in its pack of 16, which took 13.9 s of its 31 s probe; premises' m = 1,024
+    ViT: 0.093-0.096 s, 0.074-0.092 in its pack of 8, 0.16-0.17 in a pack of 2); fewer steps would
+    see only the cheap first ones (before any model is error-free on its test subset: 0.025 s)."""
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
+    size = min(size, EVAL_MODELS)
     while True:
         took, _ = train(spec, cell, (data, model, graded), limit, size)
-        extra_s = took - fixed_s - step_s * size * limit
+        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
         if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
             break
         limit = min(training.max_steps, 2 * limit)
@@ -218,15 +224,15 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, fi
 def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
     """(seconds a model-step, a pack's own seconds) of ``size`` models of ``cell`` (its first seeds
     at its largest N; a tuned cell at its smallest batch size and middle step size) trained under
-    step limits growing from 10 until the limit is the budget, its steps stopped growing, or the
-    last try took TIMING_S, and half the first try, longer than the first. The step's time is the
+    step limits growing from 10 (``_next_limit``) until the limit is the budget, its steps stopped
+    growing, or the last try took TIMING_S longer than the first. The step's time is the
     slope through the first and the last try, at the cell's own step size (the test set is scored
     only for models that moved); the rest of the last try is the pack's own cost. A slope through
     one try alone counted a pack's set-up and its training-set scoring as steps (linear_fails'
     linear cells: 22-60 ms a model-step against ~0.2 ms in a run). Each try's set-up (its test set,
     its models: Paper B's transfer pre-trains attention there) is left out, up to its first
     evaluation: against its noise, transfer's second cell grew its tries to 253 s of planning."""
-    budget, limit, tries = configs[2].max_steps, min(10, configs[2].max_steps), []
+    budget, limit, tries = configs[2].max_steps, min(FIRST_TRY, configs[2].max_steps), []
     while True:
         marks: list[float] = []
         took, result = train(
@@ -238,10 +244,33 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
         gained = tries[-1][1] - tries[0][1]
         if limit >= budget or (len(tries) > 1 and (gained >= TIMING_S or not grew)):
             break
-        limit = min(budget, (2 if gained >= TIMING_S / 8 else 8) * limit)  # 8x while the steps' time is small
+        limit = min(budget, _next_limit(configs[2], tries, limit, size))
     (_, first_s, first), (last_took, last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
     return step_s, max(0.0, last_took - step_s * last) + TRIAL_S
+
+
+def _next_limit(training, tries: list[tuple], limit: int, size: int) -> int:
+    """The step limit of ``_slope``'s next try: the first try's limit plus the steps that the tries
+    so far say gain 2 TIMING_S (2x to 8x the last try's more; linear_fails' linear probes, their
+    tries each 6 s of set-up and scoring, doubled four times in 35 s), or after the first try 8x its
+    limit (multi-pass) or as many steps as its pace says (one pass: a pack-step's time with a draw
+    in it). One pass counts them in whole periods of its samples' draws (``steps_per_draw``: a
+    step's time repeats with them): tries 10 and 28 steps long, each with one draw, made
+    fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18; its 8x try took 9.6 s of a 31 s probe."""
+    from vit_core import steps_per_draw
+
+    one_pass, first = training.protocol == "one_pass", min(FIRST_TRY, training.max_steps)
+    period = steps_per_draw(training.batch_size) if one_pass else 1
+    if len(tries) > 1:
+        gained = tries[-1][1] - tries[0][1]
+        grow = min(8.0, max(2.0, 2 * TIMING_S / gained)) if gained > 0 else 8.0
+        return first + period * math.ceil(grow * (limit - first) / period)
+    if not one_pass:
+        return 8 * limit
+    pace = tries[0][1] / max(1, tries[0][2]) * size  # a pack-step's seconds, a draw and the warm-up in it
+    periods = math.ceil(2 * TIMING_S / max(pace, 1e-9) / period)
+    return first + period * max(1, min(periods, 7 * first // period))
 
 
 def train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):

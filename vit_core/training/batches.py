@@ -85,6 +85,15 @@ class TrainSets:
         self._buffer = self._buffer[:, positions]
 
 
+def steps_per_draw(batch_size: int) -> int:
+    """One pass: the steps between two draws of a pack's samples, made at once per model: at least
+    FreshBatches.CHUNK steps' worth, and a whole number of batches and of the data's blocks (BLOCK
+    samples), so that no block is ever made twice (at B = 1, 32 steps were half a block: every
+    block was made for two chunks). A step's time repeats with this period."""
+    unit = math.lcm(BLOCK, batch_size)
+    return unit * math.ceil(FreshBatches.CHUNK * batch_size / unit) // batch_size
+
+
 class FreshBatches:
     """one_pass: every model's mini-batches straight from its seed's training stream, never
     reused. The pack steps together, so at step t every model reads samples [t·B, (t+1)·B) of
@@ -122,11 +131,8 @@ class FreshBatches:
         )
 
     def chunk(self) -> int:
-        """Samples made at once per model: at least CHUNK steps' worth, and a whole number of batches
-        and of the data's blocks (BLOCK samples), so that no block is ever made twice (at B = 1,
-        32 steps were half a block: every block was made for two chunks)."""
-        unit = math.lcm(BLOCK, self.B)
-        return unit * math.ceil(self.CHUNK * self.B / unit)
+        """Samples made at once per model (``steps_per_draw`` batches)."""
+        return steps_per_draw(self.B) * self.B
 
     def note_losses(self, per_sample: Tensor) -> None:
         """Nothing to note: no sample comes back."""
