@@ -198,17 +198,18 @@ def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: i
 
 
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
-    """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most) trained with their
-    evaluations (no window: every model to the limit) and without (``_quiet``), under limits
-    doubling from 10 until the first took TIMING_S longer than the second or 4 TIMING_S in all
-    (its evaluations are then a small part of a run: the example family's, every 10 steps, doubled
-    to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all of its
-    evaluations: the steps alone scored a test set of one at the two ends, so the difference holds
-    those two too (over the others alone, an evaluation came out 11/9 of its cost at 10 steps).
-    A model's evaluation costs about as much in a pack of 4 as in the cell's (fig1_grid_one_pass'
-    ViT: 0.071 s, 0.069 in its pack of 16, which took 13.9 s of its 31 s probe; premises' m = 1,024
-    ViT: 0.093-0.096 s, 0.074-0.092 in its pack of 8, 0.16-0.17 in a pack of 2); fewer steps would
-    see only the cheap first ones (before any model is error-free on its test subset: 0.025 s)."""
+    """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most)
+    trained with their evaluations (no window: every model to the limit) and without (``_quiet``),
+    under limits doubling from 10 until the first took TIMING_S longer than the second or 4
+    TIMING_S in all (its evaluations are then a small part of a run: the example family's, every 10
+    steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all
+    of its evaluations: the steps alone scored a test set of one at the two ends, so the difference
+    holds those two too (over the others alone, an evaluation came out 11/9 of its cost at 10
+    steps). A model's evaluation costs about as much in a pack of 4 as in the cell's
+    (fig1_grid_one_pass' ViT: 0.071 s, 0.069 in its pack of 16, which took 13.9 s of its 31 s probe;
+    premises' m = 1,024 ViT: 0.093-0.096 s, 0.074-0.092 in its pack of 8, 0.16-0.17 in a pack of 2);
+    fewer steps would see only the cheap first ones (before any model is error-free on its test
+    subset: 0.025 s)."""
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
     size = min(size, EVAL_MODELS)
@@ -251,13 +252,12 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
 
 
 def _next_limit(training, tries: list[tuple], limit: int, size: int) -> int:
-    """The step limit of ``_slope``'s next try: the first try's limit plus the steps that the tries
-    so far say gain 2 TIMING_S (2x to 8x the last try's more; linear_fails' linear probes, their
-    tries each 6 s of set-up and scoring, doubled four times in 35 s), or after the first try 8x its
-    limit (multi-pass) or as many steps as its pace says (one pass: a pack-step's time with a draw
-    in it). One pass counts them in whole periods of its samples' draws (``steps_per_draw``: a
-    step's time repeats with them): tries 10 and 28 steps long, each with one draw, made
-    fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18; its 8x try took 9.6 s of a 31 s probe."""
+    """The step limit of ``_slope``'s next try. After the first: 8x its limit (multi-pass), or as
+    many steps past it as its pace says gain 2 TIMING_S, at most 8x (one pass). Later: the steps past
+    the first try grown 2x-8x by what they gained so far, towards 2 TIMING_S (linear_fails' linear
+    probes, 6 s of set-up a try, doubled four times in 35 s). One pass counts whole periods of its
+    samples' draws (``steps_per_draw``): a step's time repeats with them, and tries 10 and 28 steps
+    long, one draw each, made fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18."""
     from vit_core import steps_per_draw
 
     one_pass, first = training.protocol == "one_pass", min(FIRST_TRY, training.max_steps)
