@@ -201,7 +201,7 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
 
     def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
         assert progress(10, 3, 0)  # out of time at the first evaluation (one model stopped)
-        result = SimpleNamespace(steps=np.array([10, 10, 7, 10]), settled=np.array(settled))
+        result = SimpleNamespace(steps=np.array([10, 10, 7, 10]), settled=np.array(settled), success=np.zeros(4, bool))
         extra = {"diverged": np.zeros(4, bool), "streak_start": np.array(streak), "eval_steps": np.array([0, 5, 10])}
         return 1.0, SimpleNamespace(**vars(result), **extra)
 
@@ -238,6 +238,7 @@ def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_ar
     def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
         step = next(i for i, (still, zero) in enumerate(evaluations, start=1) if progress(i, still, zero))
         ran = SimpleNamespace(steps=np.full(size, step), settled=np.zeros(size, bool), diverged=np.zeros(size, bool))
+        ran.success = ran.settled
         return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.arange(step + 1))
 
     monkeypatch.setattr(pilots, "train", train)
@@ -255,22 +256,25 @@ def test_cells_that_differ_in_values_alone_share_one_timing():
     assert len({timing.timing_key(arms, c, 8) for c in arms.cells}) == 4
 
 
-def test_an_untuned_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
+def test_a_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
     """Its runs to zero training loss grow with N: at the grid's largest N alone, the pilots of
-    fig1_grid_multi_pass's ViT cells counted 2.2-3.6x the model-steps its sweep took. A tuned
-    cell's pilot spreads its models over step sizes at the largest N; one pass fixes no N."""
+    fig1_grid_multi_pass's ViT cells counted 2.2-3.6x the model-steps its sweep took, and
+    fig1_grid_multi_pass_tuned's 2.1x. A tuned cell's pilot trains each of its step sizes at the N
+    grid's two ends; one pass fixes no N."""
     trained = []
 
     def train(spec, cell, configs, limit, size, progress, lr=None, n=None):
-        trained.append(n)
+        trained.append((n, lr))
         ran = SimpleNamespace(steps=np.full(size, 3), settled=np.ones(size, bool), diverged=np.zeros(size, bool))
+        ran.success = ran.settled
         return 1.0, SimpleNamespace(**vars(ran), streak_start=np.full(size, -1), eval_steps=np.array([0]))
 
     monkeypatch.setattr(pilots, "train", train)
     for name in ("sweeps/smoke.yaml", "sweeps/sample_complexity_multipass_tuned.yaml", "tests/tiny_tuned.yaml"):
         spec = load_spec(ROOT / name)  # untuned multi-pass (N in {5, 20}), tuned multi-pass, tuned one pass
         pilots.pilot(spec, spec.cells[0], first_pilot(spec, spec.cells[0]), allowance=1)
-    assert trained == [[5, 5, 20, 20], None, None]
+    lrs = [0.5, 2.0, 8.0] * 2
+    assert trained == [([5, 5, 20, 20], None), ([8] * 3 + [256] * 3, lrs), (None, [0.25, 0.25, 1.0, 1.0])]
     assert spread([320, 40, 160, 80], 4) == (40, 80, 160, 320) and spread([40, 80, 160], 2) == (40, 160)
 
 
@@ -385,6 +389,51 @@ def test_every_search_mode_is_played_out_through_the_round_planner_protocol_alon
     assert sum(models) == (2 + 4) * spec.seeds and {t.steps for t in world} == {(10,) * m for m in models}
     (grid,) = rehearse.rehearse(spec, lambda: planner(spec), seen, draws=1)
     assert sum(len(t.steps) for t in grid) == spec.trainings  # a grid: its first round is all
+
+
+def test_a_multi_pass_world_succeeds_from_where_the_pilot_models_did():
+    """fig1_grid_multi_pass_tuned's N* is 2, under its grid of 4-256: played out from the middle
+    of the grid's widest step, its searches bisected around N = 8 and the large Ns. Its runs
+    succeed between the largest N whose seen models failed (at the spec's rate) and the smallest
+    from which they all succeeded; half of it where none failed, twice the largest where it failed."""
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")  # N in {5, 20}, success rate 0.5
+
+    def succeeds_from(told: dict[int, list[bool]]) -> float:
+        seen = [rehearse.Seen(1, 1.0, n, 10.0, ok) for n, oks in told.items() for ok in oks]
+        return rehearse.World(spec, {0: seen}, np.random.default_rng(0)).succeeds_from[0]
+
+    assert succeeds_from({5: [False, False], 20: [True, False]}) == pytest.approx(10.0)
+    assert succeeds_from({5: [True], 20: [True]}) == pytest.approx(5 / math.sqrt(2))
+    assert succeeds_from({5: [True], 20: [False]}) == 40.0  # failing at the largest: past the grid
+    assert succeeds_from({5: [True, False, False], 20: [True]}) == pytest.approx(10.0)
+    untold = [rehearse.Seen(1, 1.0, n, 10.0) for n in (5, 20)]
+    assert rehearse.World(spec, {0: untold}, None).succeeds_from[0] == rehearse._middle_of_widest_step(spec, 0)
+
+
+def test_a_trials_own_cost_is_split_into_its_packs_and_its_models(monkeypatch):
+    """A multi-pass model scores its training and test sets when it starts and stops: counted per
+    pack, fig1_grid_multi_pass_tuned's ViT pack of 32 put 4.2 s on each trial, where its sweep's
+    trials of 4 models took 0.7 s in all. Its evaluations between a run's ends are timed apart,
+    the steps without them: timed together, its settling models' scoring came out as steps. Tries
+    that cost 0.3 s a pack, 0.13 s a model, 1 ms a pack-step, 2 ms a model-step and 10 ms a
+    model's evaluation give each back."""
+    spec = load_spec(ROOT / "sweeps" / "fig1_grid_multi_pass_tuned.yaml")
+
+    step_sizes = set()
+
+    def train(spec, cell, configs, limit, size, progress=None, lr=None):
+        step_sizes.add(None if lr is None else tuple(lr))
+        evaluations = len(configs[2].evaluation_steps(limit)) - 2  # its ends: the models' own cost
+        took = 0.3 + 0.13 * size + limit * (1e-3 + 2e-3 * size) + 0.01 * size * evaluations
+        return took, SimpleNamespace(steps=np.full(size, limit))
+
+    monkeypatch.setattr(timing, "train", train)
+    probe = timing.probe(spec, spec.cells[0], 8)
+    assert probe.step_s == pytest.approx(2e-3) and probe.pack_step_s == pytest.approx(1e-3)
+    assert probe.model_s == pytest.approx(0.13) and probe.pack_s == pytest.approx(0.3 + timing.TRIAL_S)
+    assert probe.eval_s == pytest.approx(0.01)
+    unmoved = timing.timed_configs(spec, spec.cells[0])[2].lr * timing.UNMOVED  # no model settles in those tries
+    assert step_sizes == {None, (unmoved,) * timing.EVAL_MODELS}
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):

@@ -43,6 +43,7 @@ class Pilot:
     ran: tuple[int, ...] = ()  # the steps each model took in it
     evaluations: int = 0  # one pass: the evaluations its models took, summed
     soonest: int = 0  # where a model cut at ``cut`` stops at the soonest: the cut (one pass: W x the cut)
+    succeeded: tuple[bool | None, ...] = ()  # whether each model ended at zero test error (None: cut)
 
     @property
     def left(self) -> int:
@@ -62,7 +63,8 @@ class Pilot:
         if not self.evaluations:
             return rate.eval_s
         steps = rate.pack_step_s * max(self.ran) + rate.step_s * sum(self.ran)
-        paid = max(0.0, self.took - (rate.pack_s - TRIAL_S) - steps) / self.evaluations
+        set_up = rate.pack_s - TRIAL_S + len(self.ran) * rate.model_s
+        paid = max(0.0, self.took - set_up - steps) / self.evaluations
         return max(paid, rate.eval_s) if self.cut else paid
 
     @property
@@ -107,7 +109,8 @@ def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float, bl
     soonest = min(budget, math.ceil(window * cut_at)) if one_pass and window > 0 else cut_at
     steps[running & ~foreseen] = _log_uniform_mean(soonest, budget)
     seen = int((~running).sum())
-    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, took, ran, evaluations, soonest)
+    succeeded = tuple(None if going else bool(ok) for ok, going in zip(result.success, running))
+    return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, took, ran, evaluations, soonest, succeeded)
 
 
 def seen(spec: "SweepSpec", cell: "Cell", run: "PilotRun", tried: Pilot) -> list[Seen]:
@@ -116,7 +119,8 @@ def seen(spec: "SweepSpec", cell: "Cell", run: "PilotRun", tried: Pilot) -> list
     count = len(tried.steps)
     lrs = run.lr or (training.lr,) * count
     ns = run.n or (None if resolved.one_pass else max(resolved.n_values),) * count
-    return [Seen(training.batch_size, lr, n, steps) for lr, n, steps in zip(lrs, ns, tried.steps)]
+    told = tried.succeeded or (None,) * count
+    return [Seen(training.batch_size, lr, n, steps, ok) for lr, n, steps, ok in zip(lrs, ns, tried.steps, told)]
 
 
 def _log_uniform_mean(low: float, high: float) -> float:

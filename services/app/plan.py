@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.app import worlds
-from services.app.timing import Probe, gpu_share, sharing, side_by_side, step_costs, timed_configs, timing_key
+from services.app.timing import (
+    Probe,
+    evaluations,
+    gpu_share,
+    sharing,
+    side_by_side,
+    step_costs,
+    timed_configs,
+    timing_key,
+)
 from services.app.worlds import PILOT_S
 from services.search.planners import first_packs, planner
 from services.search.rehearse import Trained, rehearse
@@ -55,24 +64,30 @@ class CellPlan:
     model_steps_most: int
     step_s: float  # seconds a model adds to a pack's step here (timed, at the history's rate where there is one)
     basis: str  # where model_steps comes from: "budget" (fixed steps), "history SWEEP_ID" or "pilot: ..."
-    pack_s: float = 0.0  # a trial's cost besides its steps: building the pack, its test set, Tune's own
+    pack_s: float = 0.0  # a trial's cost besides its steps and its models': building the pack, Tune's own
     pack_step_s: float = 0.0  # a pack's step's cost besides its models' (launches, Python): the steps a pack takes
     pack_steps: int = 0  # the steps its packs are expected to take: each pack's, its longest model's
     guessed: bool = False  # its pilot cut a model it could not foresee: its steps are in part a guess
-    evals_s: float = 0.0  # one pass: the seconds its models' evaluations are expected to take, apart from steps
-    evals_most_s: float = 0.0  # one pass: the most seconds one training's evaluations take
+    evals_s: float = 0.0  # the seconds its models' evaluations are expected to take, apart from steps
+    evals_most_s: float = 0.0  # the most seconds one training's evaluations take
     size: int = 1  # models per pack
     most_step_s: float | None = None  # the bound's step_s, timed at the smallest batch it counts (None: step_s)
     most_pack_step_s: float | None = None  # the bound's pack_step_s, likewise
     rounds_most: int = 1  # the longest chain of its rounds, each waiting for the one before
     steps_most: int = 0  # the most steps one training takes
     later_packs: int = 0  # the packs its later rounds are expected to train (an adaptive search's)
+    model_s: float = 0.0  # a model's share of a trial's cost besides steps (``Probe.model_s``)
+    runs: int = 0  # the trainings it is expected to take, every round's
 
     @property
     def seconds(self) -> float:
         """The cell's expected time on one slot: its model-steps, its packs' steps and its trials."""
-        steps = self.model_steps * self.step_s + self.pack_steps * self.pack_step_s + self.evals_s
-        return steps + (self.packs + self.later_packs) * self.pack_s
+        return self.model_steps * self.step_s + self.pack_steps * self.pack_step_s + self.evals_s + self.set_up_s
+
+    @property
+    def set_up_s(self) -> float:
+        """Its trials' expected cost besides their steps: each pack's own and each model's."""
+        return (self.packs + self.later_packs) * self.pack_s + self.runs * self.model_s
 
     @property
     def most_s(self) -> float:
@@ -80,14 +95,14 @@ class CellPlan:
         budget, in packs of ``size`` (each round's last pack may be smaller)."""
         step_s, pack_step_s = self.most_rates
         packs = math.ceil(self.trainings_most / self.size) + self.rounds_most
-        evals = self.trainings_most * self.evals_most_s
+        evals = self.trainings_most * (self.evals_most_s + self.model_s)
         return self.model_steps_most * step_s + evals + packs * (self.steps_most * pack_step_s + self.pack_s)
 
     @property
     def chain_s(self) -> float:
         """The most time its chain of rounds can take, each round's longest pack after the other."""
         step_s, pack_step_s = self.most_rates
-        pack = self.steps_most * (self.size * step_s + pack_step_s) + self.size * self.evals_most_s
+        pack = self.steps_most * (self.size * step_s + pack_step_s) + self.size * (self.evals_most_s + self.model_s)
         return self.rounds_most * (self.pack_s + pack)
 
     @property
@@ -235,6 +250,8 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
         rounds_most=spec.mode.most_rounds(spec, cell),
         steps_most=per_model,
         later_packs=max(0, round(len(mine) / draws) - packs),
+        model_s=rate.model_s,
+        runs=round(sum(len(t.steps) for t in mine) / draws),
     )
 
 
@@ -256,11 +273,9 @@ def _batch_steps(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> C
 
 
 def _evaluations(training, eval_s: float) -> Callable[[float], float]:
-    """The seconds a one-pass run's evaluations take when it stops after s steps, ``eval_s`` each
-    (multi-pass: none apart, its step's time holds them)."""
-    if training.protocol != "one_pass":
-        return lambda steps: 0.0
-    counted = functools.cache(lambda last: len(training.evaluation_steps(last)))  # a plan asks for each stop often
+    """The seconds a run's evaluations take apart from its steps when it stops after s steps,
+    ``eval_s`` each (``timing.evaluations``)."""
+    counted = functools.cache(lambda last: evaluations(training, last))  # a plan asks for each stop often
     return lambda steps: eval_s * counted(round(steps))
 
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 TRIAL_S = 0.05
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 FIRST_TRY = 10  # steps of the first try that times a step
-EVAL_MODELS = 4  # models of the tries that time a one-pass evaluation (``_evaluation_s``)
+EVAL_MODELS = 4  # models of the tries that time an evaluation (``_evaluation_s``)
+UNMOVED = 1e-6  # the step size's scale in the tries that time a multi-pass evaluation: no model settles
 T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -67,26 +68,29 @@ def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
 class Probe:
     """A pack's step's cost here, ``pack_step_s`` + ``step_s`` x the models still in it (on a
     GPU the first dominates: its steps are launched, not computed), a model's one-pass
-    evaluation's, and the pack's own cost."""
+    evaluation's, and a trial's cost besides its steps, ``pack_s`` + ``model_s`` x its models."""
 
     step_s: float
     pack_s: float
     pack_step_s: float = 0.0
     eval_s: float = 0.0  # one pass: a model's evaluation (its test subset scored), apart from its steps
+    model_s: float = 0.0  # a model's share of a trial's cost besides steps: its data, its first and last scoring
 
 
 def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
     a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
-    model's steps) where its models stop early, which a cost per model-step alone misses. One
-    pass evaluates every step at first and ever more rarely after (a geometric grid), so its
-    steps are timed without evaluations and an evaluation apart (``_evaluation_s``): timed
-    together in short tries, stability_checks' steps came out 2.5x their cost in a whole run."""
+    model's steps) where its models stop early, which a cost per model-step alone misses. Steps
+    are timed without evaluations and an evaluation apart (``_evaluation_s``): one pass evaluates
+    every step at first and ever more rarely after (a geometric grid), and timed together in
+    short tries, stability_checks' steps came out 2.5x their cost in a whole run; multi-pass
+    models settle inside the tries, and the scoring of their whole sets as they stop came out as
+    steps (fig1_grid_multi_pass_tuned's ViT: 2.9-3.4 ms a model-step, where its sweep's runs,
+    their scoring apart, took 1.9 ms)."""
     data, model, training = timed_configs(spec, cell)
     quiet = _quiet(training)
     full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    one_pass = training.protocol == "one_pass"
-    evals = _evaluation_s(spec, cell, (data, model, training), size) if one_pass else 0.0
+    evals = _evaluation_s(spec, cell, (data, model, training), size)
     return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
 
 
@@ -110,13 +114,23 @@ def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], spec: "SweepSpec
 
 
 def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
-    """``rest`` with the step costs of a pack of ``size`` whose step took ``full`` a model: a
-    pack of one timed too, a + b·k split into a pack's and a model's share."""
+    """``rest`` with the costs of a pack of ``size`` whose step took ``full`` a model: a pack of
+    one timed too, a step's a + b·k and a trial's own cost split into a pack's and a model's share
+    (a multi-pass model scores its training and test sets when it starts and stops: timed in
+    fig1_grid_multi_pass_tuned's ViT pack of 32, 4.2 s a trial, where its sweep's trials of 4
+    took 0.7 s in all)."""
     if size == 1:
         return dataclasses.replace(rest, step_s=full)
-    alone, _ = _slope(spec, cell, configs, 1)
+    alone, alone_s = _slope(spec, cell, configs, 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
-    return dataclasses.replace(rest, step_s=per_model, pack_step_s=max(0.0, size * (full - per_model)))
+    model_s = min(max(0.0, (rest.pack_s - alone_s) / (size - 1)), max(0.0, rest.pack_s - TRIAL_S) / size)
+    return dataclasses.replace(
+        rest,
+        step_s=per_model,
+        pack_step_s=max(0.0, size * (full - per_model)),
+        pack_s=rest.pack_s - size * model_s,
+        model_s=model_s,
+    )
 
 
 def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe:
@@ -138,15 +152,17 @@ def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe
         timed.pack_s,
         max(timed.pack_step_s, rate.pack_step_s * least),
         rate.eval_s,
+        timed.model_s,
     )
 
 
 def _quiet(training):
-    """One pass: the training's steps alone, no evaluation between the ends and a test set of one
-    (scoring a test set in full once a model is error-free on its subset made stability_checks'
-    160 steps 6.0 s where 80 took 1.1 s). Multi-pass: the training as it is."""
+    """The training's steps alone: no evaluation between the ends; one pass with a test set of
+    one (scoring a test set in full once a model is error-free on its subset made
+    stability_checks' 160 steps 6.0 s where 80 took 1.1 s), multi-pass with its own, which each
+    of its models scores as it starts and stops (``Probe.model_s``)."""
     if training.protocol != "one_pass":
-        return training
+        return dataclasses.replace(training, eval_every=10**9)
     return dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
 
 
@@ -197,9 +213,18 @@ def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: i
     return _steps_s(spec, cell, configs, limit, size, ready)[1]
 
 
+def evaluations(training, last: int) -> int:
+    """The evaluations a run of ``last`` steps pays apart from its steps: one pass, all of them;
+    multi-pass, those between its ends (it scores its whole sets at its ends: ``Probe.model_s``)."""
+    ends = 0 if training.protocol == "one_pass" else min(2, last + 1)
+    return len(training.evaluation_steps(last)) - ends
+
+
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
-    """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most)
-    trained with their evaluations (no window: every model to the limit) and without (``_quiet``),
+    """Seconds one evaluation of a model takes (``evaluations``): ``size`` models (EVAL_MODELS at
+    most) trained with their evaluations (no window: every model to the limit; multi-pass at a
+    step size UNMOVED times its own, so that none settles and each scores its test subset at each,
+    as a run that has not settled does) and without (``_quiet``),
     under limits doubling from 10 until the first took TIMING_S longer than the second or 4
     TIMING_S in all (its evaluations are then a small part of a run: the example family's, every 10
     steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all
@@ -213,13 +238,14 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
     size = min(size, EVAL_MODELS)
+    lr = None if training.protocol == "one_pass" else [training.lr * UNMOVED] * size
     while True:
-        took, _ = train(spec, cell, (data, model, graded), limit, size)
-        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
+        took, _ = train(spec, cell, (data, model, graded), limit, size, lr=lr)
+        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size, lr=lr)[0]
         if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
             break
         limit = min(training.max_steps, 2 * limit)
-    return max(0.0, extra_s) / (size * len(graded.evaluation_steps(limit)))
+    return max(0.0, extra_s) / (size * max(1, evaluations(graded, limit)))
 
 
 def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:

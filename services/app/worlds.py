@@ -86,7 +86,7 @@ def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
     """An earlier sweep's runs of the cell as a world sees them: each run's setting and steps."""
     batch = spec.resolved_cell(cell).training.batch_size
     return [
-        Seen(r.batch_size or batch, r.lr, None if r.n_stable is not None else r.n_train, r.steps)
+        Seen(r.batch_size or batch, r.lr, None if r.n_stable is not None else r.n_train, r.steps, r.success)
         for r in _runs(records)
     ]
 
@@ -130,7 +130,7 @@ def at_measured_rate(cells: list, earlier: SweepResult, steps: dict[str, int], k
     """The cells' step times scaled so that the earlier sweep's recorded steps take the training
     time it measured: the pilots keep the ratios between cells, the history sets the rate (a short
     pilot evaluates more often per step than a long run does)."""
-    piloted = sum(c.seconds - (c.packs + c.later_packs) * c.pack_s for c in cells if keys[c.label] in steps)
+    piloted = sum(c.seconds - c.set_up_s for c in cells if keys[c.label] in steps)
     scale = earlier.train_s / piloted if piloted else 1.0
     rates = ("step_s", "pack_step_s", "evals_s", "evals_most_s", "most_step_s", "most_pack_step_s")
     return [dataclasses.replace(c, **{r: getattr(c, r) and getattr(c, r) * scale for r in rates}) for c in cells]

@@ -35,6 +35,7 @@ class Seen:
     lr: float
     n_train: int | None  # multi-pass: its N (one pass: None, its N is the samples it reads)
     steps: float
+    succeeded: bool | None = None  # multi-pass: whether it ended at zero test error (None: not seen)
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,13 @@ class World:
     nearest its setting, on log scales (|log B ratio| + |log eta ratio| + |log N ratio|), ties
     drawn once per run; a one-pass run confirms its window there when its cap allows it, else
     trains to the cap and stays open. A multi-pass run succeeds from ``succeeds_from`` of its cell
-    on (an N* search then bisects the one grid step around it, as it expects to), and has not
+    on (``_succeeds_from``: an N* search then bisects around it, as it will), and has not
     converged where it spends its budget."""
 
     def __init__(self, spec: SweepSpec, seen: dict[int, Sequence[Seen]], rng: np.random.Generator):
         self.spec, self.seen, self.rng = spec, seen, rng
         self.stops: dict[tuple, float] = {}
-        self.succeeds_from = {index: _middle_of_widest_step(spec, index) for index in seen}
+        self.succeeds_from = {index: _succeeds_from(spec, index, seen[index]) for index in seen}
 
     def records(self, pack: Pack) -> list[ModelRecord]:
         """What the pack's models would report here."""
@@ -104,6 +105,28 @@ def _nearest(seen: Sequence[Seen], batch: int, lr: float, n: int | None) -> np.n
 
     gaps = np.array([gap(s) for s in seen])
     return np.flatnonzero(gaps <= gaps.min() + 1e-9)
+
+
+def _succeeds_from(spec: SweepSpec, index: int, seen: Sequence[Seen]) -> float:
+    """Where a cell's multi-pass runs succeed in a world: from the smallest N at which the seen
+    models succeeded at the spec's rate there and at every larger N seen, the geometric middle
+    between it and the largest N below it where they did not (where none did not: half of it);
+    twice the largest N seen where they failed there; without such models, the middle of the N
+    grid's widest step (fig1_grid_multi_pass_tuned's N* is 2, below its grid of 4-256: played
+    out around 128, its ViT plan counted 2.1x the model-steps its sweep took)."""
+    told: dict[int, list[bool]] = {}
+    for s in seen:
+        if s.n_train and s.succeeded is not None:
+            told.setdefault(s.n_train, []).append(s.succeeded)
+    if not told:
+        return _middle_of_widest_step(spec, index)
+    ns = sorted(told)
+    good = [sum(told[n]) >= spec.success_rate * len(told[n]) for n in ns]
+    if not good[-1]:
+        return 2.0 * ns[-1]
+    first = next(i for i in range(len(ns)) if all(good[i:]))
+    below = ns[first - 1] if first else ns[0] / 2
+    return math.sqrt(below * ns[first])
 
 
 def _middle_of_widest_step(spec: SweepSpec, index: int) -> float:

@@ -31,14 +31,23 @@ class Tuned:
         stop change with B: the main job of then's ViT at 0.15, 5,120 at B = 32, > 10,400 at 8),
         each at the cell's sample budget, its models at step sizes spread over the grid's (at the
         middle one alone, fig1_grid_one_pass_tuned's pilots saw a fifth of the steps its
-        selections took); multi-pass at the grid's largest N."""
+        selections took); multi-pass each of those step sizes at the N grid's smallest and largest
+        N (at its largest alone, fig1_grid_multi_pass_tuned's ViT plan counted 2.1x the model-steps
+        its sweep took, whose runs at N = 2-16 settle in 20-80 steps; at the step sizes' ends alone,
+        its CNN's middle one, the fastest, drew the largest one's runs of thousands of steps)."""
         resolved, tuning = spec.resolved_cell(cell), spec.tuning_of(cell.model)
         lrs = sorted(tuning.lr or [resolved.training.lr])
         batches = sorted(tuning.batch_size or [resolved.training.batch_size])
         at = batches[:1] + (batches[-1:] if resolved.one_pass and batches[-1] != batches[0] else [])
-        spread_lr = spread(tuning.lr, models) if tuning.lr else None
+        spread_lr, n = spread(tuning.lr, models) if tuning.lr else None, None
+        if not resolved.one_pass:
+            each, ends = sorted(set(spread_lr or lrs)), sorted(set(spread(resolved.n_values, 2)))
+            spread_lr, n = tuple(lr for _ in ends for lr in each), tuple(x for x in ends for _ in each)
+            models = len(n)
         middle = lrs[len(lrs) // 2]
-        return [PilotRun(dataclasses.replace(resolved.training.at_batch(b), lr=middle), models, spread_lr) for b in at]
+        return [
+            PilotRun(dataclasses.replace(resolved.training.at_batch(b), lr=middle), models, spread_lr, n) for b in at
+        ]
 
     def settings(self, spec: Sweep, model: str) -> int:
         """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
