@@ -419,13 +419,22 @@ def test_a_trials_own_cost_is_split_into_its_packs_and_its_models(monkeypatch):
     model's evaluation give each back."""
     spec = load_spec(ROOT / "sweeps" / "fig1_grid_multi_pass_tuned.yaml")
 
-    step_sizes = set()
+    step_sizes, clock = set(), [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
 
     def train(spec, cell, configs, limit, size, progress=None, lr=None):
         step_sizes.add(None if lr is None else tuple(lr))
-        evaluations = len(configs[2].evaluation_steps(limit)) - 2  # its ends: the models' own cost
-        took = 0.3 + 0.13 * size + limit * (1e-3 + 2e-3 * size) + 0.01 * size * evaluations
-        return took, SimpleNamespace(steps=np.full(size, limit))
+        graded = configs[2].evaluation_steps(limit)
+
+        def at(step: int) -> float:  # seconds from the try's start to its evaluation at ``step``
+            scored = sum(0 < s <= step and s < limit for s in graded)  # its ends: the models' own cost
+            return 0.3 + 0.13 * size + step * (1e-3 + 2e-3 * size) + 0.01 * size * scored
+
+        for step in graded:
+            clock[0] = at(step)
+            if progress is not None:
+                progress(step, size, 0)
+        return at(limit), SimpleNamespace(steps=np.full(size, limit))
 
     monkeypatch.setattr(timing, "train", train)
     probe = timing.probe(spec, spec.cells[0], 8)

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 TRIAL_S = 0.05
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 FIRST_TRY = 10  # steps of the first try that times a step
-EVAL_MODELS = 4  # models of the tries that time an evaluation (``_evaluation_s``)
-UNMOVED = 1e-6  # the step size's scale in the tries that time a multi-pass evaluation: no model settles
+EVAL_MODELS = 4  # models of the tries that time an evaluation (``_evaluation_s``, ``_scoring_s``)
+UNMOVED = 1e-6  # the step size's scale in the try that times a multi-pass evaluation: no model settles
+SCORED = 3  # multi-pass evaluations timed between that try's ends
 T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -81,17 +82,19 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
     a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
     model's steps) where its models stop early, which a cost per model-step alone misses. Steps
-    are timed without evaluations and an evaluation apart (``_evaluation_s``): one pass evaluates
-    every step at first and ever more rarely after (a geometric grid), and timed together in
-    short tries, stability_checks' steps came out 2.5x their cost in a whole run; multi-pass
+    are timed without evaluations and an evaluation apart: one pass evaluates every step at first
+    and ever more rarely after (a geometric grid), and timed together in short tries,
+    stability_checks' steps came out 2.5x their cost in a whole run (``_evaluation_s``); multi-pass
     models settle inside the tries, and the scoring of their whole sets as they stop came out as
     steps (fig1_grid_multi_pass_tuned's ViT: 2.9-3.4 ms a model-step, where its sweep's runs,
-    their scoring apart, took 1.9 ms)."""
+    their scoring apart, took 1.9 ms; ``_scoring_s``)."""
     data, model, training = timed_configs(spec, cell)
     quiet = _quiet(training)
     full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    evals = _evaluation_s(spec, cell, (data, model, training), size)
-    return _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s, 0.0, evals))
+    rate = _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
+    if training.protocol == "one_pass":
+        return dataclasses.replace(rate, eval_s=_evaluation_s(spec, cell, (data, model, training), size))
+    return dataclasses.replace(rate, eval_s=_scoring_s(spec, cell, (data, model, training), rate))
 
 
 def step_costs(job: tuple) -> tuple[Probe, Probe]:
@@ -213,6 +216,26 @@ def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: i
     return _steps_s(spec, cell, configs, limit, size, ready)[1]
 
 
+def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> float:
+    """Seconds one multi-pass evaluation of a model takes between a run's ends: EVAL_MODELS models
+    at a step size UNMOVED times their own (none settles, each scores its test subset at every
+    evaluation, as a run that has not settled does) through SCORED evaluations, the time from the
+    first to the last of them less their steps at ``rate``, over them. One try, its set-up and
+    ends left out: two tries' difference measured transfer's pre-training noise (its evaluations
+    every 100 steps: 2,613 s expected where its sweep took 95), and linear_fails' tries cost 6 s
+    of set-up each."""
+    data, model, training = configs
+    size, every, marks = EVAL_MODELS, training.eval_every, []
+    limit = min(training.max_steps, every * (SCORED + 1))
+    lr = [training.lr * UNMOVED] * size
+    train(spec, cell, configs, limit, size, progress=lambda *_: marks.append(time.perf_counter()), lr=lr)
+    scored = len(marks) - 2  # the evaluations between the first (step 0) and the last (the limit)
+    if scored < 1:
+        return 0.0
+    steps_s = scored * every * (rate.pack_step_s + size * rate.step_s)
+    return max(0.0, marks[-2] - marks[0] - steps_s) / (size * scored)
+
+
 def evaluations(training, last: int) -> int:
     """The evaluations a run of ``last`` steps pays apart from its steps: one pass, all of them;
     multi-pass, those between its ends (it scores its whole sets at its ends: ``Probe.model_s``)."""
@@ -221,10 +244,8 @@ def evaluations(training, last: int) -> int:
 
 
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
-    """Seconds one evaluation of a model takes (``evaluations``): ``size`` models (EVAL_MODELS at
-    most) trained with their evaluations (no window: every model to the limit; multi-pass at a
-    step size UNMOVED times its own, so that none settles and each scores its test subset at each,
-    as a run that has not settled does) and without (``_quiet``),
+    """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most)
+    trained with their evaluations (no window: every model to the limit) and without (``_quiet``),
     under limits doubling from 10 until the first took TIMING_S longer than the second or 4
     TIMING_S in all (its evaluations are then a small part of a run: the example family's, every 10
     steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all
@@ -238,14 +259,13 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
     size = min(size, EVAL_MODELS)
-    lr = None if training.protocol == "one_pass" else [training.lr * UNMOVED] * size
     while True:
-        took, _ = train(spec, cell, (data, model, graded), limit, size, lr=lr)
-        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size, lr=lr)[0]
+        took, _ = train(spec, cell, (data, model, graded), limit, size)
+        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
         if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
             break
         limit = min(training.max_steps, 2 * limit)
-    return max(0.0, extra_s) / (size * max(1, evaluations(graded, limit)))
+    return max(0.0, extra_s) / (size * len(graded.evaluation_steps(limit)))
 
 
 def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
