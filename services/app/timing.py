@@ -28,7 +28,7 @@ TIMING_S = 0.5  # a step time is measured once the last try took this much longe
 FIRST_TRY = 10  # steps of the first try that times a step
 EVAL_MODELS = 4  # models of the tries that time an evaluation (``_evaluation_s``, ``_scoring_s``)
 UNMOVED = 1e-6  # the step size's scale in the try that times a multi-pass evaluation: no model settles
-SCORED = 3  # multi-pass evaluations timed between that try's ends
+SCORED = 8  # multi-pass evaluations timed between that try's ends, one every other step
 T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -219,16 +219,17 @@ def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: i
 def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> float:
     """Seconds one multi-pass evaluation of a model takes between a run's ends: EVAL_MODELS models
     at a step size UNMOVED times their own (none settles, each scores its test subset at every
-    evaluation, as a run that has not settled does) through SCORED evaluations, the time from the
-    first to the last of them less their steps at ``rate``, over them. One try, its set-up and
-    ends left out: two tries' difference measured transfer's pre-training noise (its evaluations
-    every 100 steps: 2,613 s expected where its sweep took 95), and linear_fails' tries cost 6 s
-    of set-up each."""
+    evaluation, as a run that has not settled does) through SCORED evaluations every other step
+    (an evaluation costs the same however many steps lie between: at fashion's 500, timing three
+    took 24 s), the time from the first to the last of them less their steps at ``rate``, over
+    them. One try, its set-up and ends left out: two tries' difference measured transfer's
+    pre-training noise (its evaluations every 100 steps: 2,613 s expected where its sweep took
+    95), and linear_fails' tries cost 6 s of set-up each."""
     data, model, training = configs
-    size, every, marks = EVAL_MODELS, training.eval_every, []
+    size, every, marks = EVAL_MODELS, 2, []
     limit = min(training.max_steps, every * (SCORED + 1))
-    lr = [training.lr * UNMOVED] * size
-    train(spec, cell, configs, limit, size, progress=lambda *_: marks.append(time.perf_counter()), lr=lr)
+    lr, often = [training.lr * UNMOVED] * size, dataclasses.replace(training, eval_every=every)
+    train(spec, cell, (data, model, often), limit, size, progress=lambda *_: marks.append(time.perf_counter()), lr=lr)
     scored = len(marks) - 2  # the evaluations between the first (step 0) and the last (the limit)
     if scored < 1:
         return 0.0
