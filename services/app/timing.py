@@ -68,13 +68,13 @@ def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
 @dataclass(frozen=True)
 class Probe:
     """A pack's step's cost here, ``pack_step_s`` + ``step_s`` x the models still in it (on a
-    GPU the first dominates: its steps are launched, not computed), a model's one-pass
-    evaluation's, and a trial's cost besides its steps, ``pack_s`` + ``model_s`` x its models."""
+    GPU the first dominates: its steps are launched, not computed), a model's evaluation's, and a
+    trial's cost besides its steps, ``pack_s`` + ``model_s`` x its models."""
 
     step_s: float
     pack_s: float
     pack_step_s: float = 0.0
-    eval_s: float = 0.0  # one pass: a model's evaluation (its test subset scored), apart from its steps
+    eval_s: float = 0.0  # a model's evaluation apart from its steps (multi-pass: one between a run's ends)
     model_s: float = 0.0  # a model's share of a trial's cost besides steps: its data, its first and last scoring
 
 

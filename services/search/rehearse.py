@@ -112,8 +112,8 @@ def _succeeds_from(spec: SweepSpec, index: int, seen: Sequence[Seen]) -> float:
     models succeeded at the spec's rate there and at every larger N seen, the geometric middle
     between it and the largest N below it where they did not (where none did not: half of it);
     twice the largest N seen where they failed there; without such models, the middle of the N
-    grid's widest step (fig1_grid_multi_pass_tuned's N* is 2, below its grid of 4-256: played
-    out around 128, its ViT plan counted 2.1x the model-steps its sweep took)."""
+    grid's widest step (fig1_grid_multi_pass_tuned's N* is 2, under its grid of 4-256, where
+    that middle put it at 8)."""
     told: dict[int, list[bool]] = {}
     for s in seen:
         if s.n_train and s.succeeded is not None:

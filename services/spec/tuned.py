@@ -39,7 +39,8 @@ class Tuned:
         lrs = sorted(tuning.lr or [resolved.training.lr])
         batches = sorted(tuning.batch_size or [resolved.training.batch_size])
         at = batches[:1] + (batches[-1:] if resolved.one_pass and batches[-1] != batches[0] else [])
-        spread_lr, n = spread(tuning.lr, models) if tuning.lr else None, None
+        spread_lr = spread(tuning.lr, models) if tuning.lr else None
+        n = None
         if not resolved.one_pass:
             each, ends = sorted(set(spread_lr or lrs)), sorted(set(spread(resolved.n_values, 2)))
             spread_lr, n = tuple(lr for _ in ends for lr in each), tuple(x for x in ends for _ in each)
