@@ -217,7 +217,7 @@ def test_a_one_pass_model_cut_before_zero_error_is_guessed_past_w_times_the_cut(
     "evaluations, blind_s, cut",
     [  # (models still training, of them at zero test error), a second each; 4 models, allowance 3 s
         ([(4, 0)] * 100, None, 30),  # blind throughout: cut at BLIND x the allowance
-        ([(4, 0)] * 100, 12, 12),  # ... or at its share of the plan's pilots (PILOTS_WALL)
+        ([(4, 0)] * 100, 12, 12),  # ... or at its share of the plan's time (worlds._Turn)
         ([(4, 0)] * 100, 1, 3),  # ... never before the allowance
         ([(4, 1)] * 100, None, 30),  # one at zero test error, three still guesses: blind as well
         ([(4, 0)] * 6 + [(4, 4)] * 94, None, 7),  # all four at zero test error from the 7th second: cut there
@@ -244,6 +244,38 @@ def test_a_pilot_that_has_seen_no_model_stop_goes_on_while_some_of_its_models_ar
     monkeypatch.setattr(pilots, "train", train)
     run = first_pilot(spec, spec.cells[0])
     assert pilots.BLIND * 3 == 30 and pilots.pilot(spec, spec.cells[0], run, 3, blind_s).cut == cut
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_plans_pilots_end_by_its_deadline_however_many_cells_it_has(monkeypatch, slots, tmp_path):
+    """Each pilot is cut at its share of the plan's time left as it starts: fig1_grid_one_pass_tuned's
+    39 pilots, 3 s each, took 39 s of its 55 s plan. Here every pilot runs to its blind cut, a stand-in
+    clock on one process (side_by_side's order, at the width it would run on), 2 s of probes first."""
+    spec = load_spec(ROOT / "sweeps" / "fig1_grid_one_pass_tuned.yaml")
+    clock, ends, cuts = [0.0], [2.0] * slots, []
+    monkeypatch.setattr(worlds.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(timing, "probe", lambda spec, cell, size: timing.Probe(1e-3, 0.0))
+    monkeypatch.setattr(timing, "most_probe", lambda spec, cell, size, rate: rate)
+    monkeypatch.setattr(worlds, "width", lambda spec, slots, jobs: slots)
+
+    def side_by_side(work, jobs, spec, slots):
+        clock[0] = 2.0  # the probes' seconds
+        return [work(job) for job in jobs]
+
+    def pilot(spec, cell, run, allowance, blind_s):
+        cuts.append((allowance, blind_s))
+        ends[min(range(slots), key=ends.__getitem__)] += blind_s
+        clock[0] = min(ends)  # the next pilot starts on the process free first
+        return pilots.Pilot((run.training.max_steps,) * run.models, run.models, 0)
+
+    monkeypatch.setattr(worlds, "side_by_side", side_by_side)
+    monkeypatch.setattr(worlds, "pilot", pilot)
+    plan.make_plan(spec, tmp_path, slots, pilot_s=3.0)
+    assert len(cuts) == 2 * len(spec.cells)  # two batch sizes a cell
+    assert max(ends) == pytest.approx(worlds.PLAN_PILOTS * 3.0)
+    assert all(a <= b <= worlds.BLIND * 3.0 for a, b in cuts) and max(b for _, b in cuts) < 3.0
+    clock[0] = 1e9  # past the deadline: a pilot still takes its least
+    assert worlds._Turn(5, 2, 100.0, 0.3).share() == 0.3
 
 
 def test_cells_that_differ_in_values_alone_share_one_timing():
@@ -354,10 +386,10 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step at B as steps at B = 8 by their costs: timed at 8 and at 1 (model, pack), on the line
     # between; above 8, or where B = 8's step timed at no cost, by its samples
-    steps = plan._batch_steps(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
+    steps = timing.batch_steps(8, 1, (timing.Probe(8e-3, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
     assert steps(1) == (1 / 8, 1 / 2) and steps(8) == (1, 1) and steps(32) == (4, 4)
     assert steps(4) == pytest.approx((1 / 2, (2e-3 + 3 / 7 * 2e-3) / 4e-3))
-    steps = plan._batch_steps(8, 1, (timing.Probe(0.0, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
+    steps = timing.batch_steps(8, 1, (timing.Probe(0.0, 0.0, 4e-3), timing.Probe(1e-3, 0.0, 2e-3)))
     assert steps(4) == pytest.approx((1 / 2, (2e-3 + 3 / 7 * 2e-3) / 4e-3))
 
 
@@ -422,7 +454,7 @@ def test_a_trials_own_cost_is_split_into_its_packs_and_its_models(monkeypatch):
     step_sizes, clock = set(), [0.0]
     monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
 
-    def train(spec, cell, configs, limit, size, progress=None, lr=None):
+    def train(spec, cell, configs, limit, size, progress=None, lr=None, n=None):
         step_sizes.add(None if lr is None else tuple(lr))
         graded = configs[2].evaluation_steps(limit)
 
@@ -446,22 +478,25 @@ def test_a_trials_own_cost_is_split_into_its_packs_and_its_models(monkeypatch):
 
 
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
-    """linear_fails' linear cells score 20,000 training samples at the end of each try: a slope
-    through one try counted that as steps (22-60 ms a model-step against ~0.2 ms in a run). Tries
-    that cost a fixed 6 s plus 0.2 ms a model-step (a clock of its own: timings taken on a busy
-    machine compare at random) give back the step and the fixed cost apart."""
+    """linear_fails' linear cells make and score 20,000 training samples a model in each try: a
+    slope through one try counted that as steps (22-60 ms a model-step against ~0.2 ms in a run),
+    and tries at that N took 6 s of set-up each (a plan of 43 s). Tries that cost 0.03 ms a sample
+    plus 0.2 ms a model-step (a clock of its own: timings taken on a busy machine compare at
+    random) give back the step from sets of at most TIMED_N and the fixed cost at the largest N."""
     spec = load_spec(ROOT / "sweeps" / "linear_fails.yaml")
     cell = next(c for c in spec.cells if c.model == "linear")  # at N = 20,000 and 2,000
-    fixed_s, step_s, tried = 6.0, 2e-4, []
+    step_s, tried = 2e-4, []
 
-    def train(spec, cell, configs, limit, size, progress=None):
-        tried.append(limit)
+    def train(spec, cell, configs, limit, size, progress=None, n=None):
+        n = n or [max(spec.resolved_cell(cell).n_values)] * size
+        tried.append((limit, n[0]))
         steps = np.full(size, limit)
-        return fixed_s + step_s * steps.sum(), SimpleNamespace(steps=steps)
+        return 3e-5 * sum(n) + step_s * steps.sum(), SimpleNamespace(steps=steps)
 
     monkeypatch.setattr(timing, "train", train)
     slope, pack_s = timing._slope(spec, cell, timing.timed_configs(spec, cell), 10)
-    assert len(tried) > 1 and slope == pytest.approx(step_s) and pack_s == pytest.approx(fixed_s + timing.TRIAL_S)
+    assert slope == pytest.approx(step_s) and pack_s == pytest.approx(3e-5 * 20_000 * 10 + timing.TRIAL_S)
+    assert len(tried) > 2 and all(n == 2_000 for _, n in tried[:-1]) and tried[-1] == (1, 20_000)
 
 
 def test_a_one_pass_step_is_timed_over_whole_periods_of_its_samples_draws(monkeypatch):
@@ -476,7 +511,7 @@ def test_a_one_pass_step_is_timed_over_whole_periods_of_its_samples_draws(monkey
     configs = timing.timed_configs(spec, cell)
     period, tried = steps_per_draw(configs[2].batch_size), []
 
-    def train(spec, cell, configs, limit, size, progress=None):
+    def train(spec, cell, configs, limit, size, progress=None, n=None):
         tried.append(limit)
         took = 1.0 + size * (0.01 * limit + 0.5 * math.ceil(limit / period))
         return took, SimpleNamespace(steps=np.full(size, limit))

@@ -13,18 +13,17 @@ starting Ray and logging to MLflow (~15 s here) come on top. docs/performance.md
 """
 
 import dataclasses
-import functools
 import json
 import math
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.app import worlds
 from services.app.timing import (
-    Probe,
-    evaluations,
+    batch_steps,
+    evaluations_s,
     gpu_share,
     sharing,
     side_by_side,
@@ -183,7 +182,8 @@ class SweepPlan:
 
 def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` or a pilot of
-    each cell here, cut after ``pilot_s`` at most."""
+    each cell here, cut after ``pilot_s`` at most, probes and pilots within worlds.PLAN_PILOTS x it."""
+    deadline = time.monotonic() + worlds.PLAN_PILOTS * pilot_s
     earlier = worlds.earlier(spec, home)
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
     first, probes, cells = first_packs(spec, slots), {}, []
@@ -197,7 +197,8 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         cells.append((index, packs, size, key, history))
     timed = dict(zip(probes, side_by_side(step_costs, list(probes.values()), spec, slots)))
     cells = [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
-    found = worlds.worlds_of(spec, [(i, size, rates[0], was) for i, _, size, rates, was in cells], pilot_s, slots)
+    piloted = [(i, size, rates[0], was) for i, _, size, rates, was in cells]
+    found = worlds.worlds_of(spec, piloted, pilot_s, slots, deadline)
     played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
     cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
@@ -218,8 +219,8 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
     cell, (rate, most_rate) = spec.cells[index], rates
     training = timed_configs(spec, cell)[2]
     per_model, most = spec.mode.most_steps(spec, cell), spec.mode.most_trainings(spec, cell)
-    as_steps = _batch_steps(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
-    evals = _evaluations(training, basis.eval_s)
+    as_steps = batch_steps(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
+    evals = evaluations_s(training, basis.eval_s)
     model_steps = pack_steps = evals_s = 0.0
     mine = [t for world in played for t in world if t.cell == index]
     for trained in mine:
@@ -253,30 +254,6 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
         model_s=rate.model_s,
         runs=round(sum(len(t.steps) for t in mine) / draws),
     )
-
-
-def _batch_steps(batch: int, smallest: int, rates: tuple["Probe", "Probe"]) -> Callable[[int], tuple[float, float]]:
-    """(model-steps, pack-steps) at the cell's ``batch`` that a step at batch B costs as much as,
-    from ``rates`` timed at ``batch`` and at ``smallest``: in between, on the line through the two
-    (a + b·B); above ``batch``, or where a step there timed at no cost, by its samples (a busy
-    machine's pack of one timed slower than a pack of eight a model: a plan then counted 0 steps)."""
-    at, least = rates
-
-    def steps(b: int) -> tuple[float, float]:
-        t = (b - smallest) / (batch - smallest) if b < batch and smallest < batch else None
-        return tuple(
-            b / batch if t is None or a <= 0 else (low + t * (a - low)) / a
-            for a, low in ((at.step_s, least.step_s), (at.pack_step_s, least.pack_step_s))
-        )
-
-    return steps
-
-
-def _evaluations(training, eval_s: float) -> Callable[[float], float]:
-    """The seconds a run's evaluations take apart from its steps when it stops after s steps,
-    ``eval_s`` each (``timing.evaluations``)."""
-    counted = functools.cache(lambda last: evaluations(training, last))  # a plan asks for each stop often
-    return lambda steps: eval_s * counted(round(steps))
 
 
 def plan_path(spec: "SweepSpec", home: Path) -> Path:

@@ -4,6 +4,7 @@ counts at the smallest batch a cell may reach (``most_probe``), trials side by s
 (``sharing``), and the slots a machine gives a spec."""
 
 import dataclasses
+import functools
 import json
 import math
 import multiprocessing
@@ -29,6 +30,11 @@ FIRST_TRY = 10  # steps of the first try that times a step
 EVAL_MODELS = 4  # models of the tries that time an evaluation (``_evaluation_s``, ``_scoring_s``)
 UNMOVED = 1e-6  # the step size's scale in the try that times a multi-pass evaluation: no model settles
 SCORED = 8  # multi-pass evaluations timed between that try's ends, one every other step
+# Multi-pass steps are timed on training sets of at most TIMED_N samples: a batch is drawn from its
+# set at the same cost whatever the set's size (TrainSets.batch), and making linear_fails' sets of
+# 20,000 samples took 6 s of each of its tries (a plan of 43 s). A pack's own cost, which grows
+# with its sets, is then timed at the grid's largest N (``_slope``).
+TIMED_N = 2048
 T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
@@ -110,10 +116,17 @@ def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], spec: "SweepSpec
     its 79 s plan), or one after the other in this process where a GPU runs them (CUDA is not
     forked) or Ray was loaded here (a fork copies its gRPC channels: a sweep run after a forked
     plan in one process lost its trials' records)."""
-    if slots < 2 or len(jobs) < 2 or "ray" in sys.modules or spec.resources.gpus_per_trial:
+    if width(spec, slots, len(jobs)) < 2:
         return [work(job) for job in jobs]
-    with ProcessPoolExecutor(min(slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(work, jobs))
+    with ProcessPoolExecutor(width(spec, slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(work, jobs))  # in order: job i starts once jobs before it have
+
+
+def width(spec: "SweepSpec", slots: int, jobs: int) -> int:
+    """The processes ``side_by_side`` runs ``jobs`` on: 1 where they run one after the other."""
+    if slots < 2 or jobs < 2 or "ray" in sys.modules or spec.resources.gpus_per_trial:
+        return 1
+    return min(slots, jobs)
 
 
 def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
@@ -229,7 +242,8 @@ def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> 
     size, every, marks = EVAL_MODELS, 2, []
     limit = min(training.max_steps, every * (SCORED + 1))
     lr, often = [training.lr * UNMOVED] * size, dataclasses.replace(training, eval_every=every)
-    train(spec, cell, (data, model, often), limit, size, progress=lambda *_: marks.append(time.perf_counter()), lr=lr)
+    n, mark = _timed_n(spec, cell), functools.partial(_mark, marks)
+    train(spec, cell, (data, model, often), limit, size, progress=mark, lr=lr, n=n and [n] * size)
     scored = len(marks) - 2  # the evaluations between the first (step 0) and the last (the limit)
     if scored < 1:
         return 0.0
@@ -242,6 +256,30 @@ def evaluations(training, last: int) -> int:
     multi-pass, those between its ends (it scores its whole sets at its ends: ``Probe.model_s``)."""
     ends = 0 if training.protocol == "one_pass" else min(2, last + 1)
     return len(training.evaluation_steps(last)) - ends
+
+
+def batch_steps(batch: int, smallest: int, rates: tuple[Probe, Probe]) -> Callable[[int], tuple[float, float]]:
+    """(model-steps, pack-steps) at the cell's ``batch`` that a step at batch B costs as much as,
+    from ``rates`` timed at ``batch`` and at ``smallest``: in between, on the line through the two
+    (a + b·B); above ``batch``, or where a step there timed at no cost, by its samples (a busy
+    machine's pack of one timed slower than a pack of eight a model: a plan then counted 0 steps)."""
+    at, least = rates
+
+    def steps(b: int) -> tuple[float, float]:
+        t = (b - smallest) / (batch - smallest) if b < batch and smallest < batch else None
+        return tuple(
+            b / batch if t is None or a <= 0 else (low + t * (a - low)) / a
+            for a, low in ((at.step_s, least.step_s), (at.pack_step_s, least.pack_step_s))
+        )
+
+    return steps
+
+
+def evaluations_s(training, eval_s: float) -> Callable[[float], float]:
+    """The seconds a run's evaluations take apart from its steps when it stops after s steps,
+    ``eval_s`` each (``evaluations``)."""
+    counted = functools.cache(lambda last: evaluations(training, last))  # a plan asks for each stop often
+    return lambda steps: eval_s * counted(round(steps))
 
 
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
@@ -271,7 +309,7 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
 
 def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
     """(seconds a model-step, a pack's own seconds) of ``size`` models of ``cell`` (its first seeds
-    at its largest N; a tuned cell at its smallest batch size and middle step size) trained under
+    at its largest N, TIMED_N at most; a tuned cell at its smallest batch size and middle step size) trained under
     step limits growing from 10 (``_next_limit``) until the limit is the budget, its steps stopped
     growing, or the last try took TIMING_S longer than the first. The step's time is the
     slope through the first and the last try, at the cell's own step size (the test set is scored
@@ -281,11 +319,11 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
     its models: Paper B's transfer pre-trains attention there) is left out, up to its first
     evaluation: against its noise, transfer's second cell grew its tries to 253 s of planning."""
     budget, limit, tries = configs[2].max_steps, min(FIRST_TRY, configs[2].max_steps), []
+    n = _timed_n(spec, cell)
     while True:
         marks: list[float] = []
-        took, result = train(
-            spec, cell, configs, limit, size, progress=lambda *_, m=marks: m.append(time.perf_counter())
-        )
+        mark = functools.partial(_mark, marks)
+        took, result = train(spec, cell, configs, limit, size, progress=mark, n=n and [n] * size)
         set_up = max(0.0, marks[0] - (time.perf_counter() - took)) if marks else 0.0
         tries.append((took, took - set_up, int(result.steps.sum())))
         grew = len(tries) == 1 or tries[-1][2] > tries[-2][2]
@@ -295,7 +333,23 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
         limit = min(budget, _next_limit(configs[2], tries, limit, size))
     (_, first_s, first), (last_took, last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
+    if n:  # its steps timed on smaller sets (TIMED_N): its own cost at the largest, in a try of one step
+        last_took, last = train(spec, cell, configs, 1, size)[0], size
     return step_s, max(0.0, last_took - step_s * last) + TRIAL_S
+
+
+def _mark(marks: list[float], *_) -> None:
+    """A try's ``progress``: the time of each of its evaluations."""
+    marks.append(time.perf_counter())
+
+
+def _timed_n(spec: "SweepSpec", cell: "Cell") -> int | None:
+    """The N a multi-pass cell's steps are timed at where its grid's largest is above TIMED_N: its
+    largest at most TIMED_N, else its smallest (None: at its largest, or one pass)."""
+    resolved = spec.resolved_cell(cell)
+    if resolved.one_pass or max(resolved.n_values) <= TIMED_N:
+        return None
+    return max((n for n in resolved.n_values if n <= TIMED_N), default=min(resolved.n_values))
 
 
 def _next_limit(training, tries: list[tuple], limit: int, size: int) -> int:

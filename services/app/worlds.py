@@ -5,12 +5,13 @@ in that world (services.search.rehearse)."""
 
 import dataclasses
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.app.pilot import BLIND, Pilot, pilot, seen
-from services.app.timing import side_by_side
+from services.app.timing import side_by_side, width
 from services.results import SweepResult, model_of
 from services.search.rehearse import Seen, at_budget
 from services.store import state
@@ -25,10 +26,15 @@ if TYPE_CHECKING:
 PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
-# A pilot that saw none of its models stop goes on (pilot.BLIND) up to its share of PILOTS_WALL x the
-# pilot's allowance of the plan's time, however many cells: the main job's eight pilots, blind up
-# to 30 s each, took 57 s of its 79 s plan (2026-11-28)
-PILOTS_WALL = 6
+# A plan's probes and pilots end within PLAN_PILOTS x the pilot's allowance from its start (27 s at
+# the default 3 s: the command within 30 s with its start and its play-out, ~1 s), each pilot, blind
+# or not, cut at its share of what is left as it starts. The main job's eight pilots, blind up to
+# 30 s each, took 57 s of its 79 s plan (2026-11-28); fig1_grid_one_pass_tuned's 39, 3 s each, 39 s
+# of its 55 s (2026-11-29)
+PLAN_PILOTS = 9
+# ... but no pilot shorter than LEAST_PILOT x the allowance, however little is left: one cut at its
+# first evaluation sees nothing (its world all guesses), and the plan then overruns by that at most
+LEAST_PILOT = 0.1
 
 
 @dataclass(frozen=True)
@@ -41,11 +47,13 @@ class Basis:
     eval_s: float
 
 
-def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int) -> dict[int, tuple[list[Seen], Basis]]:
+def worlds_of(
+    spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int, deadline: float
+) -> dict[int, tuple[list[Seen], Basis]]:
     """Each cell's world (``cells``: its index, pack size, step costs and history: an earlier
     sweep's id and its records, or None): every run at its budget where none stops early, else the
     runs an earlier sweep recorded, else its pilots' (Mode.pilots), run side by side on ``slots``
-    as a sweep's trials are, each blind at most its share of PILOTS_WALL."""
+    as a sweep's trials are, all ended by ``deadline`` (``time.monotonic``; ``_pilot_job``)."""
     found, jobs = {}, []
     for index, size, rate, history in cells:
         cell = spec.cells[index]
@@ -58,17 +66,37 @@ def worlds_of(spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int)
             allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
             models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
             jobs += [(spec, index, run, allowance, rate) for run in spec.mode.pilots(spec, cell, models)]
-    share = PILOTS_WALL * pilot_s * slots / max(1, len(jobs))
-    jobs = [(*job, min(BLIND * job[3], share)) for job in jobs]
+    wide, least = width(spec, slots, len(jobs)), LEAST_PILOT * pilot_s
+    jobs = [(*job, _Turn(len(jobs) - order, wide, deadline, least)) for order, job in enumerate(jobs)]
     tried: dict[int, list] = {}
     for (_, index, run, _, rate, _), result in zip(jobs, side_by_side(_pilot_job, jobs, spec, slots)):
         tried.setdefault(index, []).append((run, result, rate))
     return found | {index: _piloted(spec, index, runs) for index, runs in tried.items()}
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """A pilot's place in the plan's time: the pilots not yet started as it starts (itself among
+    them), the processes they run on, the plan's deadline for them and the least it may take."""
+
+    left: int
+    width: int
+    deadline: float
+    least: float
+
+    def share(self) -> float:
+        """Its seconds: what is left to the deadline on ``width`` processes over the pilots still to
+        come and those still running beside it (each counted at a share as large as its own)."""
+        left_s = (self.deadline - time.monotonic()) * self.width / (self.left + self.width - 1)
+        return max(self.least, left_s)
+
+
 def _pilot_job(job: tuple) -> Pilot:
-    spec, index, run, allowance, _, blind_s = job
-    return pilot(spec, spec.cells[index], run, allowance, blind_s)
+    """A pilot cut at its allowance, and one that has seen nothing stop at BLIND times it, each
+    at most its share of the plan's time left (``_Turn``)."""
+    spec, index, run, allowance, _, turn = job
+    share = turn.share()
+    return pilot(spec, spec.cells[index], run, min(allowance, share), min(BLIND * allowance, share))
 
 
 def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
