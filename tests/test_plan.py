@@ -128,6 +128,23 @@ def test_a_one_pass_evaluation_is_its_tries_added_time_over_every_evaluation_it_
     assert set(sizes) == {timing.EVAL_MODELS, 1}
 
 
+def test_cheap_one_pass_evaluations_are_timed_in_tries_of_two_seconds_in_all(monkeypatch):
+    """Until one try took 4 TIMING_S, stability_checks' CNN evaluations (a fraction of a millisecond)
+    doubled their tries to 5,120 steps, 14 s of a 17 s probe; batch_scaling's plan took 54 s."""
+    spec = load_spec(ROOT / "sweeps" / "stability_checks.yaml")
+    cell = spec.cells[0]
+    took = []
+
+    def train(spec, cell, configs, limit, size, **_):
+        scored = len(configs[2].evaluation_steps(limit)) if configs[2].n_test > 1 else 0  # as above
+        took.append(0.05 + 1e-3 * size * limit + 1e-6 * size * scored)
+        return took[-1], None
+
+    monkeypatch.setattr(timing, "train", train)
+    assert timing._evaluation_s(spec, cell, timing.timed_configs(spec, cell), 16) == pytest.approx(1e-6)
+    assert sum(took[:-2]) < 4 * timing.TIMING_S <= sum(took) < 12 * timing.TIMING_S
+
+
 def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision(unit_steps, tmp_path):
     """transfer_tuned's plan counted its first round alone (840 trainings; the sweep trained 1,828),
     an expectation labelled an upper bound that its sweep took 2.9x."""

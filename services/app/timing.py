@@ -285,9 +285,11 @@ def evaluations_s(training, eval_s: float) -> Callable[[float], float]:
 def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
     """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most)
     trained with their evaluations (no window: every model to the limit) and without (``_quiet``),
-    under limits doubling from 10 until the first took TIMING_S longer than the second or 4
-    TIMING_S in all (its evaluations are then a small part of a run: the example family's, every 10
-    steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep), that difference over all
+    under limits doubling from 10 until the first took TIMING_S longer than the second or the tries
+    4 TIMING_S in all (its evaluations are then a small part of a run: the example family's, every 10
+    steps, doubled to 20,000 steps and 112 s of planning for a 4 s sweep; until one try took 4
+    TIMING_S, stability_checks' cheap CNN evaluations took 14 s of a 17 s probe, batch_scaling's
+    probes 54 s, its whole plan), that difference over all
     of its evaluations: the steps alone scored a test set of one at the two ends, so the difference
     holds those two too (over the others alone, an evaluation came out 11/9 of its cost at 10
     steps). A model's evaluation costs about as much in a pack of 4 as in the cell's
@@ -297,11 +299,12 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
     subset: 0.025 s)."""
     data, model, training = configs
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
-    size = min(size, EVAL_MODELS)
+    size, spent = min(size, EVAL_MODELS), 0.0
     while True:
         took, _ = train(spec, cell, (data, model, graded), limit, size)
-        extra_s = took - train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
-        if extra_s >= TIMING_S or took >= 4 * TIMING_S or limit >= training.max_steps:
+        quiet_s = train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
+        extra_s, spent = took - quiet_s, spent + took + quiet_s
+        if extra_s >= TIMING_S or spent >= 4 * TIMING_S or limit >= training.max_steps:
             break
         limit = min(training.max_steps, 2 * limit)
     return max(0.0, extra_s) / (size * len(graded.evaluation_steps(limit)))
