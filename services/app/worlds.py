@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
-# A plan's probes and pilots end within PLAN_PILOTS x the pilot's allowance from its start (27 s at
-# the default 3 s: the command within 30 s with its start and its play-out, ~1 s), each pilot, blind
-# or not, cut at its share of what is left as it starts. The main job's eight pilots, blind up to
-# 30 s each, took 57 s of its 79 s plan (2026-11-28); fig1_grid_one_pass_tuned's 39, 3 s each, 39 s
-# of its 55 s (2026-11-29)
-PLAN_PILOTS = 9
+# A plan's probes and pilots end within PLAN_PILOTS x the pilot's allowance from its start (24 s at
+# the default 3 s: the command within 30 s with its start, its play-out and a pilot's cut at its next
+# evaluation; at 27 s, plans took 24.8-33.6 s), each pilot, blind or not, cut at its share of what is
+# left as it starts. The main job's eight pilots, blind up to 30 s each, took 57 s of its 79 s plan
+# (2026-11-28); fig1_grid_one_pass_tuned's 39, 3 s each, 39 s of its 55 s (2026-11-29)
+PLAN_PILOTS = 8
 # ... but no pilot shorter than LEAST_PILOT x the allowance, however little is left: one cut at its
 # first evaluation sees nothing (its world all guesses), and the plan then overruns by that at most
 LEAST_PILOT = 0.1
