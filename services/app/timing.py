@@ -116,9 +116,10 @@ def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], spec: "SweepSpec
     its 79 s plan), or one after the other in this process where a GPU runs them (CUDA is not
     forked) or Ray was loaded here (a fork copies its gRPC channels: a sweep run after a forked
     plan in one process lost its trials' records)."""
-    if width(spec, slots, len(jobs)) < 2:
+    wide = width(spec, slots, len(jobs))
+    if wide < 2:
         return [work(job) for job in jobs]
-    with ProcessPoolExecutor(width(spec, slots, len(jobs)), mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(wide, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(work, jobs))  # in order: job i starts once jobs before it have
 
 

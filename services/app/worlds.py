@@ -28,8 +28,8 @@ PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
 # A plan's probes and pilots end within PLAN_PILOTS x the pilot's allowance from its start (24 s at
 # the default 3 s: the command within 30 s with its start, its play-out and a pilot's cut at its next
-# evaluation; at 27 s, plans took 24.8-33.6 s), each pilot, blind or not, cut at its share of what is
-# left as it starts. The main job's eight pilots, blind up to 30 s each, took 57 s of its 79 s plan
+# evaluation; at 27 s, 5 of 17 plans took 30.1-41.7 s), each pilot, blind or not, cut at its share of
+# what is left as it starts. The main job's eight pilots, blind up to 30 s each, took 57 s of its 79 s plan
 # (2026-11-28); fig1_grid_one_pass_tuned's 39, 3 s each, 39 s of its 55 s (2026-11-29)
 PLAN_PILOTS = 8
 # ... but no pilot shorter than LEAST_PILOT x the allowance, however little is left: one cut at its
