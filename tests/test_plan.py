@@ -305,6 +305,33 @@ def test_cells_that_differ_in_values_alone_share_one_timing():
     assert len({timing.timing_key(arms, c, 8) for c in arms.cells}) == 4
 
 
+def test_one_shape_at_many_batches_is_timed_at_its_ends_and_costs_the_line_between(monkeypatch):
+    """A step costs a + b·B: batch_scaling's ten probes, one for each alpha*'s batch (13-64), took
+    its whole plan of 46.9 s. Each model is timed at its smallest and largest batch alone; two
+    batches of one shape are each timed."""
+    spec = load_spec(ROOT / "sweeps" / "batch_scaling.yaml")
+    jobs = {timing.timing_key(spec, c, 16): (spec, c, 16) for c in spec.cells}
+    timed = []
+
+    def step_costs(job):
+        batch = timing.timed_configs(job[0], job[1])[2].batch_size
+        timed.append((job[1].model, batch))
+        rate = timing.Probe(1e-3 * batch, 0.05, 2e-3 + 1e-4 * batch, 0.07, 0.01 * batch)
+        return rate, rate
+
+    monkeypatch.setattr(timing, "step_costs", step_costs)
+    costs = timing.step_costs_of(spec, jobs, 1)
+    assert sorted(timed) == [("cnn", 13), ("cnn", 64), ("vit", 13), ("vit", 64)]
+    assert len(costs) == 10
+    for (_, batch), (rate, most) in costs.items():
+        assert rate == most
+        assert dataclasses.astuple(rate) == pytest.approx((1e-3 * batch, 0.05, 2e-3 + 1e-4 * batch, 0.07, 0.01 * batch))
+    two = {k: v for k, v in jobs.items() if k[1] in (13, 21)}
+    timed.clear()
+    timing.step_costs_of(spec, two, 1)
+    assert len(timed) == 4
+
+
 def test_a_multi_pass_pilot_trains_its_models_at_the_ns_its_grid_trains(monkeypatch):
     """Its runs to zero training loss grow with N: at the grid's largest N alone, the pilots of
     fig1_grid_multi_pass's ViT cells counted 2.2-3.6x the model-steps its sweep took, and

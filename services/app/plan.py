@@ -26,8 +26,7 @@ from services.app.timing import (
     evaluations_s,
     gpu_share,
     sharing,
-    side_by_side,
-    step_costs,
+    step_costs_of,
     timed_configs,
     timing_key,
 )
@@ -195,7 +194,7 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         probes.setdefault(key, (spec, cell, size))
         history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
         cells.append((index, packs, size, key, history))
-    timed = dict(zip(probes, side_by_side(step_costs, list(probes.values()), spec, slots)))
+    timed = step_costs_of(spec, probes, slots)
     cells = [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
     piloted = [(i, size, rates[0], was) for i, _, size, rates, was in cells]
     found = worlds.worlds_of(spec, piloted, pilot_s, slots, deadline)

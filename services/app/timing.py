@@ -60,15 +60,39 @@ def slots_of(spec: "SweepSpec", cpus: float, gpus: float) -> int:
     return max(1, min(math.floor(cpus / r.cpus_per_trial + 1e-9), by_gpu))
 
 
-def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> str:
-    """What a model-step's time depends on: the model's kind and shape (its fields but the floats,
-    which set values: initial scales, a fixed diagonal, a step size's scale; association_sensitivity's
-    40 cells were timed one by one, its plan 171 s), the data's shape, the training's batch,
-    evaluation and test set (not the step size, nor alpha*), and the pack's size."""
+def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> tuple[str, int]:
+    """(what a model-step's time depends on but the batch, the batch): the model's kind and shape
+    (its fields but the floats, which set values: initial scales, a fixed diagonal, a step size's
+    scale; association_sensitivity's 40 cells were timed one by one, its plan 171 s), the data's
+    shape, the training's evaluation and test set (not the step size, nor alpha*), and the pack's
+    size. One shape's steps at several batches lie on a line (``step_costs_of``)."""
     data, model, training = timed_configs(spec, cell)
     shape = {name: value for name, value in dataclasses.asdict(model).items() if not isinstance(value, float)}
-    kept = dataclasses.asdict(training) | {"lr": None, "max_steps": None}
-    return json.dumps([cell.model, spec.sample_cost(cell), shape, kept, size], default=str)
+    kept = dataclasses.asdict(training) | {"lr": None, "max_steps": None, "batch_size": None}
+    return json.dumps([cell.model, spec.sample_cost(cell), shape, kept, size], default=str), training.batch_size
+
+
+def step_costs_of(spec: "SweepSpec", jobs: dict[tuple[str, int], tuple], slots: int) -> dict[tuple, tuple]:
+    """Each ``timing_key``'s (``probe``, ``most_probe``) from its job (``step_costs``): a shape timed
+    at three batches or more is timed at its smallest and largest alone, the others on the line
+    between (a step costs a + b·B; batch_scaling's ten probes, one for each alpha*'s batch, took
+    46.9 s, its whole plan, where its sweep took 424 s)."""
+    batches: dict[str, list[int]] = {}
+    for shape, batch in jobs:
+        batches.setdefault(shape, []).append(batch)
+    ends = [k for k in jobs if len(batches[k[0]]) < 3 or k[1] in (min(batches[k[0]]), max(batches[k[0]]))]
+    timed = dict(zip(ends, side_by_side(step_costs, [jobs[k] for k in ends], spec, slots)))
+    return {k: timed.get(k) or _on_line(timed, k, min(batches[k[0]]), max(batches[k[0]])) for k in jobs}
+
+
+def _on_line(timed: dict[tuple, tuple], key: tuple[str, int], low: int, high: int) -> tuple:
+    """The step costs at ``key``'s batch on the line through those timed at ``low`` and ``high``."""
+    shape, batch = key
+    t = (batch - low) / (high - low)
+    return tuple(
+        Probe(*(x + t * (y - x) for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b))))
+        for a, b in zip(timed[shape, low], timed[shape, high])
+    )
 
 
 @dataclass(frozen=True)
