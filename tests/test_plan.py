@@ -521,6 +521,28 @@ def test_a_trials_own_cost_is_split_into_its_packs_and_its_models(monkeypatch):
     assert step_sizes == {None, (unmoved,) * timing.EVAL_MODELS}
 
 
+@pytest.mark.parametrize(("eval_s", "scored"), [(0.01, timing.SCORED), (0.2, 2)])
+def test_a_multi_pass_evaluation_is_timed_in_about_a_second_of_evaluations(monkeypatch, eval_s, scored):
+    """fashion_sparsification's evaluations (0.18 s a model: nine sparsified test sets) took 7.4 s
+    of its 16 s probe through SCORED of them; the try now ends at the first evaluation after which
+    they took 2 TIMING_S, and its evaluations are still told apart from its steps and its ends."""
+    spec = load_spec(ROOT / "sweeps" / "fig1_grid_multi_pass_tuned.yaml")
+    cell, clock, rate = spec.cells[0], [0.0], timing.Probe(2e-3, 0.3, 1e-3)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+
+    def train(spec, cell, configs, limit, size, progress=None, lr=None, n=None):
+        for step in configs[2].evaluation_steps(limit):
+            clock[0] += 9.0 * (step == limit) + (step > 0) * (2 * (1e-3 + 2e-3 * size) + eval_s * size)
+            if progress(step, size, 0):
+                break
+        return 0.0, SimpleNamespace(steps=np.full(size, step))
+
+    monkeypatch.setattr(timing, "train", train)
+    assert timing._scoring_s(spec, cell, timing.timed_configs(spec, cell), rate) == pytest.approx(eval_s)
+    ended = scored == timing.SCORED  # the try ran to its limit, whose evaluation scores whole sets
+    assert clock[0] == pytest.approx((scored + ended) * (2 * (1e-3 + 8e-3) + 4 * eval_s) + 9.0 * ended)
+
+
 def test_a_step_is_timed_apart_from_a_packs_fixed_cost(monkeypatch):
     """linear_fails' linear cells make and score 20,000 training samples a model in each try: a
     slope through one try counted that as steps (22-60 ms a model-step against ~0.2 ms in a run),

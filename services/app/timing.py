@@ -259,21 +259,29 @@ def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> 
     at a step size UNMOVED times their own (none settles, each scores its test subset at every
     evaluation, as a run that has not settled does) through SCORED evaluations every other step
     (an evaluation costs the same however many steps lie between: at fashion's 500, timing three
-    took 24 s), the time from the first to the last of them less their steps at ``rate``, over
-    them. One try, its set-up and ends left out: two tries' difference measured transfer's
+    took 24 s), or cut at the first after which they took 2 TIMING_S (fashion_sparsification's,
+    0.18 s a model with its nine sparsified test sets, took 7.4 s of its 16 s probe), the time
+    from the first to the last of them less their steps at ``rate``, over them. One try, its set-up
+    and its end (which scores whole sets) left out: two tries' difference measured transfer's
     pre-training noise (its evaluations every 100 steps: 2,613 s expected where its sweep took
     95), and linear_fails' tries cost 6 s of set-up each."""
     data, model, training = configs
     size, every, marks = EVAL_MODELS, 2, []
     limit = min(training.max_steps, every * (SCORED + 1))
     lr, often = [training.lr * UNMOVED] * size, dataclasses.replace(training, eval_every=every)
-    n, mark = _timed_n(spec, cell), functools.partial(_mark, marks)
-    train(spec, cell, (data, model, often), limit, size, progress=mark, lr=lr, n=n and [n] * size)
-    scored = len(marks) - 2  # the evaluations between the first (step 0) and the last (the limit)
+
+    def mark(*_) -> bool:
+        marks.append(time.perf_counter())
+        return marks[-1] - marks[0] >= 2 * TIMING_S
+
+    n = _timed_n(spec, cell)
+    _, result = train(spec, cell, (data, model, often), limit, size, progress=mark, lr=lr, n=n and [n] * size)
+    ended = int(result.steps.max()) >= limit  # its last evaluation scored whole sets: left out
+    scored = len(marks) - 1 - ended
     if scored < 1:
         return 0.0
     steps_s = scored * every * (rate.pack_step_s + size * rate.step_s)
-    return max(0.0, marks[-2] - marks[0] - steps_s) / (size * scored)
+    return max(0.0, marks[scored] - marks[0] - steps_s) / (size * scored)
 
 
 def evaluations(training, last: int) -> int:
