@@ -295,6 +295,42 @@ def test_a_plans_pilots_end_by_its_deadline_however_many_cells_it_has(monkeypatc
     assert worlds._Turn(5, 2, 100.0, 0.3).share() == 0.3
 
 
+@pytest.mark.parametrize(("step_s", "passes"), [(1e-3, 2), (1e-7, 1)])
+def test_pilots_cut_short_that_left_guesses_run_again_where_the_sweep_allows_it(monkeypatch, tmp_path, step_s, passes):
+    """fig1_grid_multi_pass_tuned's 20 pilots shared the plan's 24 s, each cut at step 20 of 4,000:
+    their guesses put its plan 2.4x over its sweep of ~1,000 s, whose tenth is 94 s. Cells whose
+    pilots were cut at their share, short of their allowance, and left guesses are piloted again
+    within a SPENT-th of the sweep that plan expects; not where that is no later than the deadline.
+    Here a pilot given its allowance (3 s) sees every model stop, one given less guesses them all."""
+    spec = load_spec(ROOT / "sweeps" / "fig1_grid_multi_pass_tuned.yaml")
+    clock, cuts = [0.0], []
+    monkeypatch.setattr(worlds.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(timing, "probe", lambda spec, cell, size: timing.Probe(step_s, 0.0))
+    monkeypatch.setattr(timing, "most_probe", lambda spec, cell, size, rate: rate)
+    monkeypatch.setattr(plan, "rehearse", functools.partial(rehearse.rehearse, draws=1))
+
+    def pilot(spec, cell, run, allowance, blind_s):
+        cuts.append((clock[0], allowance))
+        clock[0] += allowance
+        seen = run.models if allowance >= 3.0 else 0
+        return pilots.Pilot((run.training.max_steps / 4,) * run.models, seen, 0, 0 if seen else 20)
+
+    deadlines, plays, worlds_of, played = [], [], worlds.worlds_of, plan._played
+    monkeypatch.setattr(worlds, "pilot", pilot)
+    monkeypatch.setattr(worlds, "worlds_of", lambda *a: deadlines.append(a[-1]) or worlds_of(*a))
+    monkeypatch.setattr(plan, "_played", lambda *a: plays.append(played(*a)) or plays[-1])
+    made = plan.make_plan(spec, tmp_path, 1, pilot_s=3.0)
+    cells = len(spec.cells)
+    assert len(cuts) == passes * cells and deadlines[0] == worlds.PLAN_PILOTS * 3.0
+    assert all(a < 3.0 for _, a in cuts[:cells]) and sum(cuts[cells - 1]) <= deadlines[0]
+    assert made.guessed_share == (0.0 if passes == 2 else 1.0)
+    if passes == 2:
+        assert deadlines[1] == pytest.approx(plays[0].wall_s() / worlds.SPENT) and deadlines[1] > deadlines[0]
+        assert all(a == 3.0 for _, a in cuts[cells:]) and sum(cuts[-1]) <= deadlines[1]
+    else:
+        assert plays[0].wall_s() / worlds.SPENT <= deadlines[0]
+
+
 def test_cells_that_differ_in_values_alone_share_one_timing():
     """A step computes the same tensors whatever a model's initial scales, fixed diagonal or step
     size's scale: association_sensitivity's 40 cells were timed one by one (its plan 171 s). Its

@@ -181,9 +181,29 @@ class SweepPlan:
 
 def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` or a pilot of
-    each cell here, cut after ``pilot_s`` at most, probes and pilots within worlds.PLAN_PILOTS x it."""
-    deadline = time.monotonic() + worlds.PLAN_PILOTS * pilot_s
+    each cell here, cut after ``pilot_s`` at most, probes and pilots within worlds.PLAN_PILOTS x it;
+    the cells whose pilots that cut short and left a guess piloted again within a SPENT-th of the
+    sweep the plan then expects, where that is longer (worlds.SPENT)."""
+    began = time.monotonic()
+    deadline = began + worlds.PLAN_PILOTS * pilot_s
     earlier = worlds.earlier(spec, home)
+    cells = _timed(spec, slots, earlier)
+    piloted = [(i, size, rates[0], was) for i, _, size, rates, was in cells]
+    found = worlds.worlds_of(spec, piloted, pilot_s, slots, deadline)
+    made = _played(spec, slots, cells, found, earlier)
+    again = [p for p in piloted if found[p[0]][1].guessed and found[p[0]][1].short]
+    if again and (longer := began + made.wall_s() / worlds.SPENT) > deadline:
+        made = _played(spec, slots, cells, found | worlds.worlds_of(spec, again, pilot_s, slots, longer), earlier)
+    share, slowed = gpu_share(spec, slots), 1.0
+    if share > 1 and made.cells:
+        heaviest = max(range(len(made.cells)), key=lambda i: made.cells[i].seconds)
+        slowed = sharing(spec, spec.cells[heaviest], made.cells[heaviest].size, share)
+    return dataclasses.replace(made, share=share, sharing=slowed)
+
+
+def _timed(spec: "SweepSpec", slots: int, earlier) -> list[tuple]:
+    """Each cell's (index, first-round packs, pack size, step costs timed here, history: the
+    earlier sweep's id and its records of the cell, or None)."""
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
     first, probes, cells = first_packs(spec, slots), {}, []
     for index, cell in enumerate(spec.cells):
@@ -195,22 +215,21 @@ def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_
         history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
         cells.append((index, packs, size, key, history))
     timed = step_costs_of(spec, probes, slots)
-    cells = [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
-    piloted = [(i, size, rates[0], was) for i, _, size, rates, was in cells]
-    found = worlds.worlds_of(spec, piloted, pilot_s, slots, deadline)
+    return [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
+
+
+def _played(spec: "SweepSpec", slots: int, cells: list[tuple], found: dict, earlier) -> SweepPlan:
+    """The plan of ``cells`` (``_timed``) with their searches played out in the worlds ``found``,
+    at the earlier sweep's measured rate and start where it has them."""
     played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
-    cells = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
+    plans = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
-        cells = worlds.at_measured_rate(cells, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
+        plans = worlds.at_measured_rate(plans, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
     if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
         start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
-    share, slowed = gpu_share(spec, slots), 1.0
-    if share > 1 and cells:
-        heaviest = max(range(len(cells)), key=lambda i: cells[i].seconds)
-        slowed = sharing(spec, spec.cells[heaviest], cells[heaviest].size, share)
-    return SweepPlan(spec.name, cells, start_s, start_basis, slots, share, slowed)
+    return SweepPlan(spec.name, plans, start_s, start_basis, slots)
 
 
 def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, basis: worlds.Basis) -> CellPlan:

@@ -35,6 +35,11 @@ PLAN_PILOTS = 8
 # ... but no pilot shorter than LEAST_PILOT x the allowance, however little is left: one cut at its
 # first evaluation sees nothing (its world all guesses), and the plan then overruns by that at most
 LEAST_PILOT = 0.1
+# Where pilots cut short by that deadline left guesses, they run again within a SPENT-th of the
+# sweep that first plan expects (plan.make_plan): a plan's expectation lay within 0.41-2.13x of its
+# sweep on every bundled spec (docs/performance.md), so the plan stays within a tenth of the sweep.
+# Its 20 pilots sharing 24 s, cut at step 20 of 4,000, put fig1_grid_multi_pass_tuned 2.4x over its sweep
+SPENT = 30
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class Basis:
     words: str
     guessed: bool
     eval_s: float
+    short: bool = False  # a pilot of it was cut at its share of the plan's time, before its allowance
 
 
 def worlds_of(
@@ -69,8 +75,8 @@ def worlds_of(
     wide, least = width(spec, slots, len(jobs)), LEAST_PILOT * pilot_s
     jobs = [(*job, _Turn(len(jobs) - order, wide, deadline, least)) for order, job in enumerate(jobs)]
     tried: dict[int, list] = {}
-    for (_, index, run, _, rate, _), result in zip(jobs, side_by_side(_pilot_job, jobs, spec, slots)):
-        tried.setdefault(index, []).append((run, result, rate))
+    for (_, index, run, _, rate, _), (result, short) in zip(jobs, side_by_side(_pilot_job, jobs, spec, slots)):
+        tried.setdefault(index, []).append((run, result, rate, short))
     return found | {index: _piloted(spec, index, runs) for index, runs in tried.items()}
 
 
@@ -91,23 +97,23 @@ class _Turn:
         return max(self.least, left_s)
 
 
-def _pilot_job(job: tuple) -> Pilot:
+def _pilot_job(job: tuple) -> tuple[Pilot, bool]:
     """A pilot cut at its allowance, and one that has seen nothing stop at BLIND times it, each
-    at most its share of the plan's time left (``_Turn``)."""
+    at most its share of the plan's time left (``_Turn``), and whether that share was the shorter."""
     spec, index, run, allowance, _, turn = job
     share = turn.share()
-    return pilot(spec, spec.cells[index], run, min(allowance, share), min(BLIND * allowance, share))
+    return pilot(spec, spec.cells[index], run, min(allowance, share), min(BLIND * allowance, share)), share < allowance
 
 
 def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
     """A cell's world from its pilots: each model's setting and steps, and what they say of it."""
     cell = spec.cells[index]
     words = "; ".join(
-        (f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p, _ in tried
+        (f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p, _, _ in tried
     )
     eval_s = tried[0][1].evaluation_s(tried[0][2])
-    guessed = any(p.guessed for _, p, _ in tried)
-    return [s for run, p, _ in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s)
+    guessed, short = any(p.guessed for _, p, _, _ in tried), any(cut for *_, cut in tried)
+    return [s for run, p, _, _ in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s, short)
 
 
 def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
