@@ -211,7 +211,8 @@ def plan_command(
         "--pilot-s",
         min=0.1,
         help="cut each cell's pilot after this many seconds (default 3; up to 10x while none of its models "
-        "stopped; the probes and pilots end within 8x it): longer sees more runs stop",
+        "stopped; the probes and pilots end within 8x it, or a 30th of the sweep expected where pilots so cut "
+        "short left guesses): longer sees more runs stop",
     ),
     seed_start: int = typer.Option(None, "--seed-start", help=SEED_START_HELP),
 ) -> None:
