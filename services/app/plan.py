@@ -182,8 +182,8 @@ class SweepPlan:
 def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` or a pilot of
     each cell here, cut after ``pilot_s`` at most, probes and pilots within worlds.PLAN_PILOTS x it;
-    the cells whose pilots that cut short and left a guess piloted again within a SPENT-th of the
-    sweep the plan then expects, where that is longer (worlds.SPENT)."""
+    the cells whose pilots that deadline cut short, leaving guesses, piloted again within a
+    worlds.SPENT-th of the sweep the plan then expects, where that ends later."""
     began = time.monotonic()
     deadline = began + worlds.PLAN_PILOTS * pilot_s
     earlier = worlds.earlier(spec, home)
