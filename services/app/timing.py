@@ -80,9 +80,10 @@ def step_costs_of(spec: "SweepSpec", jobs: dict[tuple[str, int], tuple], slots: 
     batches: dict[str, list[int]] = {}
     for shape, batch in jobs:
         batches.setdefault(shape, []).append(batch)
-    ends = [k for k in jobs if len(batches[k[0]]) < 3 or k[1] in (min(batches[k[0]]), max(batches[k[0]]))]
+    lines = {shape: (min(b), max(b)) for shape, b in batches.items() if len(b) >= 3}
+    ends = [k for k in jobs if k[0] not in lines or k[1] in lines[k[0]]]
     timed = dict(zip(ends, side_by_side(step_costs, [jobs[k] for k in ends], spec, slots)))
-    return {k: timed.get(k) or _on_line(timed, k, min(batches[k[0]]), max(batches[k[0]])) for k in jobs}
+    return {k: timed[k] if k in timed else _on_line(timed, k, *lines[k[0]]) for k in jobs}
 
 
 def _on_line(timed: dict[tuple, tuple], key: tuple[str, int], low: int, high: int) -> tuple:
