@@ -391,13 +391,14 @@ def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1)
                 train_error=0.0,
                 attention_mass=0.25 + 0.01 * s,
             )
-            for n in spec.n_train
+            for n in spec.spec.n_train
             for s in range(spec.seeds)
         ]
         curves = [
             {
                 "test_error": {
-                    str(n): {"steps": [0, 20, 40], "sum": [2.0, 1.0, 0.0], "count": [4, 4, 4]} for n in spec.n_train
+                    str(n): {"steps": [0, 20, 40], "sum": [2.0, 1.0, 0.0], "count": [4, 4, 4]}
+                    for n in spec.spec.n_train
                 }
             }
         ]

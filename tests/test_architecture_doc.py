@@ -11,7 +11,7 @@
   ``services``, ``vit_core`` or a module or package of services/ (``app.runs.find``,
   ``store.live.LiveRecord.open``) is a module, then a name defined at its top (a def, a class,
   an assignment or an import), then, under a class, a name defined in the class's body. Modules
-  are parsed, never imported. Other spans (``SweepSpec.resolved``, ``vitsweep.cell``, flags) are
+  are parsed, never imported. Other spans (``Sweep.spec``, ``vitsweep.cell``, flags) are
   not checked.
 """
 

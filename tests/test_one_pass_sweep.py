@@ -42,7 +42,7 @@ def test_a_one_pass_cell_trains_each_seed_once_at_its_sample_budget():
 def test_one_pass_needs_no_n_train_and_multi_pass_says_it_does():
     text = BOTH.replace("n_train: [4, 16]\n", "").replace(", protocol: [one_pass, multi_pass]", "")
     spec = parse_spec(text.replace("training: {", "training: {protocol: one_pass, "))  # no n_train: fine
-    assert spec_from_dict(spec.model_dump(mode="json")) == spec  # as every trial reads it
+    assert spec_from_dict(spec.spec.model_dump(mode="json")) == spec.spec  # as every trial reads it
     with pytest.raises(SpecError) as error:
         parse_spec(text)
     assert [p.path for p in error.value.problems] == ["n_train"] and "multi_pass" in str(error.value)

@@ -21,7 +21,7 @@ from services.app import plan, timing, worlds
 from services.app.cli import app
 from services.search import rehearse
 from services.search.planners import planner
-from services.spec import load_spec
+from services.spec import Sweep, load_spec
 from services.spec.modes import SampleComplexityMode, spread
 
 ROOT = Path(__file__).parents[1]
@@ -70,7 +70,9 @@ def test_a_grid_counts_its_models_and_step_budgets(unit_steps, tmp_path):
     assert [(c.packs, c.trainings, c.model_steps_most) for c in made.cells] == [(1, 8, 8 * 3000)] * 4
     assert {c.basis for c in made.cells} == {"pilot: 4 of 4 stopped"}
     assert [c.model_steps for c in made.cells] == [8 * 3000] * 4
-    fixed = spec.model_copy(update={"training": spec.training.model_copy(update={"protocol": "one_pass"})})
+    fixed = Sweep.of(
+        spec.spec.model_copy(update={"training": spec.spec.training.model_copy(update={"protocol": "one_pass"})})
+    )
     assert {c.basis for c in plan.make_plan(fixed, tmp_path, 2).cells} == {"budget"}  # no window: every step runs
 
 
@@ -95,13 +97,13 @@ def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_
     sample where the grid's smallest takes 240 of two. The bound counts them at a step timed at
     B = 1, never below half the cost of one at B = 2 (a step costs a + b·B)."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
-    spec = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
+    spec = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})}))
     cell = spec.cells[0]
     assert spec.mode.most_steps(spec, cell) == 8 * 60 // 1
     rate = timing.probe(spec, cell, 4)
     most = timing.most_probe(spec, cell, 4, rate)
     assert most.step_s >= rate.step_s / 2 and most.pack_step_s >= rate.pack_step_s / 2 and most.eval_s == rate.eval_s
-    unextended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 0})})
+    unextended = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 0})}))
     assert timing.most_probe(unextended, cell, 4, rate) is rate  # B = 2 is its smallest: nothing more to time
     made = plan.make_plan(spec, tmp_path, 2, pilot_s=0.2)
     assert all(c.most_step_s is not None and c.steps_most == 480 for c in made.cells)
@@ -162,7 +164,9 @@ def test_an_adaptive_search_is_expected_to_bisect_one_grid_step_to_its_precision
 def test_slots_of_a_cluster_follow_the_per_trial_resources():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     assert timing.slots_of(spec, 64, 0) == 64
-    gpu = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    gpu = Sweep.of(
+        spec.spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    )
     assert timing.slots_of(gpu, 64, 2) == 8 and timing.slots_of(gpu, 4, 2) == 4
 
 
@@ -418,7 +422,9 @@ def test_a_saved_plan_estimates_any_slots_as_the_plan_itself(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_packs_side_by_side_on_one_gpu_are_timed_in_processes_of_their_own():
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    spec = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    spec = Sweep.of(
+        spec.spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_trial": 0.25})})
+    )
     assert timing.gpu_share(spec, 8) == 4 and timing.gpu_share(spec, 2) == 2
     assert 1.0 <= timing.sharing(spec, spec.cells[0], 8, 4) < 8
 
@@ -459,7 +465,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert made.model_steps == first_cap + second_cap + measurement
     assert made.packs + made.later_packs == 2 + 2 + 1  # each round's B = 2 and B = 8 packs, one for the measurement
     assert re.search(r"its search played out in \d+ draws", made.basis)
-    extended = spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})})
+    extended = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})}))
     seen = {i: [rehearse.Seen(2, 1.0, None, 50.0)] * 4 for i in range(len(extended.cells))}
     played = rehearse.rehearse(extended, lambda: planner(extended), seen)
     assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in played)  # the tie at B = 2: B = 1
@@ -494,7 +500,7 @@ def test_every_search_mode_is_played_out_through_the_round_planner_protocol_alon
     widest step: its grid, then the bisection of that step to its precision (smoke: N in {5, 20},
     precision 0.1: log2(log 4 / log 1.1) = 3.9, four midpoints), each seed at every N once."""
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    searched = spec.model_copy(update={"search": SampleComplexityMode(mode="sample_complexity")})
+    searched = Sweep.of(spec.spec.model_copy(update={"search": SampleComplexityMode(mode="sample_complexity")}))
     seen = {i: [rehearse.Seen(1, 1.0, n, 10.0) for n in (5, 20)] for i in range(len(spec.cells))}
     (world,) = rehearse.rehearse(searched, lambda: planner(searched), seen, draws=1)
     models = [len(t.steps) for t in world if t.cell == 0]

@@ -16,7 +16,7 @@ from services.analysis import Outcomes, n_star_ratio
 from services.app.cli import app
 from services.report.compare import AGREE, DIFFER, compare, verdict
 from services.search.planners import planner
-from services.spec import parse_spec, spec_text
+from services.spec import Sweep, parse_spec, spec_text
 from services.store import state, tracking
 from services.store.cache import model_keys
 from services.store.uris import embedded_uri
@@ -141,7 +141,7 @@ def _shifted(sweep_id: str, offset: int, hard: int = 2):
         for c in result.cells
         if c.cell.model == "vit"
     ]
-    return spec.model_copy(update={"models": ["vit"], "seed_start": offset}), sweep_id, cells
+    return Sweep.of(spec.spec.model_copy(update={"models": ["vit"], "seed_start": offset})), sweep_id, cells
 
 
 def test_compare_says_where_two_sweeps_agree_and_whether_their_seeds_are_disjoint():

@@ -180,7 +180,7 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
         stars = {0.1: 32, 0.2: 16, 0.4: 8}[cell.values["alpha_star"]]
         records = [
             model_record(n, s, "succeeded" if n >= stars else "failed_converged", test_error=0.0, attention_mass=0.5)
-            for n in spec.n_train
+            for n in spec.spec.n_train
             for s in range(4)
         ]
         if cell.values["alpha_star"] == 0.1:

@@ -48,17 +48,17 @@ class SmallestMode(Mode):
     planned: ClassVar[bool] = False
     planner: ClassVar[str] = "smallest_mode:SmallestPlanner"
 
-    def first_trainings(self, spec, cell) -> int:
-        return spec.seeds
+    def first_trainings(self, sweep, cell) -> int:
+        return sweep.seeds
 
 
 class SmallestPlanner(RoundPlanner):
     """One round per cell: its seeds at that one N."""
 
-    def __init__(self, spec, slots=None):
-        super().__init__(len(spec.cells), pack_cost(spec))
-        n_of = {i: sorted(spec.resolved_cell(c).n_values)[spec.search.skip] for i, c in enumerate(spec.cells)}
-        self.rounds = {i: [Pack(i, (n,) * spec.seeds, tuple(range(spec.seeds)))] for i, n in n_of.items()}
+    def __init__(self, sweep, slots=None):
+        super().__init__(len(sweep.cells), pack_cost(sweep))
+        n_of = {i: sorted(sweep.resolved_cell(c).n_values)[sweep.search.skip] for i, c in enumerate(sweep.cells)}
+        self.rounds = {i: [Pack(i, (n,) * sweep.seeds, tuple(range(sweep.seeds)))] for i, n in n_of.items()}
 
     def next_round(self, cell: int) -> list[Pack]:
         return self.rounds.pop(cell, [])

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from services.app.cli import app
-from services.spec import load_spec
+from services.spec import Sweep, load_spec
 from services.store import tracking
 from vit_core import train_pack
 
@@ -30,12 +30,14 @@ def expected():
     for cell in spec.cells:
         seeds = list(range(spec.seeds))
         result = train_pack(
-            *spec.resolved_cell(cell).configs, [n for n in spec.n_train for _ in seeds], seeds * len(spec.n_train)
+            *spec.resolved_cell(cell).configs,
+            [n for n in spec.spec.n_train for _ in seeds],
+            seeds * len(spec.spec.n_train),
         )
         out[cell.label] = result.by_n()
         mass = result.curves["attention_mass"]
         curves[cell.label] = {
-            n: dict(zip(result.eval_steps.tolist(), mass[:, result.n_train == n].mean(1))) for n in spec.n_train
+            n: dict(zip(result.eval_steps.tolist(), mass[:, result.n_train == n].mean(1))) for n in spec.spec.n_train
         }
     return spec, out, curves
 
@@ -79,7 +81,7 @@ def _check(summary: dict, expected) -> None:
         }
         assert child.data.params["premise.width"] == "violated"  # m = 16 against M^2 log N with M = 12
         assert "difficulty.mean_token_error" in child.data.metrics
-        for n in spec.n_train:
+        for n in spec.spec.n_train:
             logged = {m.step: m.value for m in client.get_metric_history(child.info.run_id, f"attention_mass_n{n}")}
             if child.data.params["model"] == "cnn":
                 assert logged == {}
@@ -91,7 +93,7 @@ def _check(summary: dict, expected) -> None:
                     rtol=1e-6,
                 )
         table = json.loads(tracking.artifact_text(client, child.info.run_id, "models.json"))
-        assert len(table["data"]) == len(spec.n_train) * spec.seeds
+        assert len(table["data"]) == len(spec.spec.n_train) * spec.seeds
         passing = [r["n"] for r in mine if r["success_rate"] >= spec.success_rate]
         stable = next(
             (r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None
@@ -196,7 +198,7 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     result = run_sweep(
-        spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}),
+        Sweep.of(spec.spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})})),
         "failing",
         tmp_path,
         _fails_on_cnn,

@@ -152,8 +152,8 @@ def test_fig1_spec_is_the_papers_grid():
     spec = load_spec(HERE.parent / "sweeps" / "fig1.yaml")
     for model in ("vit", "cnn"):
         alphas, ns, _ = success_table(families()["li2023"], model)
-        assert spec.axes_of(model) == {"alpha_star": [round(float(a), 4) for a in alphas]}
-        assert spec.n_train_of(model) == [int(n) for n in ns]
+        assert spec.spec.axes_of(model) == {"alpha_star": [round(float(a), 4) for a in alphas]}
+        assert spec.spec.n_train_of(model) == [int(n) for n in ns]
     assert spec.trainings == 4000
 
 
@@ -213,9 +213,11 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
     assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis
     assert spec.resolved_cell(spec.cells[0]).n_values == (800 * 64,)
-    from services.spec import spec_from_dict
+    from services.spec import Sweep, spec_from_dict
 
-    rebuilt = spec_from_dict(spec.model_dump(mode="json"))  # as every trial reads it: only what the spec set overrides
+    rebuilt = Sweep.of(
+        spec_from_dict(spec.spec.model_dump(mode="json"))
+    )  # as every trial reads it: only what the spec set overrides
     assert [rebuilt.resolved_cell(c).configs for c in rebuilt.cells] == [
         spec.resolved_cell(c).configs for c in spec.cells
     ]

@@ -22,7 +22,7 @@ def test_a_sweep_read_back_from_mlflow_is_the_sweep_that_was_logged(recorded, tm
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where MLflow downloads artifacts
     read_spec, sweep_id, cells = tracking.load_sweep(uri, None)
     assert list(tmp_path.iterdir()) == []  # every download removed once read
-    assert read_spec == spec and sweep_id == result.sweep_id
+    assert read_spec.spec == spec.spec and sweep_id == result.sweep_id
     assert [c.cell for c in cells] == [c.cell for c in result.cells]  # spec order, every cell
     for read, logged in zip(cells, result.cells, strict=True):
         np.testing.assert_equal([r.as_dict() for r in read.records], [r.as_dict() for r in logged.records])
@@ -52,7 +52,7 @@ def test_cells_are_found_by_their_tag_not_by_their_run_name(recorded):
     for child in client.search_runs([experiment], f"tags.{tracking.PARENT_TAG} = '{parent}'"):
         client.set_tag(child.info.run_id, "mlflow.runName", f"renamed {child.info.run_id}")
     _, _, cells = tracking.load_sweep(uri, result.sweep_id)
-    assert [c.cell for c in cells] == spec.cells
+    assert [c.cell for c in cells] == list(spec.cells)
     assert [len(c.records) for c in cells] == [len(c.records) for c in result.cells]
 
 

@@ -56,10 +56,10 @@ def entry() -> None:
 @app.command()
 def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
     """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
-    spec = _load_or_exit(path)
-    size = spec.mode.trainings_text(spec, spec.trainings, spec.max_trainings_bound)
-    print(f"{path}: ok: {len(spec.cells)} cells, {size}")
-    for model, config in models_resolved(spec).items():
+    sweep = _load_or_exit(path)
+    size = sweep.mode.trainings_text(sweep, sweep.trainings, sweep.max_trainings_bound)
+    print(f"{path}: ok: {len(sweep.cells)} cells, {size}")
+    for model, config in models_resolved(sweep).items():
         print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))
 
 
@@ -131,19 +131,19 @@ def run(
     (RAY_ADDRESS); nothing started. Exit code 3: the sweep
     finished but MLflow was unreachable; its results wait under HOME for `vitsweep sync`.
     """
-    spec = _load_or_exit(path, seed_start)
+    sweep = _load_or_exit(path, seed_start)
     if max_minutes is not None:
-        _refuse_beyond(spec, home, max_minutes)
+        _refuse_beyond(sweep, home, max_minutes)
     from services.app import runs
     from services.spec import spec_text
 
     try:
-        with progress(spec, progress_every) as follow:
+        with progress(sweep, progress_every) as follow:
             out = runs.run(
-                spec,
+                sweep,
                 spec_text(path, seed_start),
                 home,
-                resolve_tracking_uri(spec, tracking_uri, home),
+                resolve_tracking_uri(sweep, tracking_uri, home),
                 tracking_uri is not None,
                 ray_address,
                 None if no_cache else (cache or home / "cache"),
@@ -170,7 +170,7 @@ def run(
         raise typer.Exit(1) from None
     parent_id = out.record.run_id if out.record else None
     print_summary(out.summary)
-    print_sweep(spec, out.result, out.uri, parent_id, home)
+    print_sweep(sweep, out.result, out.uri, parent_id, home)
     failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
         print(json.dumps(run_json(out, failed)))
@@ -180,22 +180,22 @@ def run(
         raise typer.Exit(1)
 
 
-def _refuse_beyond(spec, home: Path, max_minutes: float) -> None:
+def _refuse_beyond(sweep, home: Path, max_minutes: float) -> None:
     """Plan the spec here (kept under the home, for the report); exit 2 when it is estimated beyond ``max_minutes``."""
-    made = _plan_here(spec, home)
+    made = _plan_here(sweep, home)
     if made.wall_s() > 60 * max_minutes:
         usage(
-            f"{spec.name}: estimated {estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
+            f"{sweep.name}: estimated {estimate(made)} on {made.slots} slots, beyond --max-minutes {max_minutes:g}; "
             "nothing started (`vitsweep plan` shows it per cell)"
         )
 
 
-def _plan_here(spec, home: Path, pilot_s: float | None = None):
+def _plan_here(sweep, home: Path, pilot_s: float | None = None):
     """The spec's plan on this machine's slots, kept under the home for the run to report."""
     from services.app import plan, timing
 
-    made = plan.make_plan(spec, home, timing.local_slots(spec), pilot_s or plan.PILOT_S)
-    plan.save(made, spec, home)
+    made = plan.make_plan(sweep, home, timing.local_slots(sweep), pilot_s or plan.PILOT_S)
+    plan.save(made, sweep, home)
     return made
 
 
@@ -220,11 +220,11 @@ def plan_command(
     estimated wall time here (a pilot of each cell: one pack trained briefly; an earlier sweep of
     the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
     The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
-    spec = _load_or_exit(path, seed_start)
+    sweep = _load_or_exit(path, seed_start)
     from services.app import plan, timing
 
-    made = _plan_here(spec, home, pilot_s)
-    cluster = timing.slots_of(spec, cpus, gpus) if cpus else None
+    made = _plan_here(sweep, home, pilot_s)
+    cluster = timing.slots_of(sweep, cpus, gpus) if cpus else None
     if as_json:
         print(json.dumps(made.to_dict(cluster)))
         return
@@ -241,7 +241,7 @@ def plan_command(
         for c in made.cells
     ]
     header = ["cell", "packs", "trainings (first round / most)", "model-steps (expected / most)", "ms a step, k models"]
-    show_table(f"plan of {spec.name}", [*header, "work", "expected from"], rows, left=("cell", "expected from"))
+    show_table(f"plan of {sweep.name}", [*header, "work", "expected from"], rows, left=("cell", "expected from"))
     show(
         f"total: {sum(c.trainings for c in made.cells)} trainings in the first rounds, "
         f"{sum(c.model_steps for c in made.cells):,} model-steps, {duration(made.work_s)} of work; "
@@ -354,8 +354,8 @@ def submit(
     ),
 ) -> None:
     """Submit `vitsweep run` to a Ray cluster through the Ray Jobs API; prints the job id."""
-    spec = _load_or_exit(path)
-    if not (tracking_uri or spec.tracking.tracking_uri or home):
+    sweep = _load_or_exit(path)
+    if not (tracking_uri or sweep.tracking.tracking_uri or home):
         print(
             "submit: give --tracking-uri (or tracking.tracking_uri in the spec) or --home: a job's working "
             "directory is deleted when it ends, and the embedded store with it",
@@ -365,7 +365,7 @@ def submit(
     from services.execution import jobs
 
     try:
-        client, job_id = jobs.submit(Path(path), spec.name, address, tracking_uri, home)
+        client, job_id = jobs.submit(Path(path), sweep.name, address, tracking_uri, home)
     except ConnectionError as error:  # Ray's, at once: nothing answers at the address
         print(f"submit: {error} Is the cluster up, and --address its dashboard (http://HEAD:8265)?", file=sys.stderr)
         raise typer.Exit(2) from None

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from services.report import figures
 from services.report import text as report
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats import statistics
 from services.stats.rows import CellRow, Summary
 from services.store.logged import CellLog, SummaryLog, SweepLog
@@ -31,9 +31,9 @@ def fitted(summary: Summary) -> dict[str, float]:
     return values | {name: value for unit in statistics() for name, value in unit.metrics(summary).items()}
 
 
-def summary_log(spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> SummaryLog:
+def summary_log(sweep: Sweep, summary: Summary, cells: list[CellResult]) -> SummaryLog:
     """What the parent run logs of a summary of ``cells`` (the sweep so far, or whole): fits, JSON, figures."""
-    return SummaryLog(fitted(summary), summary.to_dict(), figures.figures(spec, summary, cells))
+    return SummaryLog(fitted(summary), summary.to_dict(), figures.figures(sweep, summary, cells))
 
 
 def cell_log(row: CellRow) -> CellLog:
@@ -43,6 +43,6 @@ def cell_log(row: CellRow) -> CellLog:
     return CellLog(row.n_star_first_zero, row.difficulty, row.premises, tuning)
 
 
-def sweep_log(spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> SweepLog:
+def sweep_log(sweep: Sweep, summary: Summary, cells: list[CellResult]) -> SweepLog:
     """What a sweep's final record logs of its report: the parent's, its Markdown table, each cell's."""
-    return SweepLog(summary_log(spec, summary, cells), report.markdown(summary), [cell_log(r) for r in summary.cells])
+    return SweepLog(summary_log(sweep, summary, cells), report.markdown(summary), [cell_log(r) for r in summary.cells])

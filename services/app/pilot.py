@@ -14,7 +14,7 @@ from services.search.rehearse import Seen
 
 if TYPE_CHECKING:
     from services.results import Cell
-    from services.spec import PilotRun, SweepSpec
+    from services.spec import PilotRun, Sweep
 
 # A pilot that by then has seen none of its models stop, and must guess some (one pass: not at zero
 # test error), goes on up to BLIND x its allowance: each guess lies between the cut and a budget up to
@@ -77,14 +77,14 @@ class Pilot:
         return f"pilot: {self.seen} of {len(self.steps)} stopped{at_zero}{rest}"
 
 
-def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float, blind_s: float | None = None) -> Pilot:
+def pilot(sweep: "Sweep", cell: "Cell", run: "PilotRun", allowance: float, blind_s: float | None = None) -> Pilot:
     """The models of ``run`` (Mode.pilots) in one run up to their budget, cut at the first
     evaluation after ``allowance`` seconds, or after ``blind_s`` (default BLIND x the allowance)
     while none of them has stopped and some are guesses (one pass: not at zero test error). One
     run, not a limit doubled: a one-pass run's first steps are the same under any limit, so each
     try repeated the one before."""
     blind_s = BLIND * allowance if blind_s is None else max(allowance, blind_s)
-    data, model, _ = spec.resolved_cell(cell).configs
+    data, model, _ = sweep.resolved_cell(cell).configs
     training = run.training
     models = run.models
     budget, window, began, cut = training.max_steps, training.stability_window, time.perf_counter(), []
@@ -97,7 +97,7 @@ def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float, bl
 
     one_pass = training.protocol == "one_pass"
     lr, n = list(run.lr) if run.lr else None, list(run.n) if run.n else None
-    took, result = train(spec, cell, (data, model, training), budget, models, progress=out_of_time, lr=lr, n=n)
+    took, result = train(sweep, cell, (data, model, training), budget, models, progress=out_of_time, lr=lr, n=n)
     ran = tuple(int(s) for s in result.steps)
     evaluations = sum(int((result.eval_steps <= s).sum()) for s in ran) if one_pass else 0
     steps = result.steps.astype(float)
@@ -113,9 +113,9 @@ def pilot(spec: "SweepSpec", cell: "Cell", run: "PilotRun", allowance: float, bl
     return Pilot(tuple(steps.tolist()), seen, int(foreseen.sum()), cut_at, took, ran, evaluations, soonest, succeeded)
 
 
-def seen(spec: "SweepSpec", cell: "Cell", run: "PilotRun", tried: Pilot) -> list[Seen]:
+def seen(sweep: "Sweep", cell: "Cell", run: "PilotRun", tried: Pilot) -> list[Seen]:
     """The pilot's models as the world of its search sees them: each one's setting and steps."""
-    training, resolved = run.training, spec.resolved_cell(cell)
+    training, resolved = run.training, sweep.resolved_cell(cell)
     count = len(tried.steps)
     lrs = run.lr or (training.lr,) * count
     ns = run.n or (None if resolved.one_pass else max(resolved.n_values),) * count

@@ -37,7 +37,7 @@ from services.store import state
 from services.store.files import write_atomic
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 # A sweep's time beside its trials' (its wall time less their time over its slots) without an
 # earlier one to learn it from: the smoke sweep's, 2 cores (4.6 s, 2.7 s in trials on 2 slots,
@@ -179,65 +179,65 @@ class SweepPlan:
         }
 
 
-def make_plan(spec: "SweepSpec", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
+def make_plan(sweep: "Sweep", home: Path, slots: int, pilot_s: float = PILOT_S) -> SweepPlan:
     """The spec's plan on ``slots`` trials at once, from its history under ``home`` or a pilot of
     each cell here, cut after ``pilot_s`` at most, probes and pilots within worlds.PLAN_PILOTS x it;
     the cells whose pilots that deadline cut short, leaving guesses, piloted again within a
     worlds.SPENT-th of the sweep the plan then expects, where that ends later."""
     began = time.monotonic()
     deadline = began + worlds.PLAN_PILOTS * pilot_s
-    earlier = worlds.earlier(spec, home)
-    cells = _timed(spec, slots, earlier)
+    earlier = worlds.earlier(sweep, home)
+    cells = _timed(sweep, slots, earlier)
     piloted = [(i, size, rates[0], was) for i, _, size, rates, was in cells]
-    found = worlds.worlds_of(spec, piloted, pilot_s, slots, deadline)
-    made = _played(spec, slots, cells, found, earlier)
+    found = worlds.worlds_of(sweep, piloted, pilot_s, slots, deadline)
+    made = _played(sweep, slots, cells, found, earlier)
     again = [p for p in piloted if found[p[0]][1].guessed and found[p[0]][1].short]
     if again and (longer := began + made.wall_s() / worlds.SPENT) > deadline:
-        made = _played(spec, slots, cells, found | worlds.worlds_of(spec, again, pilot_s, slots, longer), earlier)
-    share, slowed = gpu_share(spec, slots), 1.0
+        made = _played(sweep, slots, cells, found | worlds.worlds_of(sweep, again, pilot_s, slots, longer), earlier)
+    share, slowed = gpu_share(sweep, slots), 1.0
     if share > 1 and made.cells:
         heaviest = max(range(len(made.cells)), key=lambda i: made.cells[i].seconds)
-        slowed = sharing(spec, spec.cells[heaviest], made.cells[heaviest].size, share)
+        slowed = sharing(sweep, sweep.cells[heaviest], made.cells[heaviest].size, share)
     return dataclasses.replace(made, share=share, sharing=slowed)
 
 
-def _timed(spec: "SweepSpec", slots: int, earlier) -> list[tuple]:
+def _timed(sweep: "Sweep", slots: int, earlier) -> list[tuple]:
     """Each cell's (index, first-round packs, pack size, step costs timed here, history: the
     earlier sweep's id and its records of the cell, or None)."""
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
-    first, probes, cells = first_packs(spec, slots), {}, []
-    for index, cell in enumerate(spec.cells):
-        trainings = spec.mode.first_trainings(spec, cell)
-        packs = sum(p.cell == index for p in first) or math.ceil(trainings / spec.resources.models_per_pack)
-        size = max(1, min(spec.resources.models_per_pack, math.ceil(trainings / packs)))
-        key = timing_key(spec, cell, size)
-        probes.setdefault(key, (spec, cell, size))
+    first, probes, cells = first_packs(sweep, slots), {}, []
+    for index, cell in enumerate(sweep.cells):
+        trainings = sweep.mode.first_trainings(sweep, cell)
+        packs = sum(p.cell == index for p in first) or math.ceil(trainings / sweep.resources.models_per_pack)
+        size = max(1, min(sweep.resources.models_per_pack, math.ceil(trainings / packs)))
+        key = timing_key(sweep, cell, size)
+        probes.setdefault(key, (sweep, cell, size))
         history = (earlier.sweep_id, recorded[cell.key]) if cell.key in recorded else None
         cells.append((index, packs, size, key, history))
-    timed = step_costs_of(spec, probes, slots)
+    timed = step_costs_of(sweep, probes, slots)
     return [(index, packs, size, timed[key], history) for index, packs, size, key, history in cells]
 
 
-def _played(spec: "SweepSpec", slots: int, cells: list[tuple], found: dict, earlier) -> SweepPlan:
+def _played(sweep: "Sweep", slots: int, cells: list[tuple], found: dict, earlier) -> SweepPlan:
     """The plan of ``cells`` (``_timed``) with their searches played out in the worlds ``found``,
     at the earlier sweep's measured rate and start where it has them."""
-    played = rehearse(spec, lambda: planner(spec, slots), {index: seen for index, (seen, _) in found.items()})
-    plans = [_cell_plan(spec, played, *cell[:4], found[cell[0]][1]) for cell in cells]
+    played = rehearse(sweep, lambda: planner(sweep, slots), {index: seen for index, (seen, _) in found.items()})
+    plans = [_cell_plan(sweep, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:
-        plans = worlds.at_measured_rate(plans, earlier, steps_by_cell, {c.label: c.key for c in spec.cells})
+        plans = worlds.at_measured_rate(plans, earlier, steps_by_cell, {c.label: c.key for c in sweep.cells})
     start_s, start_basis = START_S, "assumed: the smoke sweep's on 2 cores"
     if earlier and earlier.slots and earlier.trainings and not earlier.cache_hits:
         start_s, start_basis = max(0.0, earlier.wall_s - earlier.train_s / earlier.slots), f"history {earlier.sweep_id}"
-    return SweepPlan(spec.name, plans, start_s, start_basis, slots)
+    return SweepPlan(sweep.name, plans, start_s, start_basis, slots)
 
 
-def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, basis: worlds.Basis) -> CellPlan:
+def _cell_plan(sweep, played: list[list[Trained]], index, packs, size, rates, basis: worlds.Basis) -> CellPlan:
     """A cell's plan from its packs in every played world, each pack at its own batch's step costs."""
-    cell, (rate, most_rate) = spec.cells[index], rates
-    training = timed_configs(spec, cell)[2]
-    per_model, most = spec.mode.most_steps(spec, cell), spec.mode.most_trainings(spec, cell)
-    as_steps = batch_steps(training.batch_size, spec.mode.smallest_batch(spec, cell), rates)
+    cell, (rate, most_rate) = sweep.cells[index], rates
+    training = timed_configs(sweep, cell)[2]
+    per_model, most = sweep.mode.most_steps(sweep, cell), sweep.mode.most_trainings(sweep, cell)
+    as_steps = batch_steps(training.batch_size, sweep.mode.smallest_batch(sweep, cell), rates)
     evals = evaluations_s(training, basis.eval_s)
     model_steps = pack_steps = evals_s = 0.0
     mine = [t for world in played for t in world if t.cell == index]
@@ -247,11 +247,11 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
         pack_steps += pack * max(trained.steps)
         evals_s += sum(evals(s) for s in trained.steps)
     draws = len(played)
-    words = basis.words + (f"; its search played out in {draws} draws" if not spec.mode.fixed else "")
+    words = basis.words + (f"; its search played out in {draws} draws" if not sweep.mode.fixed else "")
     return CellPlan(
         label=cell.label,
         packs=packs,
-        trainings=spec.mode.first_trainings(spec, cell),
+        trainings=sweep.mode.first_trainings(sweep, cell),
         trainings_most=most,
         model_steps=min(most * per_model, round(model_steps / draws)),
         model_steps_most=most * per_model,
@@ -266,7 +266,7 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
         size=size,
         most_step_s=most_rate.step_s,
         most_pack_step_s=most_rate.pack_step_s,
-        rounds_most=spec.mode.most_rounds(spec, cell),
+        rounds_most=sweep.mode.most_rounds(sweep, cell),
         steps_most=per_model,
         later_packs=max(0, round(len(mine) / draws) - packs),
         model_s=rate.model_s,
@@ -274,19 +274,19 @@ def _cell_plan(spec, played: list[list[Trained]], index, packs, size, rates, bas
     )
 
 
-def plan_path(spec: "SweepSpec", home: Path) -> Path:
+def plan_path(sweep: "Sweep", home: Path) -> Path:
     """Where a spec's latest plan is kept under ``home``: run reads it to report its estimate."""
-    return home / "plans" / f"{state.spec_key(spec)}.json"
+    return home / "plans" / f"{state.spec_key(sweep)}.json"
 
 
-def save(plan: SweepPlan, spec: "SweepSpec", home: Path) -> None:
-    write_atomic(plan_path(spec, home), json.dumps(plan.to_dict()))
+def save(plan: SweepPlan, sweep: "Sweep", home: Path) -> None:
+    write_atomic(plan_path(sweep, home), json.dumps(plan.to_dict()))
 
 
-def load(spec: "SweepSpec", home: Path) -> SweepPlan | None:
+def load(sweep: "Sweep", home: Path) -> SweepPlan | None:
     """The latest plan of this very spec under ``home``, rebuilt from what ``save`` kept (None:
     never planned, or kept in a form this version does not read)."""
-    path = plan_path(spec, home)
+    path = plan_path(sweep, home)
     if not path.exists():
         return None
     saved = json.loads(path.read_text())

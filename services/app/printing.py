@@ -77,19 +77,19 @@ def _rate(row: dict) -> str:
     return f"{rate}({left_out} left out)" if left_out else rate
 
 
-def print_sweep(spec, result, uri: str, parent_id: str | None, home: Path) -> None:
+def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path) -> None:
     """Success rates per N, failed trials, the best Optuna trial and where the results are."""
     rows = []
     for cell in result.cells:
         per_n = cell.by_n()
-        if spec.resolved_cell(cell.cell).one_pass:  # every evaluated N: show where the rate changes
+        if sweep.resolved_cell(cell.cell).one_pass:  # every evaluated N: show where the rate changes
             per_n = [r for i, r in enumerate(per_n) if i in (0, len(per_n) - 1) or _rate(r) != _rate(per_n[i - 1])]
         rows.append([cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in per_n)])
     show_table("success rate per N", ["cell", "success rate per N"], rows, left=("cell", "success rate per N"))
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
-        show(f"best ({spec.search.metric}, {spec.search.direction}): {result.best}")
+        show(f"best ({sweep.search.metric}, {sweep.search.direction}): {result.best}")
     show(
         f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
         + ("" if result.estimated_s is None else f" (vitsweep plan estimated {result.estimated_s:.0f} s)")
@@ -214,13 +214,13 @@ def print_paper_grid(grid: "PaperGrid") -> None:
         )
 
 
-def models_resolved(spec) -> dict[str, dict]:
+def models_resolved(sweep) -> dict[str, dict]:
     """Each model's resolved config (its first cell's: per-model values included), as the trials build it."""
     from dataclasses import asdict
 
     first = {}
-    for cell in spec.cells:
-        first.setdefault(cell.model, asdict(spec.resolved_cell(cell).model))
+    for cell in sweep.cells:
+        first.setdefault(cell.model, asdict(sweep.resolved_cell(cell).model))
     return first
 
 

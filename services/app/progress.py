@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 @contextmanager
-def progress(spec, every: float | None):
+def progress(sweep, every: float | None):
     """How a run shows its progress: rich's live bar on a terminal, else ProgressLines every
     ``every`` seconds (VITSWEEP_PROGRESS_S, else 30)."""
     if sys.stderr.isatty():
@@ -20,17 +20,17 @@ def progress(spec, every: float | None):
         with Progress(
             *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=True
         ) as bar:
-            yield ProgressBar(bar, spec)
+            yield ProgressBar(bar, sweep)
         return
-    with ProgressLines(spec, float(os.environ.get("VITSWEEP_PROGRESS_S", 30)) if every is None else every) as lines:
+    with ProgressLines(sweep, float(os.environ.get("VITSWEEP_PROGRESS_S", 30)) if every is None else every) as lines:
         yield lines
 
 
 class ProgressBar:
     """runs.Progress on a rich progress bar (a terminal): one task, the sweep's trials."""
 
-    def __init__(self, bar: Progress, spec):
-        self.bar, self.spec, self.task, self.sweep_id = bar, spec, None, ""
+    def __init__(self, bar: Progress, sweep):
+        self.bar, self.sweep, self.task, self.sweep_id = bar, sweep, None, ""
 
     def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
         self.sweep_id, self.task = sweep_id, self.bar.add_task(f"{sweep_id}: trials", total=trials)
@@ -39,7 +39,7 @@ class ProgressBar:
         self.bar.update(
             self.task,
             completed=done,
-            description=f"{self.sweep_id}: {models}/{self.spec.trainings} models, {failed} trials failed; trials",
+            description=f"{self.sweep_id}: {models}/{self.sweep.trainings} models, {failed} trials failed; trials",
         )
 
     def ended(self, now: str) -> None:
@@ -54,8 +54,8 @@ class ProgressLines:
     slots so far (finished trials' training and running trials' time). A context manager: its
     timer stops on exit."""
 
-    def __init__(self, spec, every: float):
-        self.spec, self.every = spec, every
+    def __init__(self, sweep, every: float):
+        self.sweep, self.every = sweep, every
         self.sweep_id, self.trials, self.slots, self.planned_s = "", None, 1, None
         self.done = self.failed = self.models = 0
         self.train_s, self.began, self.printed = 0.0, time.monotonic(), float("-inf")
@@ -105,7 +105,7 @@ class ProgressLines:
         with self.lock:
             self.printed = now = time.monotonic()
             elapsed = now - self.began
-            total, done = (self.trials, self.done) if self.trials else (self.spec.trainings, self.models)
+            total, done = (self.trials, self.done) if self.trials else (self.sweep.trainings, self.models)
             share = done / total if total else 0.0
             # an adaptive sweep's later rounds add models beyond its first round's: its share done is then unknown
             eta = None if share >= 1 and not self.trials else _eta(elapsed, share, self.planned_s)

@@ -24,9 +24,9 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tupl
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep
 
-    spec, found_id, cells = load_sweep(uri, sweep_id)
-    summary = summarize(spec, found_id, cells)
-    return summary, write(out or home / "reports" / found_id, summary, figures.figures(spec, summary, cells))
+    sweep, found_id, cells = load_sweep(uri, sweep_id)
+    summary = summarize(sweep, found_id, cells)
+    return summary, write(out or home / "reports" / found_id, summary, figures.figures(sweep, summary, cells))
 
 
 def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from services.app import plan
 from services.app.printing import command
 from services.results import CellResult, SweepResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
@@ -129,9 +129,9 @@ class Ran:
     uri: str
 
 
-def find(spec: SweepSpec, home: Path, new: bool) -> Found:
+def find(sweep: Sweep, home: Path, new: bool) -> Found:
     """The stage of this spec's newest sweep under ``home`` (``new``: a new sweep whatever exists)."""
-    sweep_id = None if new else state.latest_sweep(spec, home)
+    sweep_id = None if new else state.latest_sweep(sweep, home)
     if sweep_id is None:
         return Found(Stage.NEW, None)
     result = state.load_result(home, sweep_id)
@@ -139,7 +139,7 @@ def find(spec: SweepSpec, home: Path, new: bool) -> Found:
 
 
 def run(
-    spec: SweepSpec,
+    sweep: Sweep,
     spec_text: str,
     home: Path,
     uri: str,
@@ -153,8 +153,8 @@ def run(
     """Run, resume, log or show this spec's sweep (see the module's docstring); state.Running,
     nothing done, where another process drives a sweep of this spec under ``home``."""
     home.mkdir(parents=True, exist_ok=True)
-    with state.driving(spec, home):
-        step, stop_ray = find(spec, home, new), None
+    with state.driving(sweep, home):
+        step, stop_ray = find(sweep, home, new), None
         result = step.result
         if step.stage is not Stage.FINISHED:
             _check_cluster(ray_address)
@@ -167,12 +167,12 @@ def run(
                     "trials are kept"
                 )
             else:
-                step.sweep_id = state.new_sweep_id(spec, home)
-                state.mark_sweep(spec, step.sweep_id, home, spec_text, uri_given=uri_given)
-            live = _live_record(spec, step.sweep_id, uri, home, spec_text, say) if reachable else None
+                step.sweep_id = state.new_sweep_id(sweep, home)
+                state.mark_sweep(sweep, step.sweep_id, home, spec_text, uri_given=uri_given)
+            live = _live_record(sweep, step.sweep_id, uri, home, spec_text, say) if reachable else None
             try:
                 result, stop_ray = train(
-                    spec, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
+                    sweep, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
                 )
             except BaseException as stopped:
                 with _deaf_to_ctrl_c():  # a Ctrl-C more, here, would leave the record RUNNING and the user no word
@@ -184,9 +184,9 @@ def run(
             progress.ended(f"summarizing its {len(result.cells)} cells and logging them to MLflow")
             if live is not None:
                 live.close(None)
-            result.estimated_s = _estimated_s(spec, home, result.slots)
+            result.estimated_s = _estimated_s(sweep, home, result.slots)
             state.save_result(result, home)
-        record, summary = _record_alongside(stop_ray, spec, result, uri, home, spec_text, say)
+        record, summary = _record_alongside(stop_ray, sweep, result, uri, home, spec_text, say)
         if record and record.earlier:
             say(
                 f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
@@ -207,7 +207,7 @@ def run(
 
 
 def train(
-    spec: SweepSpec,
+    sweep: Sweep,
     sweep_id: str,
     home: Path,
     ray_address: str | None,
@@ -231,14 +231,14 @@ def train(
     except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
         raise RayDidNotStart(error, cluster_address(ray_address)) from error
     try:
-        slots = trial_slots(spec)
-        progress.start(sweep_id, trial_count(spec, slots), slots, _estimated_s(spec, home, slots))
+        slots = trial_slots(sweep)
+        progress.start(sweep_id, trial_count(sweep, slots), slots, _estimated_s(sweep, home, slots))
         parent = live.parent_run() if live is not None else None
         stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
         with _terminated_as_interrupted(live) as terminated:
             try:
                 result = run_sweep(
-                    spec,
+                    sweep,
                     sweep_id,
                     home,
                     train_pack_trial,
@@ -314,9 +314,9 @@ def _deaf_to_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _estimated_s(spec: SweepSpec, home: Path, slots: int) -> float | None:
+def _estimated_s(sweep: Sweep, home: Path, slots: int) -> float | None:
     """The wall time on ``slots`` that the spec's latest plan under ``home`` expects (None: never planned)."""
-    made = plan.load(spec, home)
+    made = plan.load(sweep, home)
     return None if made is None else round(made.wall_s(slots), 1)
 
 
@@ -332,7 +332,7 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record |
 
 
 def record(
-    spec: SweepSpec, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+    sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
 ) -> tuple["Record | None", "Summary"]:
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
     record, or None when the server is unreachable and the results wait under ``home``, and the
@@ -341,13 +341,13 @@ def record(
     from services.stats.summarize import summarize
     from services.store.tracking import record_sweep
 
-    summary = summarize(spec, result.sweep_id, result.cells)
-    given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(spec, None, home) else ()
+    summary = summarize(sweep, result.sweep_id, result.cells)
+    given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(sweep, None, home) else ()
     later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
     if not warn_if_unreachable(uri, later, say):
         return None, summary
     try:
-        made = record_sweep(spec, result, uri, home, spec_text, sweep_log(spec, summary, result.cells))
+        made = record_sweep(sweep, result, uri, home, spec_text, sweep_log(sweep, summary, result.cells))
     except Exception:
         if warn_if_unreachable(uri, later, say):
             raise  # the server is up: a real error, not an outage
@@ -381,9 +381,9 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
             say(f"{sweep_id}: it ran with --tracking-uri; give it again")
         else:
             text = state.spec_text(home, sweep_id)
-            spec = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
-            uri = resolve_tracking_uri(spec, tracking_uri, home)
-            made, _ = record(spec, result, uri, home, text, say)
+            sweep = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
+            uri = resolve_tracking_uri(sweep, tracking_uri, home)
+            made, _ = record(sweep, result, uri, home, text, say)
             if made is not None:
                 logged.append((sweep_id, made.run_id, redact(uri)))
                 continue
@@ -398,8 +398,8 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep
 
-    spec, found_id, cells = load_sweep(uri, sweep_id)
-    return build(summarize(spec, found_id, cells), cells)
+    sweep, found_id, cells = load_sweep(uri, sweep_id)
+    return build(summarize(sweep, found_id, cells), cells)
 
 
 def _check_cluster(ray_address: str | None) -> None:
@@ -421,18 +421,18 @@ def warn_if_unreachable(uri: str, consequence: str, say: Callable[[str], None]) 
 
 
 def _live_record(
-    spec: SweepSpec, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+    sweep: Sweep, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
 ) -> "LiveRecord":
     """The sweep's live MLflow record, opening in the background while Ray starts (MLflow loads
     in ~2 s, a new SQLite store's tables take ~2 s more)."""
     from services.store.live import LiveRecord
 
-    live = LiveRecord(spec, sweep_id, uri, home, spec_text, say, so_far(spec, sweep_id))
+    live = LiveRecord(sweep, sweep_id, uri, home, spec_text, say, so_far(sweep, sweep_id))
     live.open()
     return live
 
 
-def so_far(spec: SweepSpec, sweep_id: str) -> Callable[[list[CellResult]], "SummaryLog"]:
+def so_far(sweep: Sweep, sweep_id: str) -> Callable[[list[CellResult]], "SummaryLog"]:
     """What the live record logs of the sweep so far, given its measured cells: the fitted
     metrics, the summary and its figures (statistics and figures load at the first refresh)."""
 
@@ -440,7 +440,7 @@ def so_far(spec: SweepSpec, sweep_id: str) -> Callable[[list[CellResult]], "Summ
         from services.app.logs import summary_log
         from services.stats.summarize import summarize
 
-        return summary_log(spec, summarize(spec, sweep_id, cells), cells)
+        return summary_log(sweep, summarize(sweep, sweep_id, cells), cells)
 
     return summarized
 

@@ -20,7 +20,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from services.results import Cell
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 # Ray Tune's own cost per trial (suggest, start on a reused actor, report): 40 trials that train
 # nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
@@ -39,40 +39,40 @@ T = TypeVar("T")
 SIDE_BY_SIDE_S = 300.0  # the longest ``sharing``'s processes wait for each other to start (spawned, each imports torch)
 
 
-def timed_configs(spec: "SweepSpec", cell: "Cell") -> tuple:
+def timed_configs(sweep: "Sweep", cell: "Cell") -> tuple:
     """The cell's configs as its steps are timed: its first pilot's (a tuned cell at its grid's
     smallest batch size and middle step size, over its sample budget)."""
-    data, model, _ = spec.resolved_cell(cell).configs
-    return data, model, spec.mode.pilots(spec, cell, 1)[0].training
+    data, model, _ = sweep.resolved_cell(cell).configs
+    return data, model, sweep.mode.pilots(sweep, cell, 1)[0].training
 
 
-def local_slots(spec: "SweepSpec") -> int:
+def local_slots(sweep: "Sweep") -> int:
     """Trials this machine runs at once: its CPUs (GPUs, where a trial asks for one) over a trial's."""
     import torch
 
-    return slots_of(spec, os.cpu_count() or 1, torch.cuda.device_count())
+    return slots_of(sweep, os.cpu_count() or 1, torch.cuda.device_count())
 
 
-def slots_of(spec: "SweepSpec", cpus: float, gpus: float) -> int:
+def slots_of(sweep: "Sweep", cpus: float, gpus: float) -> int:
     """Trials that ``cpus`` CPUs and ``gpus`` GPUs run at once under the spec's per-trial resources."""
-    r = spec.resources
+    r = sweep.resources
     by_gpu = math.floor(gpus / r.gpus_per_trial + 1e-9) if r.gpus_per_trial else math.inf
     return max(1, min(math.floor(cpus / r.cpus_per_trial + 1e-9), by_gpu))
 
 
-def timing_key(spec: "SweepSpec", cell: "Cell", size: int) -> tuple[str, int]:
+def timing_key(sweep: "Sweep", cell: "Cell", size: int) -> tuple[str, int]:
     """(what a model-step's time depends on but the batch, the batch): the model's kind and shape
     (its fields but the floats, which set values: initial scales, a fixed diagonal, a step size's
     scale; association_sensitivity's 40 cells were timed one by one, its plan 171 s), the data's
     shape, the training's evaluation and test set (not the step size, nor alpha*), and the pack's
     size. One shape's steps at several batches lie on a line (``step_costs_of``)."""
-    data, model, training = timed_configs(spec, cell)
+    data, model, training = timed_configs(sweep, cell)
     shape = {name: value for name, value in dataclasses.asdict(model).items() if not isinstance(value, float)}
     kept = dataclasses.asdict(training) | {"lr": None, "max_steps": None, "batch_size": None}
-    return json.dumps([cell.model, spec.sample_cost(cell), shape, kept, size], default=str), training.batch_size
+    return json.dumps([cell.model, sweep.sample_cost(cell), shape, kept, size], default=str), training.batch_size
 
 
-def step_costs_of(spec: "SweepSpec", jobs: dict[tuple[str, int], tuple], slots: int) -> dict[tuple, tuple]:
+def step_costs_of(sweep: "Sweep", jobs: dict[tuple[str, int], tuple], slots: int) -> dict[tuple, tuple]:
     """Each ``timing_key``'s (``probe``, ``most_probe``) from its job (``step_costs``): a shape timed
     at three batches or more is timed at its smallest and largest alone, the others on the line
     between (a step costs a + b·B; batch_scaling's ten probes, one for each alpha*'s batch, took
@@ -82,7 +82,7 @@ def step_costs_of(spec: "SweepSpec", jobs: dict[tuple[str, int], tuple], slots: 
         batches.setdefault(shape, []).append(batch)
     lines = {shape: (min(b), max(b)) for shape, b in batches.items() if len(b) >= 3}
     ends = [k for k in jobs if k[0] not in lines or k[1] in lines[k[0]]]
-    timed = dict(zip(ends, side_by_side(step_costs, [jobs[k] for k in ends], spec, slots)))
+    timed = dict(zip(ends, side_by_side(step_costs, [jobs[k] for k in ends], sweep, slots)))
     return {k: timed[k] if k in timed else _on_line(timed, k, *lines[k[0]]) for k in jobs}
 
 
@@ -109,7 +109,7 @@ class Probe:
     model_s: float = 0.0  # a model's share of a trial's cost besides steps: its data, its first and last scoring
 
 
-def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
+def probe(sweep: "Sweep", cell: "Cell", size: int) -> Probe:
     """A model-step's time in a pack of ``size`` of ``cell`` and in a pack of one (``_slope``):
     a pack's step costs a + b·k with k models in it, and a pack's cost stays a·(its longest
     model's steps) where its models stop early, which a cost per model-step alone misses. Steps
@@ -119,43 +119,43 @@ def probe(spec: "SweepSpec", cell: "Cell", size: int) -> Probe:
     models settle inside the tries, and the scoring of their whole sets as they stop came out as
     steps (fig1_grid_multi_pass_tuned's ViT: 2.9-3.4 ms a model-step, where its sweep's runs,
     their scoring apart, took 1.9 ms; ``_scoring_s``)."""
-    data, model, training = timed_configs(spec, cell)
+    data, model, training = timed_configs(sweep, cell)
     quiet = _quiet(training)
-    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    rate = _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
+    full, pack_s = _slope(sweep, cell, (data, model, quiet), size)
+    rate = _split(sweep, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
     if training.protocol == "one_pass":
-        return dataclasses.replace(rate, eval_s=_evaluation_s(spec, cell, (data, model, training), size))
-    return dataclasses.replace(rate, eval_s=_scoring_s(spec, cell, (data, model, training), rate))
+        return dataclasses.replace(rate, eval_s=_evaluation_s(sweep, cell, (data, model, training), size))
+    return dataclasses.replace(rate, eval_s=_scoring_s(sweep, cell, (data, model, training), rate))
 
 
 def step_costs(job: tuple) -> tuple[Probe, Probe]:
-    """(``probe``, ``most_probe``) of a job (spec, cell, pack size): a cell's step costs."""
-    spec, cell, size = job
-    rate = probe(spec, cell, size)
-    return rate, most_probe(spec, cell, size, rate)
+    """(``probe``, ``most_probe``) of a job (sweep, cell, pack size): a cell's step costs."""
+    sweep, cell, size = job
+    rate = probe(sweep, cell, size)
+    return rate, most_probe(sweep, cell, size, rate)
 
 
-def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], spec: "SweepSpec", slots: int) -> list[T]:
+def side_by_side(work: Callable[[tuple], T], jobs: list[tuple], sweep: "Sweep", slots: int) -> list[T]:
     """Each job's ``work`` on up to ``slots`` processes at once, as a sweep's trials run beside each
     other (forked, one core each: the main job's probes and pilots one after the other took 72 s of
     its 79 s plan), or one after the other in this process where a GPU runs them (CUDA is not
     forked) or Ray was loaded here (a fork copies its gRPC channels: a sweep run after a forked
     plan in one process lost its trials' records)."""
-    wide = width(spec, slots, len(jobs))
+    wide = width(sweep, slots, len(jobs))
     if wide < 2:
         return [work(job) for job in jobs]
     with ProcessPoolExecutor(wide, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(work, jobs))  # in order: job i starts once jobs before it have
 
 
-def width(spec: "SweepSpec", slots: int, jobs: int) -> int:
+def width(sweep: "Sweep", slots: int, jobs: int) -> int:
     """The processes ``side_by_side`` runs ``jobs`` on: 1 where they run one after the other."""
-    if slots < 2 or jobs < 2 or "ray" in sys.modules or spec.resources.gpus_per_trial:
+    if slots < 2 or jobs < 2 or "ray" in sys.modules or sweep.resources.gpus_per_trial:
         return 1
     return min(slots, jobs)
 
 
-def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
+def _split(sweep: "Sweep", cell: "Cell", configs: tuple, size: int, full: float, rest: Probe) -> Probe:
     """``rest`` with the costs of a pack of ``size`` whose step took ``full`` a model: a pack of
     one timed too, a step's a + b·k and a trial's own cost split into a pack's and a model's share
     (a multi-pass model scores its training and test sets when it starts and stops: timed in
@@ -163,7 +163,7 @@ def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: flo
     took 0.7 s in all)."""
     if size == 1:
         return dataclasses.replace(rest, step_s=full)
-    alone, alone_s = _slope(spec, cell, configs, 1)
+    alone, alone_s = _slope(sweep, cell, configs, 1)
     per_model = max(0.0, (size * full - alone) / (size - 1))
     model_s = min(max(0.0, (rest.pack_s - alone_s) / (size - 1)), max(0.0, rest.pack_s - TRIAL_S) / size)
     return dataclasses.replace(
@@ -175,19 +175,19 @@ def _split(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int, full: flo
     )
 
 
-def most_probe(spec: "SweepSpec", cell: "Cell", size: int, rate: Probe) -> Probe:
+def most_probe(sweep: "Sweep", cell: "Cell", size: int, rate: Probe) -> Probe:
     """The step costs the bound counts a cell's steps at: ``rate``'s, or a tuned one-pass cell's at
     the smallest batch its extensions may reach below its grid's (``Tuned.most_steps`` counts its
     runs in those steps: timed at the grid's smallest, 8x the steps of sample_complexity_arms' B = 8
     at B = 1 made its bound 18x, where a step at B = 1 took a seventh of one at B = 8). A run's cost,
     budget / B steps of a + b·B each, is the largest at the smallest B."""
-    data, model, training = timed_configs(spec, cell)
-    smallest = spec.mode.smallest_batch(spec, cell)
+    data, model, training = timed_configs(sweep, cell)
+    smallest = sweep.mode.smallest_batch(sweep, cell)
     if smallest >= training.batch_size:
         return rate
     quiet = _quiet(training.at_batch(smallest))
-    full, pack_s = _slope(spec, cell, (data, model, quiet), size)
-    timed = _split(spec, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
+    full, pack_s = _slope(sweep, cell, (data, model, quiet), size)
+    timed = _split(sweep, cell, (data, model, quiet), size, full, Probe(0.0, pack_s))
     least = smallest / training.batch_size  # a + b·B: never below the grid's cost a sample
     return Probe(
         max(timed.step_s, rate.step_s * least),
@@ -208,17 +208,17 @@ def _quiet(training):
     return dataclasses.replace(training, eval_every=10**9, stability_window=0.0, n_test=1, eval_subset=1)
 
 
-def gpu_share(spec: "SweepSpec", slots: int) -> int:
+def gpu_share(sweep: "Sweep", slots: int) -> int:
     """Trials that train on one GPU at once here: 1 where each has a GPU of its own, or none is used."""
     import torch
 
-    r = spec.resources
+    r = sweep.resources
     if not 0 < r.gpus_per_trial < 1 or not torch.cuda.is_available():
         return 1
     return max(1, min(slots, math.floor(1 / r.gpus_per_trial + 1e-9)))
 
 
-def sharing(spec: "SweepSpec", cell: "Cell", size: int, share: int) -> float:
+def sharing(sweep: "Sweep", cell: "Cell", size: int, share: int) -> float:
     """How much longer a pack of ``size`` of ``cell`` takes its steps when ``share`` trials train
     on one GPU at once, each in its own process as Ray's are, than alone (its set-up apart: a
     pack of one step). Their kernels take turns: on an H100, eight of the main job's packs of 16
@@ -227,35 +227,35 @@ def sharing(spec: "SweepSpec", cell: "Cell", size: int, share: int) -> float:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    data, model, training = timed_configs(spec, cell)
+    data, model, training = timed_configs(sweep, cell)
     configs = (data, model, _quiet(training))
-    _, first = _steps_s(spec, cell, configs, 20, size)  # the kernels' first launch, then a short run
+    _, first = _steps_s(sweep, cell, configs, 20, size)  # the kernels' first launch, then a short run
     limit = min(training.max_steps, max(20, round(20 * 2 * TIMING_S / max(first, 1e-6))))  # ~1 s alone
     spawn = multiprocessing.get_context("spawn")  # CUDA is not forked
     with spawn.Manager() as manager, ProcessPoolExecutor(share, mp_context=spawn) as pool:
         ready = manager.Barrier(share)
-        started = [pool.submit(_beside, spec, cell, configs, limit, size, ready) for _ in range(share)]
+        started = [pool.submit(_beside, sweep, cell, configs, limit, size, ready) for _ in range(share)]
         beside = [each.result() for each in started]
-    alone = _steps_s(spec, cell, configs, limit, size)[1]
+    alone = _steps_s(sweep, cell, configs, limit, size)[1]
     return max(1.0, float(np.mean(beside)) / alone) if alone > 0 else 1.0
 
 
-def _steps_s(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready=None) -> tuple[float, float]:
+def _steps_s(sweep: "Sweep", cell: "Cell", configs: tuple, limit: int, size: int, ready=None) -> tuple[float, float]:
     """(a pack's set-up: its seconds for one step, its steps' seconds under ``limit``), the
     latter once the others are ``ready`` where it trains beside them."""
-    set_up = train(spec, cell, configs, 1, size)[0]
+    set_up = train(sweep, cell, configs, 1, size)[0]
     if ready is not None:
         ready.wait(timeout=SIDE_BY_SIDE_S)  # a process that died breaks the barrier, not the plan's wait
-    return set_up, max(0.0, train(spec, cell, configs, limit, size)[0] - set_up)
+    return set_up, max(0.0, train(sweep, cell, configs, limit, size)[0] - set_up)
 
 
-def _beside(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, ready) -> float:
+def _beside(sweep: "Sweep", cell: "Cell", configs: tuple, limit: int, size: int, ready) -> float:
     """One of ``sharing``'s processes: warm, then its steps timed beside the others'."""
-    train(spec, cell, configs, 10, size)
-    return _steps_s(spec, cell, configs, limit, size, ready)[1]
+    train(sweep, cell, configs, 10, size)
+    return _steps_s(sweep, cell, configs, limit, size, ready)[1]
 
 
-def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> float:
+def _scoring_s(sweep: "Sweep", cell: "Cell", configs: tuple, rate: Probe) -> float:
     """Seconds one multi-pass evaluation of a model takes between a run's ends: EVAL_MODELS models
     at a step size UNMOVED times their own (none settles, each scores its test subset at every
     evaluation, as a run that has not settled does) through SCORED evaluations every other step
@@ -275,8 +275,8 @@ def _scoring_s(spec: "SweepSpec", cell: "Cell", configs: tuple, rate: Probe) -> 
         marks.append(time.perf_counter())
         return marks[-1] - marks[0] >= 2 * TIMING_S
 
-    n = _timed_n(spec, cell)
-    _, result = train(spec, cell, (data, model, often), limit, size, progress=mark, lr=lr, n=n and [n] * size)
+    n = _timed_n(sweep, cell)
+    _, result = train(sweep, cell, (data, model, often), limit, size, progress=mark, lr=lr, n=n and [n] * size)
     ended = int(result.steps.max()) >= limit  # its last evaluation scored whole sets: left out
     scored = len(marks) - 1 - ended
     if scored < 1:
@@ -316,7 +316,7 @@ def evaluations_s(training, eval_s: float) -> Callable[[float], float]:
     return lambda steps: eval_s * counted(round(steps))
 
 
-def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> float:
+def _evaluation_s(sweep: "Sweep", cell: "Cell", configs: tuple, size: int) -> float:
     """Seconds one one-pass evaluation of a model takes: ``size`` models (EVAL_MODELS at most)
     trained with their evaluations (no window: every model to the limit) and without (``_quiet``),
     under limits doubling from 10 until the first took TIMING_S longer than the second or the tries
@@ -335,8 +335,8 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
     graded, limit = dataclasses.replace(training, stability_window=0.0), min(10, training.max_steps)
     size, spent = min(size, EVAL_MODELS), 0.0
     while True:
-        took, _ = train(spec, cell, (data, model, graded), limit, size)
-        quiet_s = train(spec, cell, (data, model, _quiet(training)), limit, size)[0]
+        took, _ = train(sweep, cell, (data, model, graded), limit, size)
+        quiet_s = train(sweep, cell, (data, model, _quiet(training)), limit, size)[0]
         extra_s, spent = took - quiet_s, spent + took + quiet_s
         if extra_s >= TIMING_S or spent >= 4 * TIMING_S or limit >= training.max_steps:
             break
@@ -344,7 +344,7 @@ def _evaluation_s(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) ->
     return max(0.0, extra_s) / (size * len(graded.evaluation_steps(limit)))
 
 
-def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
+def _slope(sweep: "Sweep", cell: "Cell", configs: tuple, size: int) -> tuple[float, float]:
     """(seconds a model-step, a pack's own seconds) of ``size`` models of ``cell`` (its first seeds
     at its largest N, TIMED_N at most; a tuned cell at its smallest batch size and middle step size) trained under
     step limits growing from 10 (``_next_limit``) until the limit is the budget, its steps stopped
@@ -356,11 +356,11 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
     its models: Paper B's transfer pre-trains attention there) is left out, up to its first
     evaluation: against its noise, transfer's second cell grew its tries to 253 s of planning."""
     budget, limit, tries = configs[2].max_steps, min(FIRST_TRY, configs[2].max_steps), []
-    n = _timed_n(spec, cell)
+    n = _timed_n(sweep, cell)
     while True:
         marks: list[float] = []
         mark = functools.partial(_mark, marks)
-        took, result = train(spec, cell, configs, limit, size, progress=mark, n=n and [n] * size)
+        took, result = train(sweep, cell, configs, limit, size, progress=mark, n=n and [n] * size)
         set_up = max(0.0, marks[0] - (time.perf_counter() - took)) if marks else 0.0
         tries.append((took, took - set_up, int(result.steps.sum())))
         grew = len(tries) == 1 or tries[-1][2] > tries[-2][2]
@@ -371,7 +371,7 @@ def _slope(spec: "SweepSpec", cell: "Cell", configs: tuple, size: int) -> tuple[
     (_, first_s, first), (last_took, last_s, last) = tries[0], tries[-1]
     step_s = (last_s - first_s) / (last - first) if last > first and last_s > first_s else last_s / max(1, last)
     if n:  # its steps timed on smaller sets (TIMED_N): its own cost at the largest, in a try of one step
-        last_took, last = train(spec, cell, configs, 1, size)[0], size
+        last_took, last = train(sweep, cell, configs, 1, size)[0], size
     return step_s, max(0.0, last_took - step_s * last) + TRIAL_S
 
 
@@ -380,10 +380,10 @@ def _mark(marks: list[float], *_) -> None:
     marks.append(time.perf_counter())
 
 
-def _timed_n(spec: "SweepSpec", cell: "Cell") -> int | None:
+def _timed_n(sweep: "Sweep", cell: "Cell") -> int | None:
     """The N a multi-pass cell's steps are timed at where its grid's largest is above TIMED_N: its
     largest at most TIMED_N, else its smallest (None: at its largest, or one pass)."""
-    resolved = spec.resolved_cell(cell)
+    resolved = sweep.resolved_cell(cell)
     if resolved.one_pass or max(resolved.n_values) <= TIMED_N:
         return None
     return max((n for n in resolved.n_values if n <= TIMED_N), default=min(resolved.n_values))
@@ -411,7 +411,7 @@ def _next_limit(training, tries: list[tuple], limit: int, size: int) -> int:
     return first + period * max(1, min(periods, 7 * first // period))
 
 
-def train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):
+def train(sweep: "Sweep", cell: "Cell", configs: tuple, limit: int, size: int, progress=None, lr=None, n=None):
     """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
     the threads and device a trial has; multi-pass, each at its ``n`` (default: the grid's largest
     N, the slowest step)."""
@@ -420,10 +420,12 @@ def train(spec: "SweepSpec", cell: "Cell", configs: tuple, limit: int, size: int
     from vit_core import train_pack
 
     data, model, training = configs
-    largest = training.batch_size * limit if training.protocol == "one_pass" else max(spec.resolved_cell(cell).n_values)
-    device = "cuda" if spec.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
+    largest = (
+        training.batch_size * limit if training.protocol == "one_pass" else max(sweep.resolved_cell(cell).n_values)
+    )
+    device = "cuda" if sweep.resources.gpus_per_trial and torch.cuda.is_available() else "cpu"
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(spec.resources.cpus_per_trial)))
+    torch.set_num_threads(max(1, int(sweep.resources.cpus_per_trial)))
     try:
         began = time.perf_counter()
         tried = dataclasses.replace(training, max_steps=limit)

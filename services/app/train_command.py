@@ -81,7 +81,7 @@ def _configs(values: dict[str, Any]) -> tuple[TokenDataConfig, ModelConfig, Trai
 
 
 def _per_n_rows(rows: list[dict]) -> list[list[str]]:
-    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    fmt = lambda v, sweep: "-" if v is None else format(v, sweep)  # noqa: E731
     return [
         [
             str(r["n"]),

@@ -18,7 +18,7 @@ from services.store import state
 
 if TYPE_CHECKING:
     from services.results import Cell
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 # A cell's pilot is cut after PILOT_S, or PILOT_SHARE of the cell's most work, whichever is less:
 # at 1 s pilots saw few one-pass ViTs' windows confirmed, and the budget they were then counted at
@@ -54,7 +54,7 @@ class Basis:
 
 
 def worlds_of(
-    spec: "SweepSpec", cells: list[tuple], pilot_s: float, slots: int, deadline: float
+    sweep: "Sweep", cells: list[tuple], pilot_s: float, slots: int, deadline: float
 ) -> dict[int, tuple[list[Seen], Basis]]:
     """Each cell's world (``cells``: its index, pack size, step costs and history: an earlier
     sweep's id and its records, or None): every run at its budget where none stops early, else the
@@ -62,22 +62,22 @@ def worlds_of(
     as a sweep's trials are, all ended by ``deadline`` (``time.monotonic``; ``_pilot_job``)."""
     found, jobs = {}, []
     for index, size, rate, history in cells:
-        cell = spec.cells[index]
-        if not stops_early(spec, cell) and (spec.mode.fixed or history is None):
-            found[index] = at_budget(spec, index), Basis("budget", False, rate.eval_s)
+        cell = sweep.cells[index]
+        if not stops_early(sweep, cell) and (sweep.mode.fixed or history is None):
+            found[index] = at_budget(sweep, index), Basis("budget", False, rate.eval_s)
         elif history is not None and history[1]:  # a cell an earlier sweep recorded no run of: piloted
-            found[index] = _recorded(spec, cell, history[1]), Basis(f"history {history[0]}", False, rate.eval_s)
+            found[index] = _recorded(sweep, cell, history[1]), Basis(f"history {history[0]}", False, rate.eval_s)
         else:
-            most = spec.mode.most_trainings(spec, cell) * spec.mode.most_steps(spec, cell)
+            most = sweep.mode.most_trainings(sweep, cell) * sweep.mode.most_steps(sweep, cell)
             allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
-            models = min(PILOT_MODELS, spec.mode.first_trainings(spec, cell))
-            jobs += [(spec, index, run, allowance, rate) for run in spec.mode.pilots(spec, cell, models)]
-    wide, least = width(spec, slots, len(jobs)), LEAST_PILOT * pilot_s
+            models = min(PILOT_MODELS, sweep.mode.first_trainings(sweep, cell))
+            jobs += [(sweep, index, run, allowance, rate) for run in sweep.mode.pilots(sweep, cell, models)]
+    wide, least = width(sweep, slots, len(jobs)), LEAST_PILOT * pilot_s
     jobs = [(*job, _Turn(len(jobs) - order, wide, deadline, least)) for order, job in enumerate(jobs)]
     tried: dict[int, list] = {}
-    for (_, index, run, _, rate, _), (result, short) in zip(jobs, side_by_side(_pilot_job, jobs, spec, slots)):
+    for (_, index, run, _, rate, _), (result, short) in zip(jobs, side_by_side(_pilot_job, jobs, sweep, slots)):
         tried.setdefault(index, []).append((run, result, rate, short))
-    return found | {index: _piloted(spec, index, runs) for index, runs in tried.items()}
+    return found | {index: _piloted(sweep, index, runs) for index, runs in tried.items()}
 
 
 @dataclass(frozen=True)
@@ -100,36 +100,38 @@ class _Turn:
 def _pilot_job(job: tuple) -> tuple[Pilot, bool]:
     """A pilot cut at its allowance, and one that has seen nothing stop at BLIND times it, each
     at most its share of the plan's time left (``_Turn``), and whether that share was the shorter."""
-    spec, index, run, allowance, _, turn = job
+    sweep, index, run, allowance, _, turn = job
     share = turn.share()
-    return pilot(spec, spec.cells[index], run, min(allowance, share), min(BLIND * allowance, share)), share < allowance
+    return pilot(
+        sweep, sweep.cells[index], run, min(allowance, share), min(BLIND * allowance, share)
+    ), share < allowance
 
 
-def _piloted(spec: "SweepSpec", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
+def _piloted(sweep: "Sweep", index: int, tried: list[tuple]) -> tuple[list[Seen], Basis]:
     """A cell's world from its pilots: each model's setting and steps, and what they say of it."""
-    cell = spec.cells[index]
+    cell = sweep.cells[index]
     words = "; ".join(
         (f"at B = {run.training.batch_size}, " if len(tried) > 1 else "") + p.basis for run, p, _, _ in tried
     )
     eval_s = tried[0][1].evaluation_s(tried[0][2])
     guessed, short = any(p.guessed for _, p, _, _ in tried), any(cut for *_, cut in tried)
-    return [s for run, p, _, _ in tried for s in seen(spec, cell, run, p)], Basis(words, guessed, eval_s, short)
+    return [s for run, p, _, _ in tried for s in seen(sweep, cell, run, p)], Basis(words, guessed, eval_s, short)
 
 
-def _recorded(spec: "SweepSpec", cell: "Cell", records) -> list[Seen]:
+def _recorded(sweep: "Sweep", cell: "Cell", records) -> list[Seen]:
     """An earlier sweep's runs of the cell as a world sees them: each run's setting and steps."""
-    batch = spec.resolved_cell(cell).training.batch_size
+    batch = sweep.resolved_cell(cell).training.batch_size
     return [
         Seen(r.batch_size or batch, r.lr, None if r.n_stable is not None else r.n_train, r.steps, r.success)
         for r in _runs(records)
     ]
 
 
-def earlier(spec: "SweepSpec", home: Path) -> SweepResult | None:
+def earlier(sweep: "Sweep", home: Path) -> SweepResult | None:
     """The newest finished sweep under ``home`` of a spec of this name (ids are NAME-DATE-TIME[-K])."""
     for sweep_id, _ in state.markers(home):
         named = re.fullmatch(r"(.+)-\d{8}-\d{6}(-\d+)?", sweep_id)
-        if named and named.group(1) == spec.name and (result := state.load_result(home, sweep_id)):
+        if named and named.group(1) == sweep.name and (result := state.load_result(home, sweep_id)):
             return result
     return None
 
@@ -150,11 +152,11 @@ def _runs(records) -> list:
     return list(runs.values())
 
 
-def stops_early(spec: "SweepSpec", cell: "Cell") -> bool:
+def stops_early(sweep: "Sweep", cell: "Cell") -> bool:
     """Whether the cell's runs may stop before their budget: multi-pass ones once their training
     hinge loss is 0 (a logistic loss never is: Paper B's specs run every step, where their pilots'
     guesses put five grids 2-2.6x under their sweeps), one-pass ones once a window is confirmed."""
-    training = spec.resolved_cell(cell).training
+    training = sweep.resolved_cell(cell).training
     if training.protocol == "multi_pass":
         return training.loss == "hinge"
     return training.stability_window > 0

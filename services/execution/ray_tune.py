@@ -5,7 +5,7 @@ trial, suggested by the round planner of the sweep's search mode (services.searc
 grid, Optuna's ask and tell, the adaptive N* search, tuning) through one Ray Tune Searcher,
 PlanSearcher. Ray does the scheduling, resource accounting, retries (FailureConfig) and trial
 state; this module starts the trials (what one runs: services.execution.trial) and reads their
-results back. The spec, resolved into plain configs (SweepSpec.resolved), reaches the trials
+results back. The sweep, resolved into plain configs (Sweep.for_trials), reaches the trials
 once, through the object store (tune.with_parameters); a trial's config holds its pack (and an
 Optuna sample, with its cell resolved in the driver).
 """
@@ -32,26 +32,26 @@ from services.search.rounds import RoundPlanner
 from services.store import state
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
-def trial_cell(spec: "SweepSpec", config: dict) -> Cell:
+def trial_cell(sweep: "Sweep", config: dict) -> Cell:
     """The cell a trial trains: its pack's cell, with the values a searcher sampled for it."""
-    cell = spec.cells[config["pack"]["cell"]]
-    sampled = spec.search.typed(config["sampled"]) if "sampled" in config else {}
+    cell = sweep.cells[config["pack"]["cell"]]
+    sampled = sweep.search.typed(config["sampled"]) if "sampled" in config else {}
     return Cell(cell.model, {**cell.values, **sampled})
 
 
-def trial_slots(spec: "SweepSpec") -> int:
+def trial_slots(sweep: "Sweep") -> int:
     """How many trials the Ray cluster (already started) can run at once."""
     total = ray.cluster_resources()
-    if spec.resources.gpus_per_trial:
-        return max(1, int(total.get("GPU", 0) / spec.resources.gpus_per_trial))
-    return max(1, int(total.get("CPU", 1) / spec.resources.cpus_per_trial))
+    if sweep.resources.gpus_per_trial:
+        return max(1, int(total.get("GPU", 0) / sweep.resources.gpus_per_trial))
+    return max(1, int(total.get("CPU", 1) / sweep.resources.cpus_per_trial))
 
 
 def run_sweep(
-    spec: "SweepSpec",
+    sweep: "Sweep",
     sweep_id: str,
     home: Path,
     trainable,
@@ -67,46 +67,46 @@ def run_sweep(
     the other trials go on. ``resume``: continue the sweep's saved Tune state (Tuner.restore):
     finished trials keep their results, unfinished ones run again. ``cache``: the result cache's
     folder (services.store.cache), None for none. ``trainable(config, sweep, cache)``: what a trial
-    runs, ``sweep`` the spec resolved (services.spec.ResolvedSweep). ``live``: told as each trial
+    runs, ``sweep`` its cells as plain configs (services.spec.TrialSweep). ``live``: told as each trial
     starts and ends (``started(cell)``, ``ended(cell, records or None, curve parts)``: services.store.live).
     """
     start, began = time.perf_counter(), time.time()
     storage = (home / "ray").resolve()
     trainable = tune.with_resources(
-        tune.with_parameters(trainable, sweep=spec.resolved(), cache=str(cache.resolve()) if cache else None),
-        {"cpu": spec.resources.cpus_per_trial, "gpu": spec.resources.gpus_per_trial},
+        tune.with_parameters(trainable, sweep=sweep.for_trials(), cache=str(cache.resolve()) if cache else None),
+        {"cpu": sweep.resources.cpus_per_trial, "gpu": sweep.resources.gpus_per_trial},
     )
     path = storage / sweep_id
-    _TrialDone.current = (on_trial_done, live, spec)
-    follow = [_TrialDone(on_trial_done, live, spec)] if on_trial_done or live else []
+    _TrialDone.current = (on_trial_done, live, sweep)
+    follow = [_TrialDone(on_trial_done, live, sweep)] if on_trial_done or live else []
     restored = resume and _restorable(path)
     if restored:
         with _quiet("ray.tune.analysis.experiment_analysis"):
             tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
-        tuner = _new_tuner(spec, trainable, sweep_id, storage, follow)
+        tuner = _new_tuner(sweep, trainable, sweep_id, storage, follow)
     PlanSearcher.ran_to_end = False
     with _loggers_as_given(not restored), _without_restore_advice():
         grid = tuner.fit()
-    result = _collect(spec, grid)
+    result = _collect(sweep, grid)
     result.search_stopped = not PlanSearcher.ran_to_end
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
-    result.slots = trial_slots(spec)
+    result.slots = trial_slots(sweep)
     # a resumed sweep started when its earliest trial did, in an earlier run of the command
     result.started_at = min([began, *(c.started_at for c in result.cells if c.started_at is not None)])
     result.ended_at = time.time()
     return result
 
 
-def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
+def _new_tuner(sweep: "Sweep", trainable, sweep_id: str, storage: Path, callbacks: list) -> tune.Tuner:
     """A Tuner whose trials the round planner of the spec's search mode suggests, as many at once
     as the cluster has trial slots."""
-    slots = trial_slots(spec)
+    slots = trial_slots(sweep)
     return tune.Tuner(
         trainable,
         param_space={},
         tune_config=tune.TuneConfig(
-            search_alg=PlanSearcher(planner(spec, slots)),
+            search_alg=PlanSearcher(planner(sweep, slots)),
             num_samples=-1,
             # Tune starts a searcher's trials one at a time unless told how many may run at once
             # (a concurrency limit): all the cluster's slots, so a round's packs spread over its nodes
@@ -118,7 +118,7 @@ def _new_tuner(spec: "SweepSpec", trainable, sweep_id: str, storage: Path, callb
         run_config=tune.RunConfig(
             name=sweep_id,
             storage_path=str(storage),
-            failure_config=tune.FailureConfig(max_failures=spec.resources.max_failures),
+            failure_config=tune.FailureConfig(max_failures=sweep.resources.max_failures),
             verbose=0,
             # Tune's own loggers but its TensorBoard one (tensorboardX imports torch into the driver,
             # 4.5 s of a smoke run's 35 here; MLflow is the tracker): see _loggers_as_given
@@ -145,7 +145,7 @@ def _loggers_as_given(given: bool):
             os.environ[name] = before
 
 
-def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
+def _collect(sweep: "Sweep", grid: tune.ResultGrid) -> SweepResult:
     """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell): the spec's
     cells in its order, then sampled cells by their values (not by when their trials ended)."""
     cells: dict[str, CellResult] = {}
@@ -154,7 +154,7 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         if trial.error is None and "records" not in (trial.metrics or {}):
             result.unfinished += 1  # stopped before it reported (Ctrl-C)
             continue
-        pack, cell = Pack.from_config(trial.config["pack"]), trial_cell(spec, trial.config)
+        pack, cell = Pack.from_config(trial.config["pack"]), trial_cell(sweep, trial.config)
         target = cells.setdefault(cell.key, CellResult(cell))
         if trial.error is not None:
             cause = str(trial.error).strip().splitlines()[-1]
@@ -170,9 +170,9 @@ def _collect(spec: "SweepSpec", grid: tune.ResultGrid) -> SweepResult:
         result.train_s += trial.metrics.get("pack_wall_s", 0.0)
     for cell in cells.values():
         cell.records = latest_budget(cell.records)
-    if (objective := spec.mode.objective()) is not None:
-        result.best = _best_sample(spec, grid, *objective)
-    order = {cell.key: i for i, cell in enumerate(spec.cells)}  # then a searcher's cells, by their values
+    if (objective := sweep.mode.objective()) is not None:
+        result.best = _best_sample(sweep, grid, *objective)
+    order = {cell.key: i for i, cell in enumerate(sweep.cells)}  # then a searcher's cells, by their values
     result.cells = sorted(
         cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), sorted(c.cell.values.items()))
     )
@@ -185,7 +185,7 @@ def _curve_parts(pack: Pack, metrics: dict) -> list[dict]:
     return json.loads(metrics["curves"]) if pack.max_steps is None and pack.phase != SELECTION else []
 
 
-def _best_sample(spec: "SweepSpec", grid: tune.ResultGrid, metric: str, direction: str) -> dict | None:
+def _best_sample(sweep: "Sweep", grid: tune.ResultGrid, metric: str, direction: str) -> dict | None:
     """The best trial of a search with an objective: its sampled values and the objective (the
     first of equals in trial order, trials without a finite value left out, as Tune's get_best_result)."""
     sign = 1 if direction == "max" else -1
@@ -193,7 +193,7 @@ def _best_sample(spec: "SweepSpec", grid: tune.ResultGrid, metric: str, directio
     if not done:
         return None
     top = max(done, key=lambda trial: sign * trial.metrics[metric])  # max keeps the first of equals
-    return {"values": trial_cell(spec, top.config).values, metric: top.metrics[metric]}
+    return {"values": trial_cell(sweep, top.config).values, metric: top.metrics[metric]}
 
 
 def _note_times(cell: CellResult, metrics: dict) -> None:
@@ -312,8 +312,8 @@ class _TrialDone(tune.Callback):
 
     current: tuple = (None, None, None)  # (fn, live, spec)
 
-    def __init__(self, fn, live=None, spec: "SweepSpec | None" = None):
-        self.fn, self.live, self.spec = fn, live, spec
+    def __init__(self, fn, live=None, sweep: "Sweep | None" = None):
+        self.fn, self.live, self.sweep = fn, live, sweep
         self.done, self.errored, self.models, self.train_s = 0, 0, 0, 0.0
         self.running: dict[str, float] = {}
 
@@ -322,13 +322,13 @@ class _TrialDone(tune.Callback):
 
     def __setstate__(self, saved: dict) -> None:
         # trials running when a state was saved start again
-        fn, live, spec = _TrialDone.current
-        self.__dict__.update(legacy.progress_state(saved), fn=fn, live=live, spec=spec, running={})
+        fn, live, sweep = _TrialDone.current
+        self.__dict__.update(legacy.progress_state(saved), fn=fn, live=live, sweep=sweep, running={})
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running[trial.trial_id] = time.monotonic()
         if self.live is not None:
-            self.live.started(trial_cell(self.spec, trial.config))
+            self.live.started(trial_cell(self.sweep, trial.config))
         self._tell()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -338,12 +338,12 @@ class _TrialDone(tune.Callback):
         if self.live is not None and "records" in result:
             records = [ModelRecord.from_dict(r) for r in json.loads(result["records"])]
             curves = _curve_parts(Pack.from_config(trial.config["pack"]), result)
-            self.live.ended(trial_cell(self.spec, trial.config), records, curves)
+            self.live.ended(trial_cell(self.sweep, trial.config), records, curves)
         self._count(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         if self.live is not None:
-            self.live.ended(trial_cell(self.spec, trial.config), None)
+            self.live.ended(trial_cell(self.sweep, trial.config), None)
         self._count(trial, errored=True)
 
     def _count(self, trial, errored: bool) -> None:

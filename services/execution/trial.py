@@ -10,11 +10,11 @@ from ray import tune
 from services.results import ModelRecord
 from services.search.optuna import trial_metrics
 from services.search.packs import Pack
-from services.spec import ResolvedSweep
+from services.spec import TrialSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
 
 
-def train_pack_trial(config: dict, sweep: ResolvedSweep, cache: str | None) -> None:
+def train_pack_trial(config: dict, sweep: TrialSweep, cache: str | None) -> None:
     """Ray Tune function trainable: train one pack and report its per-model records.
 
     Models already in the result cache (``cache``, a folder; None: off) are read from it; the

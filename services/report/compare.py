@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from services.analysis import Estimate, Fit, Outcomes, n_star_ratio, slope_difference
 from services.report.text import span
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats import paper
 from services.stats.summarize import n_star_fit_inputs, n_star_statistic, summarize
 from vit_core.family import Scaling, families
@@ -92,8 +92,8 @@ class Comparison:
         return out
 
 
-def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str, list[CellResult]]) -> Comparison:
-    """Compare two sweeps given as (spec, sweep id, cells), as tracking.load_sweep returns them."""
+def compare(a: tuple[Sweep, str, list[CellResult]], b: tuple[Sweep, str, list[CellResult]]) -> Comparison:
+    """Compare two sweeps given as (sweep, sweep id, cells), as tracking.load_sweep returns them."""
     summaries = [summarize(*sweep) for sweep in (a, b)]
     rows = [{r.label: r for r in s.cells} for s in summaries]
     labels = [*rows[0], *(label for label in rows[1] if label not in rows[0])]
@@ -127,7 +127,7 @@ def compare(a: tuple[SweepSpec, str, list[CellResult]], b: tuple[SweepSpec, str,
         summaries[0].exponent,
         summaries[1].exponent,
         difference,
-        a[0].family,
+        a[0].family.name,
         {group: verdict(d.ci95, 0.0) for group, d in difference.items()},
         summaries[0].seeds,
         summaries[1].seeds,
@@ -140,10 +140,10 @@ def _measured(cells: list[CellResult]) -> dict[str, Outcomes]:
     return {c.cell.label: c.outcomes() for c in cells if c.measured() and not c.failures}
 
 
-def spec_differences(a: SweepSpec, b: SweepSpec) -> list[str]:
+def spec_differences(a: Sweep, b: Sweep) -> list[str]:
     """The top-level spec fields B sets otherwise than A, bar what changes no result but the seeds
     (MAY_DIFFER): none where B is A's spec on other seeds, a replication."""
-    dumped = [spec.model_dump(mode="json", exclude=set(MAY_DIFFER)) for spec in (a, b)]
+    dumped = [sweep.spec.model_dump(mode="json", exclude=set(MAY_DIFFER)) for sweep in (a, b)]
     names = [*dumped[0], *(name for name in dumped[1] if name not in dumped[0])]
     return [name for name in names if dumped[0].get(name) != dumped[1].get(name)]
 
@@ -214,20 +214,20 @@ class PaperGrid:
         return asdict(self)
 
 
-def paper_grid(sweeps: list[tuple[SweepSpec, str, list[CellResult]]]) -> PaperGrid:
+def paper_grid(sweeps: list[tuple[Sweep, str, list[CellResult]]]) -> PaperGrid:
     """Every sweep's N* per (model, scaling value) beside the paper's on its own figure's grid, a
     cell matched to a column within 0.1% of its value (specs give alpha* to 4 digits); sweeps as
     tracking.load_sweep returns them."""
-    family, p = sweeps[0][0].FAMILY, sweeps[0][0].success_rate
+    family, p = sweeps[0][0].family, sweeps[0][0].success_rate
     field = family.scaling.field
     points = {
         (model, value): GridPoint(model, value, star, ns, {})
         for model in family.reference
         for value, star, ns in paper.columns(family, model, p)
     }
-    for spec, sweep_id, cells in sweeps:
-        for row in summarize(spec, sweep_id, cells).cells:
-            value = float(row.values.get(field, getattr(spec.resolved_cell(spec.cells[0]).configs[0], field)))
+    for sweep, sweep_id, cells in sweeps:
+        for row in summarize(sweep, sweep_id, cells).cells:
+            value = float(row.values.get(field, getattr(sweep.resolved_cell(sweep.cells[0]).configs[0], field)))
             key = next((k for k in points if k[0] == row.model and abs(k[1] - value) <= 1e-3 * value), None)
             point = points.setdefault(key or (row.model, value), GridPoint(row.model, value, None, None, {}))
             point.ours[sweep_id] = Measured(

@@ -9,7 +9,7 @@ from matplotlib.ticker import FormatStrFormatter, NullFormatter
 from services.plotting import colours, subplots
 from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats import paper, statistics
 from services.stats.base import fmt
 from services.stats.rows import CellRow, Summary
@@ -69,27 +69,27 @@ def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
 
 
-def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict:
+def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured."""
-    figs = {"success_rate_vs_n.png": _success_figure(spec, summary), "outcomes.png": _outcomes_figure(summary)}
+    figs = {"success_rate_vs_n.png": _success_figure(sweep, summary), "outcomes.png": _outcomes_figure(summary)}
     if any(fit.value is not None for fit in summary.exponent.values()):
         groups = summary.exponent
         fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
         for ax, (group, fit) in zip(axes[0], groups.items()):
             rows = [r for r in summary.cells if r.label in fit.cells]
-            _phase(ax, spec.FAMILY, group, rows, fit, spec.success_rate)
+            _phase(ax, sweep.family, group, rows, fit, sweep.success_rate)
         fig.tight_layout()
         figs["phase_diagram.png"] = fig
         fig, ax = subplots(figsize=(6, 4.5))
-        family = spec.FAMILY
+        family = sweep.family
         _loglog(ax, summary, "exponent", "N*", family.scaling.x_label)
-        for model in (m for m in spec.models if m in family.reference):
-            ref = paper.n_star(family, model, spec.success_rate)
+        for model in (m for m in sweep.models if m in family.reference):
+            ref = paper.n_star(family, model, sweep.success_rate)
             ax.plot(
                 [family.scaling.x(a) for a, _ in ref],
                 [s for _, s in ref],
                 "x",
-                label=f"paper {model}: k = {paper.exponent(family, model, spec.success_rate):.2f}",
+                label=f"paper {model}: k = {paper.exponent(family, model, sweep.success_rate):.2f}",
             )
         claims = ", ".join(f"{m} {t.exponent:g}" for m, t in family.theory.items())
         ax.set_title(f"N* against {family.scaling.symbol}" + (f" (theory: {claims})" if claims else ""))
@@ -98,7 +98,7 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
     if summary.forms:
         figs["n_star_forms.png"] = _forms_figure(summary)
     if any(r.tuning for r in summary.cells):
-        figs["tuning.png"] = _tuning_figure(spec, summary)
+        figs["tuning.png"] = _tuning_figure(sweep, summary)
     if any(any(s.value is not None for s in slopes) for slopes in summary.local_exponent.values()):
         figs["local_exponent.png"] = _local_figure(summary)
     if summary.iterations_exponent or summary.lr_exponent:
@@ -110,15 +110,15 @@ def figures(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dic
                 summary,
                 key,
                 "T: steps to zero test error",
-                spec.FAMILY.scaling.x_label if key == "iterations_exponent" else "1 / eta",
+                sweep.family.scaling.x_label if key == "iterations_exponent" else "1 / eta",
             )
-            claim = spec.FAMILY.iterations_exponent
+            claim = sweep.family.iterations_exponent
             ax.set_title(f"theory: slope {claim:g}" if claim is not None else "")
             ax.legend(fontsize=7)
         fig.tight_layout()
         figs["iterations.png"] = fig
     for unit in statistics():
-        figs |= unit.figures(spec, summary, cells)
+        figs |= unit.figures(sweep, summary, cells)
     return figs
 
 
@@ -165,16 +165,16 @@ def _forms_figure(summary: "Summary"):
     return fig
 
 
-def _success_figure(spec: SweepSpec, summary: "Summary"):
+def _success_figure(sweep: Sweep, summary: "Summary"):
     """Success rate against N, one line per cell, one panel per model."""
-    fig, axes = subplots(1, len(spec.models), figsize=(5 * len(spec.models), 4), squeeze=False)
-    for ax, model in zip(axes[0], spec.models):
+    fig, axes = subplots(1, len(sweep.models), figsize=(5 * len(sweep.models), 4), squeeze=False)
+    for ax, model in zip(axes[0], sweep.models):
         rows = [r for r in summary.cells if r.model == model and any(v == v for v in r.rates.values())]
         for r in rows:
             label = Cell(r.model, r.values).setting
             points = [(int(n), v) for n, v in r.rates.items() if v == v]  # NaN: no model of that N converged
             ax.plot(*zip(*points), marker="o", label=label)
-        ax.axhline(spec.success_rate, color="grey", lw=0.8, ls="--")
+        ax.axhline(sweep.success_rate, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
         if rows:
             ax.set_xscale("log")
@@ -215,13 +215,13 @@ def _outcomes_figure(summary: "Summary"):
     return fig
 
 
-def _tuning_figure(spec: SweepSpec, summary: "Summary"):
+def _tuning_figure(sweep: Sweep, summary: "Summary"):
     """Per model: each setting's N* on the selection seeds against eta, one colour per cell (its
     axis values), one line style per batch size; the chosen setting starred, and the N* measured
     there on the held-out seeds with its CI beside it."""
-    fig, axes = subplots(1, len(spec.models), figsize=(6 * len(spec.models), 4.5), squeeze=False)
+    fig, axes = subplots(1, len(sweep.models), figsize=(6 * len(sweep.models), 4.5), squeeze=False)
     styles = ["-", "--", ":", "-."]
-    for ax, model in zip(axes[0], spec.models):
+    for ax, model in zip(axes[0], sweep.models):
         rows = [r for r in summary.cells if r.model == model and r.tuning]
         batches = sorted({s["batch_size"] for r in rows for s in r.tuning.selection})
         for colour, r in zip(colours() * 4, rows):

@@ -6,16 +6,16 @@ from services.search.packs import Pack, pack_cost, packs
 from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
 class GridPlanner(RoundPlanner):
-    """Every cell at every N of its grid, in one round: the packs of ``packs(spec, slots)``."""
+    """Every cell at every N of its grid, in one round: the packs of ``packs(sweep, slots)``."""
 
-    def __init__(self, spec: "SweepSpec", slots: int | None = None):
-        super().__init__(len(spec.cells), pack_cost(spec))
+    def __init__(self, sweep: "Sweep", slots: int | None = None):
+        super().__init__(len(sweep.cells), pack_cost(sweep))
         self.rounds: dict[int, list[Pack]] = {}
-        for pack in packs(spec, slots):
+        for pack in packs(sweep, slots):
             self.rounds.setdefault(pack.cell, []).append(pack)
 
     def next_round(self, cell: int) -> list[Pack]:

@@ -27,7 +27,7 @@ from services.search.rounds import RoundPlanner
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
 @dataclass
@@ -124,22 +124,22 @@ def bracket_learn(bracket: Bracket, records: list[ModelRecord], seeds: list[int]
 class NStarSearch(RoundPlanner):
     """Plans the adaptive search's packs round by round for every cell (packs.RoundPlanner)."""
 
-    def __init__(self, spec: "SweepSpec", slots: int | None = None):
-        super().__init__(len(spec.cells), pack_cost(spec))
-        search = spec.search
-        self.seeds, self.pack_size = spec.measurement_seeds, spec.resources.models_per_pack
-        self.budgets = [spec.resolved_cell(c).training.max_steps for c in spec.cells]  # each cell's step budget
+    def __init__(self, sweep: "Sweep", slots: int | None = None):
+        super().__init__(len(sweep.cells), pack_cost(sweep))
+        search = sweep.search
+        self.seeds, self.pack_size = sweep.measurement_seeds, sweep.resources.models_per_pack
+        self.budgets = [sweep.resolved_cell(c).training.max_steps for c in sweep.cells]  # each cell's step budget
         self.max_steps_cap = search.max_steps_cap
         self.cells = [
             Bracket(
-                list(spec.resolved_cell(c).n_values),
-                spec.success_rate,
+                list(sweep.resolved_cell(c).n_values),
+                sweep.success_rate,
                 search.precision,
                 search.factor,
-                spec.n_max,
-                adaptive=not spec.resolved_cell(c).one_pass,
+                sweep.n_max,
+                adaptive=not sweep.resolved_cell(c).one_pass,
             )
-            for c in spec.cells
+            for c in sweep.cells
         ]
 
     def next_round(self, index: int) -> list[Pack]:

@@ -14,7 +14,7 @@ from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
-    from services.spec import OptunaMode, SweepSpec
+    from services.spec import OptunaMode, Sweep
 
 
 def trial_metrics(records: "list[ModelRecord]", max_steps: int) -> dict[str, float]:
@@ -49,17 +49,19 @@ class OptunaPlanner(RoundPlanner):
     Optuna asks for; the ``metric`` the trial reported (services.execution.trial.trial_metrics)
     is told to Optuna. A failed trial is told as failed, and the search goes on."""
 
-    def __init__(self, spec: "SweepSpec", slots: int | None = None):
+    def __init__(self, sweep: "Sweep", slots: int | None = None):
         import optuna
 
         super().__init__(1)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.spec, self.search, self.pack = spec, spec.search, packs(spec)[0]
-        self.distributions = distributions(spec.search)
-        direction = "maximize" if spec.search.direction == "max" else "minimize"
-        self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=spec.search.seed), direction=direction)
+        self.sweep, self.search, self.pack = sweep, sweep.search, packs(sweep)[0]
+        self.distributions = distributions(sweep.search)
+        direction = "maximize" if sweep.search.direction == "max" else "minimize"
+        self.study = optuna.create_study(
+            sampler=optuna.samplers.TPESampler(seed=sweep.search.seed), direction=direction
+        )
         self.asked: dict[str, object] = {}  # trial id -> Optuna's trial
-        self.left = spec.search.num_samples
+        self.left = sweep.search.num_samples
 
     def suggest(self, trial_id: str) -> "Pack | str | None":
         if not self.left:
@@ -72,8 +74,8 @@ class OptunaPlanner(RoundPlanner):
     def trial_config(self, trial_id: str, pack: Pack) -> dict:
         """The pack, the values sampled, and its cell with them resolved here (the trial has no schema)."""
         sampled = self.asked[trial_id].params
-        cell = self.spec.cells[pack.cell]
-        resolved = self.spec.resolve(Cell(cell.model, {**cell.values, **self.search.typed(sampled)}))
+        cell = self.sweep.cells[pack.cell]
+        resolved = self.sweep.resolve(Cell(cell.model, {**cell.values, **self.search.typed(sampled)}))
         return super().trial_config(trial_id, pack) | {"sampled": sampled, "resolved": resolved.to_config()}
 
     def complete(self, trial_id: str, records: "list[ModelRecord] | None", metrics: dict | None = None) -> None:

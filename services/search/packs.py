@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from services.results import SELECTION
-from services.spec import SweepSpec
+from services.spec import Sweep
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,7 @@ class Pack:
     """Models of one cell trained at once: model k has N = n_train[k] and seed seeds[k] (and,
     in a tuned cell, step size lr[k]; the pack's batch size and the tuning phase it serves)."""
 
-    cell: int  # index into SweepSpec.cells
+    cell: int  # index into Sweep.cells
     n_train: tuple[int, ...]
     seeds: tuple[int, ...]
     max_steps: int | None = None  # a retry's larger step budget (None: the cell's own)
@@ -51,20 +51,21 @@ class Pack:
         return f"cell{self.cell}-n{self.n_train[0]}-{self.n_train[-1]}-s{self.seeds[0]}"
 
 
-def packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
+def packs(sweep: "Sweep", slots: int | None = None) -> list[Pack]:
     """The packs of a sweep: for each cell, its (N, seed) pairs cut into packs of at most
     ``resources.models_per_pack`` models and, given the ``slots`` (trials the cluster runs at
     once), small enough that there are at least two packs per slot, so that no CPU idles through
     a long tail; a cell's packs are of equal size. Longest first (pack_cost), as Tune runs a grid
     in order."""
     pairs = [
-        [(n, seed) for n in spec.resolved_cell(cell).n_values for seed in spec.measurement_seeds] for cell in spec.cells
+        [(n, seed) for n in sweep.resolved_cell(cell).n_values for seed in sweep.measurement_seeds]
+        for cell in sweep.cells
     ]
-    size = spec.resources.models_per_pack
+    size = sweep.resources.models_per_pack
     if slots:
         size = min(size, max(1, math.ceil(sum(map(len, pairs)) / (2 * slots))))
     made = [pack for index, cell_pairs in enumerate(pairs) for pack in cut(index, cell_pairs, size)]
-    return sorted(made, key=pack_cost(spec), reverse=True)
+    return sorted(made, key=pack_cost(sweep), reverse=True)
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -85,7 +86,7 @@ def len_of_pack(pack: Pack) -> float:
     return len(pack.seeds)
 
 
-def pack_cost(spec: "SweepSpec"):
+def pack_cost(sweep: "Sweep"):
     """A pack's estimated cost, for ordering packs longest first: its models x the multiply-adds of
     one model's forward pass on one sample (spec.sample_cost: a ViT's attention grows as L^2) x the
     samples a model trains on, except in a tuned cell, whose runs stop at their window long
@@ -96,9 +97,9 @@ def pack_cost(spec: "SweepSpec"):
     the end of the main job (9 s of its 203)."""
 
     def cost(pack: Pack) -> float:
-        per_sample = spec.sample_cost(spec.cells[pack.cell])
+        per_sample = sweep.sample_cost(sweep.cells[pack.cell])
         samples = 1 if pack.phase else sum(pack.n_train) / len(pack.n_train)
-        models = len(pack.seeds) + (spec.seeds if pack.phase == SELECTION else 0)
+        models = len(pack.seeds) + (sweep.seeds if pack.phase == SELECTION else 0)
         return models * per_sample * samples
 
     return cost

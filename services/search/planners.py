@@ -12,26 +12,26 @@ from services.search.tuning import TuningSearch
 from services.search.tuning_multi_pass import MultiPassTuning
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
-def tuned(spec: "SweepSpec", slots: int | None = None) -> RoundPlanner:
+def tuned(sweep: "Sweep", slots: int | None = None) -> RoundPlanner:
     """A tuned sweep's: one pass's (successive caps) or multi-pass's (an N* search per setting)."""
-    return TuningSearch(spec) if spec.resolved_cell(spec.cells[0]).one_pass else MultiPassTuning(spec)
+    return TuningSearch(sweep) if sweep.resolved_cell(sweep.cells[0]).one_pass else MultiPassTuning(sweep)
 
 
-def planner(spec: "SweepSpec", slots: int | None = None) -> RoundPlanner:
+def planner(sweep: "Sweep", slots: int | None = None) -> RoundPlanner:
     """The round planner of the sweep's search mode, its packs sized for ``slots`` trials at once."""
-    return pkgutil.resolve_name(spec.mode.planner)(spec, slots)
+    return pkgutil.resolve_name(sweep.mode.planner)(sweep, slots)
 
 
-def first_packs(spec: "SweepSpec", slots: int | None = None) -> list[Pack]:
+def first_packs(sweep: "Sweep", slots: int | None = None) -> list[Pack]:
     """The packs of the sweep's first round where they are known before it starts (grid, and the
     N* search's starting grid); [] where a searcher decides them (Optuna, tuning)."""
-    return packs(spec, slots) if spec.mode.planned else []
+    return packs(sweep, slots) if sweep.mode.planned else []
 
 
-def trial_count(spec: "SweepSpec", slots: int | None = None) -> int | None:
+def trial_count(sweep: "Sweep", slots: int | None = None) -> int | None:
     """How many Ray Tune trials the sweep runs: one per pack (grid), one per Optuna sample; None
     where later rounds depend on the results."""
-    return spec.mode.trials(len(first_packs(spec, slots)))
+    return sweep.mode.trials(len(first_packs(sweep, slots)))

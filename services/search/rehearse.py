@@ -20,7 +20,7 @@ from services.results import ModelRecord
 from services.search.optuna import trial_metrics
 from services.search.packs import Pack
 from services.search.rounds import RoundPlanner
-from services.spec import SweepSpec
+from services.spec import Sweep
 from vit_core.outcomes import Outcome
 
 DRAWS = 16  # worlds a sweep's search is played out in; the expectation is their mean
@@ -55,14 +55,14 @@ class World:
     on (``_succeeds_from``: an N* search then bisects around it, as it will), and has not
     converged where it spends its budget."""
 
-    def __init__(self, spec: SweepSpec, seen: dict[int, Sequence[Seen]], rng: np.random.Generator):
-        self.spec, self.seen, self.rng = spec, seen, rng
+    def __init__(self, sweep: Sweep, seen: dict[int, Sequence[Seen]], rng: np.random.Generator):
+        self.sweep, self.seen, self.rng = sweep, seen, rng
         self.stops: dict[tuple, float] = {}
-        self.succeeds_from = {index: _succeeds_from(spec, index, seen[index]) for index in seen}
+        self.succeeds_from = {index: _succeeds_from(sweep, index, seen[index]) for index in seen}
 
     def records(self, pack: Pack) -> list[ModelRecord]:
         """What the pack's models would report here."""
-        training = pack.training(self.spec.resolved_cell(self.spec.cells[pack.cell]).training)
+        training = pack.training(self.sweep.resolved_cell(self.sweep.cells[pack.cell]).training)
         lrs = pack.lr or (training.lr,) * len(pack.seeds)
         return [self._record(pack, training, n, seed, lr) for n, seed, lr in zip(pack.n_train, pack.seeds, lrs)]
 
@@ -107,7 +107,7 @@ def _nearest(seen: Sequence[Seen], batch: int, lr: float, n: int | None) -> np.n
     return np.flatnonzero(gaps <= gaps.min() + 1e-9)
 
 
-def _succeeds_from(spec: SweepSpec, index: int, seen: Sequence[Seen]) -> float:
+def _succeeds_from(sweep: Sweep, index: int, seen: Sequence[Seen]) -> float:
     """Where a cell's multi-pass runs succeed in a world: from the smallest N at which the seen
     models succeeded at the spec's rate there and at every larger N seen, the geometric middle
     between it and the largest N below it where they did not (where none did not: half of it);
@@ -119,9 +119,9 @@ def _succeeds_from(spec: SweepSpec, index: int, seen: Sequence[Seen]) -> float:
         if s.n_train and s.succeeded is not None:
             told.setdefault(s.n_train, []).append(s.succeeded)
     if not told:
-        return _middle_of_widest_step(spec, index)
+        return _middle_of_widest_step(sweep, index)
     ns = sorted(told)
-    good = [sum(told[n]) >= spec.success_rate * len(told[n]) for n in ns]
+    good = [sum(told[n]) >= sweep.success_rate * len(told[n]) for n in ns]
     if not good[-1]:
         return 2.0 * ns[-1]
     first = next(i for i in range(len(ns)) if all(good[i:]))
@@ -129,9 +129,9 @@ def _succeeds_from(spec: SweepSpec, index: int, seen: Sequence[Seen]) -> float:
     return math.sqrt(below * ns[first])
 
 
-def _middle_of_widest_step(spec: SweepSpec, index: int) -> float:
+def _middle_of_widest_step(sweep: Sweep, index: int) -> float:
     """The geometric middle of the widest step of a cell's N grid (its only N where there is one)."""
-    grid = sorted(spec.resolved_cell(spec.cells[index]).n_values)
+    grid = sorted(sweep.resolved_cell(sweep.cells[index]).n_values)
     lo, hi = max(zip(grid, grid[1:]), key=lambda pair: pair[1] / pair[0], default=(grid[0], grid[0]))
     return math.sqrt(lo * hi)
 
@@ -157,14 +157,14 @@ def play(planner: RoundPlanner, world: World) -> list[Trained]:
 
 
 def rehearse(
-    spec: SweepSpec, make: Callable[[], RoundPlanner], seen: dict[int, Sequence[Seen]], draws: int = DRAWS
+    sweep: Sweep, make: Callable[[], RoundPlanner], seen: dict[int, Sequence[Seen]], draws: int = DRAWS
 ) -> list[list[Trained]]:
     """Each of ``draws`` worlds' packs: a fresh planner (``make``) played out where each run
     stops as the seen model nearest it did (per cell, ``seen``)."""
-    return [play(make(), World(spec, seen, np.random.default_rng(draw))) for draw in range(draws)]
+    return [play(make(), World(sweep, seen, np.random.default_rng(draw))) for draw in range(draws)]
 
 
-def at_budget(spec: SweepSpec, index: int) -> list[Seen]:
+def at_budget(sweep: Sweep, index: int) -> list[Seen]:
     """A cell whose runs never stop early: one seen model that runs to any budget."""
-    training = spec.resolved_cell(spec.cells[index]).training
+    training = sweep.resolved_cell(sweep.cells[index]).training
     return [Seen(training.batch_size, training.lr, None, math.inf)]

@@ -27,7 +27,7 @@ from services.spec import Setting
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
 @dataclass
@@ -66,16 +66,16 @@ class TuningSearch(RoundPlanner):
     settings that still could go on, at the next cap; every setting's sample budget is the cell's
     (training.batch_size × max_steps), whatever its own batch size."""
 
-    def __init__(self, spec: "SweepSpec"):
-        super().__init__(len(spec.cells), pack_cost(spec))
-        self.spec, self.tuning, self.p = spec, spec.tuning, spec.success_rate
-        self.tunings = [spec.tuning_of(c.model) for c in spec.cells]  # each cell's model's value lists
-        trainings = [spec.resolved_cell(c).training for c in spec.cells]
+    def __init__(self, sweep: "Sweep"):
+        super().__init__(len(sweep.cells), pack_cost(sweep))
+        self.sweep, self.tuning, self.p = sweep, sweep.tuning, sweep.success_rate
+        self.tunings = [sweep.tuning_of(c.model) for c in sweep.cells]  # each cell's model's value lists
+        trainings = [sweep.resolved_cell(c).training for c in sweep.cells]
         self.window = trainings[0].stability_window
         self.caps = [t.caps(c.batch_size * c.max_steps) for t, c in zip(self.tunings, trainings)]  # ascending
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps
-        self.cells = [CellTuning() for _ in spec.cells]
-        self.samplers = [self._sampler(i) for i in range(len(spec.cells))]
+        self.cells = [CellTuning() for _ in sweep.cells]
+        self.samplers = [self._sampler(i) for i in range(len(sweep.cells))]
         self.planned: dict[int, list[Setting]] = {}  # cell -> the settings of its selection round in flight
 
     def _sampler(self, cell: int) -> "OptunaSettings | None":
@@ -97,10 +97,10 @@ class TuningSearch(RoundPlanner):
         new = self._selection_round(index, cell)
         if new:
             self.planned[index] = [s for s, _ in new]
-            return self._packs(index, new, self.tuning.selection_seed_list(self.spec.seed_start), SELECTION)
+            return self._packs(index, new, self.tuning.selection_seed_list(self.sweep.seed_start), SELECTION)
         chosen = best(cell.table(), self.p)
         cell.chosen, cell.phase = [chosen.batch_size, chosen.lr], MEASUREMENT
-        return self._packs(index, [(chosen, self.caps[index][-1])], self.spec.measurement_seeds, MEASUREMENT)
+        return self._packs(index, [(chosen, self.caps[index][-1])], self.sweep.measurement_seeds, MEASUREMENT)
 
     def _selection_round(self, index: int, cell: CellTuning) -> list[tuple[Setting, int]]:
         """The (setting, sample cap) pairs to train next on the selection seeds; [] once
@@ -147,7 +147,7 @@ class TuningSearch(RoundPlanner):
                     batch_size=batch_size,
                     phase=phase,
                 )
-                for chunk in chunks(models, self.spec.resources.models_per_pack)
+                for chunk in chunks(models, self.sweep.resources.models_per_pack)
             ]
         return packs
 

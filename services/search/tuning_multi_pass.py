@@ -17,7 +17,7 @@ from services.spec import Setting
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 
 @dataclass
@@ -58,20 +58,20 @@ class MultiPassTuning(RoundPlanner):
     edges are extended), and the chosen setting's N* is then searched again on the measurement
     seeds. Every setting trains the cell's sample budget (training.batch_size x max_steps)."""
 
-    def __init__(self, spec: "SweepSpec"):
-        super().__init__(len(spec.cells), pack_cost(spec))
-        self.spec, self.p = spec, spec.success_rate
-        self.tunings = [spec.tuning_of(c.model) for c in spec.cells]
-        trainings = [spec.resolved_cell(c).training for c in spec.cells]
+    def __init__(self, sweep: "Sweep"):
+        super().__init__(len(sweep.cells), pack_cost(sweep))
+        self.sweep, self.p = sweep, sweep.success_rate
+        self.tunings = [sweep.tuning_of(c.model) for c in sweep.cells]
+        trainings = [sweep.resolved_cell(c).training for c in sweep.cells]
         self.samples = [t.batch_size * t.max_steps for t in trainings]  # each cell's sample budget
         self.bases = [Setting(t.batch_size, t.lr) for t in trainings]
-        self.selection_seeds = spec.tuning.selection_seed_list(spec.seed_start)
-        self.cells = [MultiPassCell() for _ in spec.cells]
+        self.selection_seeds = sweep.tuning.selection_seed_list(sweep.seed_start)
+        self.cells = [MultiPassCell() for _ in sweep.cells]
 
     def _bracket(self, index: int) -> Bracket:
-        search, cell = self.spec.search, self.spec.cells[index]
-        n_values = list(self.spec.resolved_cell(cell).n_values)
-        return Bracket(n_values, self.p, search.precision, search.factor, self.spec.n_max)
+        search, cell = self.sweep.search, self.sweep.cells[index]
+        n_values = list(self.sweep.resolved_cell(cell).n_values)
+        return Bracket(n_values, self.p, search.precision, search.factor, self.sweep.n_max)
 
     def _add(self, index: int, settings: list[Setting]) -> None:
         cell = self.cells[index]
@@ -103,7 +103,7 @@ class MultiPassTuning(RoundPlanner):
             cell.measurement = self._bracket(index)
         if cell.phase == MEASUREMENT:
             chosen = Setting(*cell.chosen)
-            packs = self._setting_packs(index, chosen, cell.measurement, self.spec.measurement_seeds, MEASUREMENT)
+            packs = self._setting_packs(index, chosen, cell.measurement, self.sweep.measurement_seeds, MEASUREMENT)
             if packs:
                 return packs
             cell.phase = DONE
@@ -119,7 +119,7 @@ class MultiPassTuning(RoundPlanner):
 
     def _setting_packs(self, index: int, setting: Setting, bracket: Bracket, seeds: list[int], phase: str):
         """One bracket's next packs, each model at ``setting``."""
-        size = self.spec.resources.models_per_pack
+        size = self.sweep.resources.models_per_pack
         return [
             replace(pack, lr=(setting.lr,) * len(pack.seeds), batch_size=setting.batch_size, phase=phase)
             for pack in bracket_round(index, bracket, seeds, size)
@@ -131,9 +131,9 @@ class MultiPassTuning(RoundPlanner):
         if pack.phase == SELECTION:
             bracket, seeds = cell.brackets[setting.label], self.selection_seeds
         else:
-            bracket, seeds = cell.measurement, self.spec.measurement_seeds
+            bracket, seeds = cell.measurement, self.sweep.measurement_seeds
         budget = pack.max_steps or self.samples[pack.cell] // setting.batch_size
-        bracket_learn(bracket, records, seeds, budget, self.spec.search.max_steps_cap)
+        bracket_learn(bracket, records, seeds, budget, self.sweep.search.max_steps_cap)
 
     def get_state(self) -> dict:
         return super().get_state() | {"cells": [c.state() for c in self.cells]}

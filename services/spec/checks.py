@@ -1,7 +1,8 @@
 """A spec read from YAML and checked: one problem per field, each naming the field, the value and
 what is allowed. Parsing checks types, unknown keys and ranges; ``check_sweep`` then builds the
 configs of every cell so that vit_core's own checks (alpha# < alpha*, orthonormal patterns need
-d >= M, ...) run before anything starts."""
+d >= M, ...) run before anything starts. A spec without problems is resolved once (Sweep): what
+every layer past this one receives."""
 
 import json
 import re
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from services.spec.base import Problem, SpecError
 from services.spec.modes import SEARCH_MODES, _search_mode
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, spec_from_dict
+from services.spec.sweep import Sweep
 from vit_core.fields import ConfigError
 
 
@@ -53,21 +55,21 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     problems += [
         Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
         for model in spec.models
-        if spec.n_train_of(model) is None
-        and not all(spec.resolved_cell(c).one_pass for c in spec.cells if c.model == model)
+        if spec.n_train_of(model) is None and not all(spec.resolve(c).one_pass for c in spec.cells if c.model == model)
     ][:1]
     if problems:
         return problems
     own = [m for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)]
     if spec.tuning is None:
         problems += [Problem(f"per_model.{m}.tuning", None, "needs a sweep tuning section beside it") for m in own]
-    problems += spec.mode.problems(spec) + _pack_problems(spec)
-    if spec.max_trainings_bound > spec.max_trainings:
+    sweep = Sweep.of(spec)
+    problems += sweep.mode.problems(sweep) + _pack_problems(sweep)
+    if sweep.max_trainings_bound > spec.max_trainings:
         problems.append(
             Problem(
                 "max_trainings",
                 spec.max_trainings,
-                f"the sweep can train {spec.max_trainings_bound} models; raise max_trainings or shrink the axes",
+                f"the sweep can train {sweep.max_trainings_bound} models; raise max_trainings or shrink the axes",
             )
         )
     return problems
@@ -78,21 +80,21 @@ def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
     return [(spec.FAMILY.scaling.rule, spec.scaling_rules)] if spec.scaling_rules else []
 
 
-def _pack_problems(spec: SweepSpec) -> list[Problem]:
+def _pack_problems(sweep: Sweep) -> list[Problem]:
     """An outside family's packs against the contract (vit_core.packed), one model of each kind
     built on the CPU: refused here in a line, not deep in a run. vitsweep's own families are
     tested, and building theirs would load torch for every ``validate``."""
-    if type(spec.FAMILY).__module__.partition(".")[0] == "vit_core":
+    if type(sweep.family).__module__.partition(".")[0] == "vit_core":
         return []
     from vit_core.training import build
 
     problems = []
-    for model in spec.models:
-        data, cfg, _ = spec.resolved_cell(next(c for c in spec.cells if c.model == model)).configs
+    for model in sweep.models:
+        data, cfg, _ = sweep.resolved_cell(next(c for c in sweep.cells if c.model == model)).configs
         try:
             build(cfg, data, [0], "cpu")
         except Exception as error:  # a family's own code: whatever it raises, said in one line
-            problems.append(Problem("family", spec.family, f"building one {model} model: {error}"))
+            problems.append(Problem("family", sweep.family.name, f"building one {model} model: {error}"))
     return problems
 
 
@@ -100,7 +102,7 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
     problems: dict[str, Problem] = {}
     for cell in spec.cells:
         try:
-            spec.resolved_cell(cell)
+            spec.resolve(cell)
         except ConfigError as error:
             if error.field in cell.values:
                 own = spec.per_model.get(cell.model)
@@ -117,8 +119,8 @@ def _cell_problems(spec: SweepSpec) -> list[Problem]:
     return list(problems.values())
 
 
-def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
-    """A validated spec from YAML text, or SpecError with every problem found."""
+def parse_spec(text: str, source: str = "<spec>") -> Sweep:
+    """A checked spec from YAML text, resolved (Sweep), or SpecError with every problem found."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -138,7 +140,7 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
     problems = check_sweep(spec)
     if problems:
         raise SpecError(source, problems)
-    return spec
+    return Sweep.of(spec)
 
 
 def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:
@@ -158,8 +160,8 @@ def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:
         return []
 
 
-def load_spec(path: str | Path, seed_start: int | None = None) -> SweepSpec:
-    """Read and validate a spec file, with the command line's ``seed_start`` where given (SpecError
+def load_spec(path: str | Path, seed_start: int | None = None) -> Sweep:
+    """Read, check and resolve a spec file, with the command line's ``seed_start`` where given (SpecError
     on any problem, including a missing file and a seed_start the schema refuses)."""
     source = str(path) if seed_start is None else f"{path} with --seed-start {seed_start}"
     return parse_spec(spec_text(path, seed_start), source)

@@ -3,7 +3,7 @@ mode is its schema, its budget (trainings and steps a cell may take), its proble
 its cells are piloted for `vitsweep plan` (``pilots``) and its round planner (``planner``: a
 "module:attribute" of the search layer, found when the sweep is planned or run, so that this
 layer never imports that one). Modes are found by entry points of group ``vitsweep.search_modes``
-(the built-in ones in pyproject.toml, as any other package's). ``SweepSpec.mode`` is the sweep's
+(the built-in ones in pyproject.toml, as any other package's). ``Sweep.mode`` is the sweep's
 mode: its search section's, or Tuned (services.spec.tuned) where a tuning section searches every cell."""
 
 import dataclasses
@@ -20,7 +20,7 @@ from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 from services.analysis import full_grid_size
 from services.results import Cell
 from services.spec.base import FORBID, Problem
-from services.spec.resolved import Sweep
+from services.spec.resolved import SweepView
 from vit_core.fields import ConfigError
 from vit_core.train_config import TrainConfig
 
@@ -71,47 +71,47 @@ class Mode(BaseModel):
     samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
     fixed: ClassVar[bool] = False  # whether every training is known before the sweep starts
     planned: ClassVar[bool] = True  # whether its first round is the n_train grid's packs (services.search.packs)
-    planner: ClassVar[str]  # "module:attribute" of its round planner, called with (spec, slots)
+    planner: ClassVar[str]  # "module:attribute" of its round planner, called with (Sweep, slots)
 
     @property
     def name(self) -> str:
         return self.mode
 
-    def pilots(self, spec: Sweep, cell: Cell, models: int) -> list[PilotRun]:
+    def pilots(self, sweep: SweepView, cell: Cell, models: int) -> list[PilotRun]:
         """How `vitsweep plan` pilots a cell: ``models`` models at its own settings; multi-pass at
         Ns spread over its grid, as its grid or N* search trains them (a run to zero training
         loss grows with N: at the largest N alone fig1_grid_multi_pass's ViT pilots counted
         2.2-3.6x the model-steps its sweep took); one pass at its sample budget."""
-        resolved = spec.resolved_cell(cell)
+        resolved = sweep.resolved_cell(cell)
         n = None if resolved.one_pass else spread(resolved.n_values, models)
         return [PilotRun(resolved.training, models, None, n)]
 
-    def problems(self, spec: Sweep) -> list[Problem]:
+    def problems(self, sweep: SweepView) -> list[Problem]:
         return []
 
-    def first_trainings(self, spec: Sweep, cell: Cell) -> int:
+    def first_trainings(self, sweep: SweepView, cell: Cell) -> int:
         """Models a cell trains in its first round."""
-        return self.samples * len(spec.resolved_cell(cell).n_values) * spec.seeds
+        return self.samples * len(sweep.resolved_cell(cell).n_values) * sweep.seeds
 
-    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
         """The most models a cell can train."""
-        return self.first_trainings(spec, cell)
+        return self.first_trainings(sweep, cell)
 
-    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
         """The most SGD steps one training of the cell takes."""
-        return spec.resolved_cell(cell).training.max_steps
+        return sweep.resolved_cell(cell).training.max_steps
 
-    def smallest_batch(self, spec: Sweep, cell: Cell) -> int:
+    def smallest_batch(self, sweep: SweepView, cell: Cell) -> int:
         """The smallest batch size a training of the cell may take."""
-        return spec.resolved_cell(cell).training.batch_size
+        return sweep.resolved_cell(cell).training.batch_size
 
-    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
         """The longest chain of a cell's rounds, each waiting for the one before (1: no round waits)."""
         return 1
 
-    def n_limit(self, spec: Sweep) -> int:
+    def n_limit(self, sweep: SweepView) -> int:
         """The largest N the sweep may train."""
-        return spec.largest_n
+        return sweep.largest_n
 
     def objective(self) -> tuple[str, str] | None:
         """(metric, direction) where trials are samples scored by an objective (the best is reported)."""
@@ -122,7 +122,7 @@ class Mode(BaseModel):
         rounds depend on the results."""
         return first_packs if self.fixed else None
 
-    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
+    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
         """What `vitsweep validate` says of the sweep's size."""
         return f"{first} trainings"
 
@@ -150,41 +150,41 @@ class SampleComplexityMode(Mode):
         "the budget, up to this many steps (None: never)",
     )
 
-    def problems(self, spec: Sweep) -> list[Problem]:
-        if self.n_max is not None and self.n_max < spec.largest_n:
-            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({spec.largest_n})")]
+    def problems(self, sweep: SweepView) -> list[Problem]:
+        if self.n_max is not None and self.n_max < sweep.largest_n:
+            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({sweep.largest_n})")]
         return []
 
-    def most_n(self, spec: Sweep, cell: Cell) -> int:
+    def most_n(self, sweep: SweepView, cell: Cell) -> int:
         """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
         1 + precision up to n_max."""
-        return len(spec.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(spec), self.precision)
+        return len(sweep.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(sweep), self.precision)
 
-    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
         """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
         return (
-            super().most_trainings(spec, cell)
-            if spec.resolved_cell(cell).one_pass
-            else self.most_n(spec, cell) * spec.seeds
+            super().most_trainings(sweep, cell)
+            if sweep.resolved_cell(cell).one_pass
+            else self.most_n(sweep, cell) * sweep.seeds
         )
 
-    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
         """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
-        searched = not spec.resolved_cell(cell).one_pass
-        return (searched and self.max_steps_cap) or spec.resolved_cell(cell).training.max_steps
+        searched = not sweep.resolved_cell(cell).one_pass
+        return (searched and self.max_steps_cap) or sweep.resolved_cell(cell).training.max_steps
 
-    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
         """Multi-pass: a round per N it may try, each maybe followed by retries that double the
         step budget up to max_steps_cap (one pass: its one round)."""
-        if spec.resolved_cell(cell).one_pass:
+        if sweep.resolved_cell(cell).one_pass:
             return 1
-        budget, cap = spec.resolved_cell(cell).training.max_steps, self.max_steps_cap or 0
-        return self.most_n(spec, cell) * (1 + max(0, math.ceil(math.log2(cap / budget))) if cap > budget else 1)
+        budget, cap = sweep.resolved_cell(cell).training.max_steps, self.max_steps_cap or 0
+        return self.most_n(sweep, cell) * (1 + max(0, math.ceil(math.log2(cap / budget))) if cap > budget else 1)
 
-    def n_limit(self, spec: Sweep) -> int:
-        return self.n_max or 16 * spec.largest_n
+    def n_limit(self, sweep: SweepView) -> int:
+        return self.n_max or 16 * sweep.largest_n
 
-    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
+    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
         return f"{first} trainings in the first round of the adaptive N* search (at most {most})"
 
 
@@ -221,23 +221,23 @@ class OptunaMode(Mode):
         (Optuna, and Tune's saved state, may hand back floats)."""
         return {k: int(v) if self.space[k].integer else v for k, v in sampled.items()}
 
-    def problems(self, spec: Sweep) -> list[Problem]:
+    def problems(self, sweep: SweepView) -> list[Problem]:
         """Optuna tunes the fields of `space` in one cell, one pack per trial."""
         problems = []
         if not self.space:
             problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
-        if len(spec.cells) != 1:
-            problems.append(Problem("models", spec.models, "optuna tunes one cell: one model and no axes"))
-        per_trial = len(spec.resolved_cell(spec.cells[0]).n_values) * spec.seeds
-        if per_trial > spec.resources.models_per_pack:
+        if len(sweep.cells) != 1:
+            problems.append(Problem("models", sweep.models, "optuna tunes one cell: one model and no axes"))
+        per_trial = len(sweep.resolved_cell(sweep.cells[0]).n_values) * sweep.seeds
+        if per_trial > sweep.resources.models_per_pack:
             problems.append(
                 Problem(
                     "resources.models_per_pack",
-                    spec.resources.models_per_pack,
+                    sweep.resources.models_per_pack,
                     f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
                 )
             )
-        return problems + [p for name, bounds in self.space.items() for p in _space_problems(spec, name, bounds)]
+        return problems + [p for name, bounds in self.space.items() for p in _space_problems(sweep, name, bounds)]
 
 
 SEARCH_MODES: dict[str, type[Mode]] = {}  # the installed modes by name (load_modes)
@@ -282,18 +282,18 @@ def search_union() -> Any:
     return Annotated[functools.reduce(operator.or_, modes), tag]
 
 
-def _space_problems(spec: Sweep, name: str, bounds: Range) -> list[Problem]:
+def _space_problems(sweep: SweepView, name: str, bounds: Range) -> list[Problem]:
     """What is wrong with one field Optuna tunes: not a field, set elsewhere, or an end vit_core refuses."""
-    section = spec.section_of(name)
+    section = sweep.spec.section_of(name)
     if not section or name in SPEC_ONLY:
         return [Problem(f"search.space.{name}", name, "not a data, model or training field")]
     problems = []
-    if name in spec.swept or name in getattr(spec, section).model_fields_set:
+    if name in sweep.swept or name in getattr(sweep.spec, section).model_fields_set:
         problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
     for end in ("low", "high"):
         value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
         try:
-            spec.resolve(Cell(spec.models[0], {**spec.cells[0].values, name: value}))  # a probe, not kept
+            sweep.resolve(Cell(sweep.models[0], {**sweep.cells[0].values, name: value}))  # a probe, not kept
         except (ConfigError, TypeError) as error:
             problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
     return problems

@@ -1,5 +1,6 @@
-"""A cell resolved once into vit_core's configs and N values, and what a search mode may ask of a
-sweep (the spec class implements it; modes read a sweep through it, never the schema)."""
+"""A cell resolved once into vit_core's configs and N values (ResolvedCell), what a search mode
+reads of a resolved sweep (SweepView: services.spec.sweep.Sweep is one) and what a trial receives
+of it (TrialSweep)."""
 
 import dataclasses
 from typing import Any, Protocol
@@ -45,32 +46,30 @@ class ResolvedCell:
         return ResolvedCell(Cell(self.cell.model, config["values"]), data, model, training, tuple(config["n_values"]))
 
 
-class Sweep(Protocol):
-    """What a search mode reads of a sweep to count its budget and check itself."""
+class SweepView(Protocol):
+    """What a search mode reads of a resolved sweep (services.spec.sweep.Sweep): named here, below
+    the modes, so that the sweep that holds a mode and the mode that reads it import no circle."""
 
-    FAMILY: Any
-    models: list[str]
-    seeds: int
-    cells: list[Cell]
+    spec: Any  # the schema, for problems that name where a value was written
+    family: Any
+    models: tuple[str, ...]
+    cells: tuple[Cell, ...]
     search: Any
     tuning: Any
-    per_model: dict
-    resources: Any
-    scaling_rules: dict
     swept: dict[str, list]
+    seeds: int
+    resources: Any
 
     @property
     def largest_n(self) -> int: ...
     def resolved_cell(self, cell: Cell) -> ResolvedCell: ...
-    def tuning_of(self, model: str) -> Any: ...
-    def axes_of(self, model: str) -> dict[str, list]: ...
-    def section_of(self, field: str) -> str: ...
     def resolve(self, cell: Cell) -> ResolvedCell: ...
+    def tuning_of(self, model: str) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True)
-class ResolvedSweep:
-    """What a trial needs of a sweep, resolved once in the driver (SweepSpec.resolved): every
+class TrialSweep:
+    """What a trial needs of a sweep, resolved once in the driver (Sweep.for_trials): every
     cell's configs and N values, and what a trial asks of its node. Plain data, no schema: no
     spec class travels to the workers, so a search mode of one's own need not be importable there."""
 

@@ -3,12 +3,11 @@
 Each installed experiment family (vit_core.family) gets a spec class: its data, model and training
 sections (and the sweep axes) are generated from the fields of the family's data and model
 configs and ``TrainConfig``: each field keeps its one default and help text, and a new field is a
-spec field (and an axis) at once. A cell resolves once (``SweepSpec.resolved_cell``) into vit_core's configs.
+spec field (and an axis) at once. A checked spec resolves once into a Sweep (services.spec.sweep).
 """
 
 import dataclasses
 import itertools
-from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Union, get_origin
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdapter, create_model, field_validator
@@ -17,8 +16,7 @@ from services import legacy
 from services.results import Cell
 from services.spec.base import FORBID, distinct
 from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, load_modes, search_union
-from services.spec.resolved import ResolvedCell, ResolvedSweep
-from services.spec.tuned import Tuned
+from services.spec.resolved import ResolvedCell
 from services.spec.tuning import Tuning, TuningSpace
 from vit_core.family import Family, families
 from vit_core.train_config import TrainConfig
@@ -177,11 +175,6 @@ class SweepSpec(BaseModel):
         return own.n_train if own and own.n_train else self.n_train
 
     @property
-    def measurement_seeds(self) -> list[int]:
-        """The seeds every cell trains at every N (N* is measured on them): ``seeds`` of them from ``seed_start``."""
-        return list(range(self.seed_start, self.seed_start + self.seeds))
-
-    @property
     def swept(self) -> dict[str, list]:
         """Every axis that some model sweeps, in spec order, with its first model's values."""
         swept: dict[str, list] = {}
@@ -191,33 +184,6 @@ class SweepSpec(BaseModel):
         return swept
 
     @property
-    def mode(self) -> "Mode | Tuned":
-        """The sweep's search mode: its search section's, or Tuned where a tuning section searches every cell."""
-        return self.search if self.tuning is None else Tuned(self.tuning, self.search)
-
-    @property
-    def trainings(self) -> int:
-        """Models the sweep trains in its first round (sample_complexity: later rounds add more;
-        tuning: its grid on the selection seeds and the measurement, before any extension)."""
-        return sum(self.mode.first_trainings(self, c) for c in self.cells)
-
-    @property
-    def max_trainings_bound(self) -> int:
-        """The most models the sweep can train (each mode's bound, summed over its cells)."""
-        return sum(self.mode.most_trainings(self, c) for c in self.cells)
-
-    @property
-    def largest_n(self) -> int:
-        """The largest N any multi_pass cell starts from (any cell's, when all are one_pass)."""
-        searched = [c for c in self.cells if not self.resolved_cell(c).one_pass] or self.cells
-        return max(max(self.resolved_cell(c).n_values) for c in searched)
-
-    @property
-    def n_max(self) -> int:
-        """The largest N the sweep may train."""
-        return self.mode.n_limit(self)
-
-    @cached_property
     def cells(self) -> list[Cell]:
         """Every (model, axis values) combination of each model's axes, in a stable order."""
         return [
@@ -227,36 +193,10 @@ class SweepSpec(BaseModel):
             for values in itertools.product(*axes.values())
         ]
 
-    def resolved(self) -> ResolvedSweep:
-        """What trials receive: every cell resolved, and what a trial asks of its node."""
-        r = self.resources
-        return ResolvedSweep(
-            self.name, tuple(self.resolved_cell(c) for c in self.cells), r.cpus_per_trial, r.gpus_per_trial
-        )
-
-    def resolved_cell(self, cell: Cell) -> ResolvedCell:
-        """One cell resolved into vit_core's configs (the sections, its model's own training values
-        (per_model), the cell's axis values and its model) and the N it trains at. Resolved once
-        per cell (a ConfigError is raised again each time)."""
-        if cell.key not in self.resolved_cells:
-            self.resolved_cells[cell.key] = self.resolve(cell)
-        return self.resolved_cells[cell.key]
-
-    @cached_property
-    def resolved_cells(self) -> dict[str, ResolvedCell]:
-        """Cell key -> the cell's plan, as ``plan`` resolved it (kept beside the fields, as ``cells``
-        is: neither takes part in equality; pickled with the spec, so a trial's cell travels resolved)."""
-        return {}
-
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "SweepSpec":
-        """pydantic's copy, without the cells and resolved cells derived from fields ``update`` may change."""
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("cells", None)
-        copy.__dict__.pop("resolved_cells", None)
-        return copy
-
     def resolve(self, cell: Cell) -> ResolvedCell:
-        """One cell resolved afresh (``plan`` keeps what this gives; a probe of values the cells do not hold)."""
+        """One cell resolved into vit_core's configs (the sections, its model's own training values
+        (per_model), the cell's axis values and its model) and the N it trains at (services.spec.sweep
+        resolves every cell once)."""
         built = []
         own = getattr(self.per_model.get(cell.model), "training", None)
         for section, cls in self.SECTIONS.items():
@@ -290,12 +230,6 @@ class SweepSpec(BaseModel):
     def section_of(self, field: str) -> str:
         """The section (data, model, training) that has ``field``, or "" where none has."""
         return next((s for s, cls in self.SECTIONS.items() if field in {f.name for f in dataclasses.fields(cls)}), "")
-
-    def sample_cost(self, cell: Cell) -> float:
-        """Multiply-adds of one model's forward pass on one sample, as the family counts them: what
-        orders packs longest first (services.search.packs.pack_cost)."""
-        plan = self.resolved_cell(cell)
-        return self.FAMILY.sample_cost(plan.data, plan.model)
 
 
 class ScalingRule(BaseModel):

@@ -9,7 +9,7 @@ from typing import ClassVar
 from services.results import Cell
 from services.spec.base import Problem
 from services.spec.modes import Mode, OptunaMode, PilotRun, SampleComplexityMode, spread
-from services.spec.resolved import Sweep
+from services.spec.resolved import SweepView
 from services.spec.tuning import Setting, Tuning
 
 
@@ -26,7 +26,7 @@ class Tuned:
     planned: ClassVar[bool] = False
     planner: ClassVar[str] = "services.search.planners:tuned"
 
-    def pilots(self, spec: Sweep, cell: Cell, models: int) -> list[PilotRun]:
+    def pilots(self, sweep: SweepView, cell: Cell, models: int) -> list[PilotRun]:
         """At the grid's smallest batch size (one pass: and at its largest, for a run's samples to
         stop change with B: the main job of then's ViT at 0.15, 5,120 at B = 32, > 10,400 at 8),
         each at the cell's sample budget, its models at step sizes spread over the grid's (at the
@@ -35,7 +35,7 @@ class Tuned:
         N (at its largest alone, fig1_grid_multi_pass_tuned's ViT plan counted 2.1x the model-steps
         its sweep took, whose runs at N = 2-16 settle in 20-80 steps; at the step sizes' ends alone,
         its CNN's middle one, the fastest, drew the largest one's runs of thousands of steps)."""
-        resolved, tuning = spec.resolved_cell(cell), spec.tuning_of(cell.model)
+        resolved, tuning = sweep.resolved_cell(cell), sweep.tuning_of(cell.model)
         lrs = sorted(tuning.lr or [resolved.training.lr])
         batches = sorted(tuning.batch_size or [resolved.training.batch_size])
         at = batches[:1] + (batches[-1:] if resolved.one_pass and batches[-1] != batches[0] else [])
@@ -50,65 +50,67 @@ class Tuned:
             PilotRun(dataclasses.replace(resolved.training.at_batch(b), lr=middle), models, spread_lr, n) for b in at
         ]
 
-    def settings(self, spec: Sweep, model: str) -> int:
+    def settings(self, sweep: SweepView, model: str) -> int:
         """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
-        t = spec.tuning_of(model)
+        t = sweep.tuning_of(model)
         return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
 
-    def runs(self, spec: Sweep, cell: Cell) -> int:
+    def runs(self, sweep: SweepView, cell: Cell) -> int:
         """A cell's runs before any extension (one pass: one training each; multi-pass: an N* search
         each): every setting on the selection seeds, and the measurement on the sweep's seeds."""
-        return self.settings(spec, cell.model) * self.tuning.selection_seeds + spec.seeds
+        return self.settings(sweep, cell.model) * self.tuning.selection_seeds + sweep.seeds
 
-    def first_trainings(self, spec: Sweep, cell: Cell) -> int:
+    def first_trainings(self, sweep: SweepView, cell: Cell) -> int:
         """Its grid on the selection seeds and the measurement, before any extension."""
-        one_pass = spec.resolved_cell(cell).one_pass
-        return self.runs(spec, cell) * (1 if one_pass else len(spec.resolved_cell(cell).n_values))
+        one_pass = sweep.resolved_cell(cell).one_pass
+        return self.runs(sweep, cell) * (1 if one_pass else len(sweep.resolved_cell(cell).n_values))
 
-    def most_trainings(self, spec: Sweep, cell: Cell) -> int:
+    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
         """Every setting it may reach (extensions included) on the selection seeds once per sample
         cap (one pass) or through a whole N* search (multi-pass), and its measurement."""
-        tuning, training = spec.tuning_of(cell.model), spec.resolved_cell(cell).training
+        tuning, training = sweep.tuning_of(cell.model), sweep.resolved_cell(cell).training
         settings = tuning.most_settings(Setting(training.batch_size, training.lr)) * self.tuning.selection_seeds
-        if spec.resolved_cell(cell).one_pass:
-            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + spec.seeds
-        most_n = self.search.most_n(spec, cell) if isinstance(self.search, SampleComplexityMode) else None
-        return (settings + spec.seeds) * (most_n or len(spec.resolved_cell(cell).n_values))
+        if sweep.resolved_cell(cell).one_pass:
+            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + sweep.seeds
+        most_n = self.search.most_n(sweep, cell) if isinstance(self.search, SampleComplexityMode) else None
+        return (settings + sweep.seeds) * (most_n or len(sweep.resolved_cell(cell).n_values))
 
-    def most_steps(self, spec: Sweep, cell: Cell) -> int:
+    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
         """The cell's sample budget at the smallest batch it may reach (one pass: an extension
         past the grid's smallest takes that many more steps), or a multi-pass retry's cap."""
-        training = spec.resolved_cell(cell).training
-        steps = training.batch_size * training.max_steps // self.smallest_batch(spec, cell)
+        training = sweep.resolved_cell(cell).training
+        steps = training.batch_size * training.max_steps // self.smallest_batch(sweep, cell)
         return (
-            steps if spec.resolved_cell(cell).one_pass else max(steps, getattr(self.search, "max_steps_cap", None) or 0)
+            steps
+            if sweep.resolved_cell(cell).one_pass
+            else max(steps, getattr(self.search, "max_steps_cap", None) or 0)
         )
 
-    def smallest_batch(self, spec: Sweep, cell: Cell) -> int:
+    def smallest_batch(self, sweep: SweepView, cell: Cell) -> int:
         """One pass: the smallest batch size its extensions may reach below its grid's; multi-pass: its grid's."""
-        training, tuning = spec.resolved_cell(cell).training, spec.tuning_of(cell.model)
-        if spec.resolved_cell(cell).one_pass:
+        training, tuning = sweep.resolved_cell(cell).training, sweep.tuning_of(cell.model)
+        if sweep.resolved_cell(cell).one_pass:
             return int(tuning.reach("batch_size", training.batch_size)[0])
         return min(tuning.batch_size or [training.batch_size])
 
-    def most_rounds(self, spec: Sweep, cell: Cell) -> int:
+    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
         """Each selection round moves at least one setting (extensions included) one cap (one
         pass) or one N* search round (multi-pass) on; then the measurement: one round, or a search."""
-        tuning = spec.tuning_of(cell.model)
+        tuning = sweep.tuning_of(cell.model)
         if tuning.sampler == "optuna":
             return math.ceil(tuning.num_samples / tuning.parallel) + 1
-        training = spec.resolved_cell(cell).training
+        training = sweep.resolved_cell(cell).training
         settings = tuning.most_settings(Setting(training.batch_size, training.lr))
-        if spec.resolved_cell(cell).one_pass:
+        if sweep.resolved_cell(cell).one_pass:
             return settings * len(tuning.caps(training.batch_size * training.max_steps)) + 1
-        search = self.search.most_rounds(spec, cell)
+        search = self.search.most_rounds(sweep, cell)
         return (settings + 1) * search
 
-    def n_limit(self, spec: Sweep) -> int:
-        return self.search.n_limit(spec)
+    def n_limit(self, sweep: SweepView) -> int:
+        return self.search.n_limit(sweep)
 
-    def trainings_text(self, spec: Sweep, first: int, most: int) -> str:
-        return self.search.trainings_text(spec, first, most)
+    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
+        return self.search.trainings_text(sweep, first, most)
 
     def trials(self, first_packs: int) -> int | None:
         return None
@@ -116,16 +118,16 @@ class Tuned:
     def objective(self) -> tuple[str, str] | None:
         return None
 
-    def problems(self, spec: Sweep) -> list[Problem]:
+    def problems(self, sweep: SweepView) -> list[Problem]:
         """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's
         N* searched adaptively): nothing else may set them per cell, and its selection seeds are
         never measurement seeds (seed_start shifts both: Tuning.selection_seed_list)."""
         tuning = self.tuning
-        own = {m: grid.tuning for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)}
-        problems = self.search.problems(spec)
+        own = {m: grid.tuning for m, grid in sweep.spec.per_model.items() if getattr(grid, "tuning", None)}
+        problems = self.search.problems(sweep)
         if not (tuning.lr or tuning.batch_size):
             problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
-        one_pass = [spec.resolved_cell(c).one_pass for c in spec.cells]
+        one_pass = [sweep.resolved_cell(c).one_pass for c in sweep.cells]
         if any(one_pass) and not all(one_pass):
             problems.append(
                 Problem("tuning", None, "needs one training.protocol in every cell: one_pass or multi_pass")
@@ -143,33 +145,33 @@ class Tuned:
             problems.append(
                 Problem("search.mode", "optuna", "tuning searches every cell itself: grid or sample_complexity")
             )
-        for model in spec.models:
-            mine = spec.tuning_of(model)
+        for model in sweep.models:
+            mine = sweep.tuning_of(model)
             for name in ("lr", "batch_size"):
                 if getattr(mine, name) is None:
                     continue
-                training = getattr(spec.per_model.get(model), "training", None)
-                if name in spec.axes_of(model) or (training and getattr(training, name) is not None):
-                    where = "axes" if name in spec.axes_of(model) else f"per_model.{model}.training"
+                training = getattr(sweep.spec.per_model.get(model), "training", None)
+                if name in sweep.spec.axes_of(model) or (training and getattr(training, name) is not None):
+                    where = "axes" if name in sweep.spec.axes_of(model) else f"per_model.{model}.training"
                     path = f"per_model.{model}.tuning.{name}" if model in own else f"tuning.{name}"
                     problems.append(Problem(path, getattr(mine, name), f"also set in {where}.{name}: keep one"))
         problems += [
-            Problem(f"{spec.FAMILY.scaling.rule}.{m}.batch_size", rule.batch_size, "0 when tuning searches batch_size")
-            for m, rule in spec.scaling_rules.items()
-            if rule.batch_size and spec.tuning_of(m).batch_size
+            Problem(f"{sweep.family.scaling.rule}.{m}.batch_size", rule.batch_size, "0 when tuning searches batch_size")
+            for m, rule in sweep.spec.scaling_rules.items()
+            if rule.batch_size and sweep.tuning_of(m).batch_size
         ]
-        if any(one_pass) and not all(spec.resolved_cell(c).training.stability_window for c in spec.cells):
+        if any(one_pass) and not all(sweep.resolved_cell(c).training.stability_window for c in sweep.cells):
             problems.append(
                 Problem(
                     "training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule"
                 )
             )
-        if tuning.selection_seed_start < spec.seeds:
+        if tuning.selection_seed_start < sweep.seeds:
             problems.append(
                 Problem(
                     "tuning.selection_seed_start",
                     tuning.selection_seed_start,
-                    f"must be at least seeds={spec.seeds}: selection seeds are never measurement seeds "
+                    f"must be at least seeds={sweep.seeds}: selection seeds are never measurement seeds "
                     "(seed_start shifts both: the measurement seeds from seed_start, the selection's from "
                     "seed_start + selection_seed_start)",
                 )

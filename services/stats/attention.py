@@ -6,7 +6,7 @@ import numpy as np
 
 from services.plotting import subplots
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats.base import Statistic
 from services.stats.rows import Summary
 
@@ -14,7 +14,7 @@ from services.stats.rows import Summary
 class Attention(Statistic):
     name, order = "attention", 30
 
-    def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
+    def compute(self, sweep: Sweep, cells: list[CellResult]) -> dict:
         out = {}
         for c in cells:
             if measured := c.attention_curve():
@@ -35,7 +35,7 @@ class Attention(Statistic):
             for label, a in summary.stats[self.name].items()
         ]
 
-    def figures(self, spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> dict:
+    def figures(self, sweep: Sweep, summary: Summary, cells: list[CellResult]) -> dict:
         if not summary.stats[self.name]:
             return {}
         fig, ax = subplots(figsize=(6, 4.5))
@@ -43,7 +43,7 @@ class Attention(Statistic):
             if measured := c.attention_curve():
                 n, curve = measured
                 ax.plot(*zip(*curve), label=f"{c.cell.setting} N={n}")
-        if (ref := spec.FAMILY.attention_reference()) is not None:
+        if (ref := sweep.family.attention_reference()) is not None:
             ax.plot(ref.x, ref.y, "kx--", label=ref.label)
         ax.set(
             xlabel="SGD step",

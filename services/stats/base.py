@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from services.results import CellResult
-    from services.spec import SweepSpec
+    from services.spec import Sweep
     from services.stats.rows import Summary
 
 
@@ -23,10 +23,10 @@ class Statistic:
         """Its entries where it does not apply."""
         return {self.name: {}}
 
-    def applies(self, spec: "SweepSpec") -> bool:
+    def applies(self, sweep: "Sweep") -> bool:
         return True
 
-    def compute(self, spec: "SweepSpec", cells: "list[CellResult]") -> dict[str, Any]:
+    def compute(self, sweep: "Sweep", cells: "list[CellResult]") -> dict[str, Any]:
         """Its entries, from the cells' records (no I/O)."""
         raise NotImplementedError
 
@@ -34,7 +34,7 @@ class Statistic:
         """Its lines in the report's notes."""
         return []
 
-    def figures(self, spec: "SweepSpec", summary: "Summary", cells: "list[CellResult]") -> dict:
+    def figures(self, sweep: "Sweep", summary: "Summary", cells: "list[CellResult]") -> dict:
         """Its figures: file name -> matplotlib Figure."""
         return {}
 
@@ -43,10 +43,10 @@ class Statistic:
         return {}
 
 
-def fmt(value, spec: str = "") -> str:
+def fmt(value, sweep: str = "") -> str:
     """A value for a table or a note: "-" for None, lists in brackets."""
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(fmt(v, spec) for v in value) + "]"
-    return format(value, spec)
+        return "[" + ", ".join(fmt(v, sweep) for v in value) + "]"
+    return format(value, sweep)

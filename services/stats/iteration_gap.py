@@ -4,7 +4,7 @@ favours (Paper A: the CNN's over the ViT's), with a 95% CI."""
 
 from services.analysis import steps_ratio
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary
 
@@ -12,11 +12,11 @@ from services.stats.rows import Summary
 class IterationGap(Statistic):
     name, order = "iteration_gap", 10
 
-    def applies(self, spec: SweepSpec) -> bool:
-        return spec.FAMILY.favoured is not None
+    def applies(self, sweep: Sweep) -> bool:
+        return sweep.family.favoured is not None
 
-    def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
-        favoured, beaten = spec.FAMILY.favoured
+    def compute(self, sweep: Sweep, cells: list[CellResult]) -> dict:
+        favoured, beaten = sweep.family.favoured
         by_values: dict[str, dict[str, CellResult]] = {}
         for c in cells:
             if c.measured() and not c.failures:

@@ -10,7 +10,7 @@ import numpy as np
 from services.analysis import mean_ci, paired_difference
 from services.plotting import subplots
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary
 from vit_core.sparsify import sparsified_name
@@ -20,14 +20,14 @@ QUANTITIES = {"test_loss": "test hinge loss", "test_error": "test error"}  # wha
 Groups = dict[str, tuple[str, dict[int, np.ndarray]]]  # group -> (its quantity, k -> per-seed values)
 
 
-def _swept(spec: SweepSpec, cells: list[CellResult]) -> Groups:
+def _swept(sweep: Sweep, cells: list[CellResult]) -> Groups:
     """Along a swept sparsify_k (every sample, training and test, loses k tokens): per cell, the
     family's final test quantity (token data: the loss; images: the error) per seed, at the largest N."""
     groups: Groups = {}
-    quantity = spec.FAMILY.sparsification_quantity
+    quantity = sweep.family.sparsification_quantity
     for c in cells:
         if c.measured() and not c.failures and "sparsify_k" in c.cell.values:
-            data = spec.resolved_cell(c.cell).data
+            data = sweep.resolved_cell(c.cell).data
             group = groups.setdefault(c.cell.group(("sparsify_k",)), (quantity, {}))
             group[1][data.sparsify_k] = _final(c, quantity)
     return groups
@@ -43,12 +43,12 @@ def _final(cell: CellResult, quantity: str) -> np.ndarray:
     return np.array([values.get(seed, np.nan) for seed in sorted({r.seed for r in records})], dtype=float)
 
 
-def _at_test(spec: SweepSpec, cells: list[CellResult]) -> Groups:
+def _at_test(sweep: Sweep, cells: list[CellResult]) -> Groups:
     """Real images: per cell and rule, the test error per model at the largest N, whole (k = 0) and
     after removing each k; a model's values sit at one index in every array (paired by seed)."""
     groups: Groups = {}
     for c in cells:
-        data = spec.resolved_cell(c.cell).data
+        data = sweep.resolved_cell(c.cell).data
         records = [r for r in c.measured() if not r.diverged]
         if not getattr(data, "test_sparsify_k", ()) or not records:
             continue
@@ -67,13 +67,13 @@ def _at_test(spec: SweepSpec, cells: list[CellResult]) -> Groups:
 class Sparsification(Statistic):
     name, order = "sparsification", 50
 
-    def applies(self, spec: SweepSpec) -> bool:
-        tested = any(getattr(r.data, "test_sparsify_k", ()) for r in spec.resolved_cells.values())
-        return "sparsify_k" in spec.swept or tested
+    def applies(self, sweep: Sweep) -> bool:
+        tested = any(getattr(sweep.resolved_cell(c).data, "test_sparsify_k", ()) for c in sweep.cells)
+        return "sparsify_k" in sweep.swept or tested
 
-    def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
+    def compute(self, sweep: Sweep, cells: list[CellResult]) -> dict:
         out = {}
-        for name, (quantity, values) in (_swept(spec, cells) | _at_test(spec, cells)).items():
+        for name, (quantity, values) in (_swept(sweep, cells) | _at_test(sweep, cells)).items():
             if 0 in values:
                 out[name] = {
                     k: {quantity: mean_ci(values[k]), "change": paired_difference(values[k], values[0])}
@@ -97,7 +97,7 @@ class Sparsification(Statistic):
             )
         return lines
 
-    def figures(self, spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> dict:
+    def figures(self, sweep: Sweep, summary: Summary, cells: list[CellResult]) -> dict:
         """The test quantity against tokens removed, per strategy, with 95% CIs, beside Fig 2(b)."""
         if not summary.stats[self.name]:
             return {}
@@ -109,10 +109,10 @@ class Sparsification(Statistic):
             ci = np.array([ks[i][quantity].ci95 for i in k]).T
             bars = ax.errorbar(k, mean, yerr=[mean - ci[0], ci[1] - mean], marker="o", capsize=3, label=group)
             colours.setdefault(group.split("sparsify=")[-1].split()[0], bars.lines[0].get_color())
-        for strategy, ours, points in spec.FAMILY.sparsification_reference():
+        for strategy, ours, points in sweep.family.sparsification_reference():
             ax.plot(*zip(*points), "x--", lw=0.8, color=colours.get(ours, "grey"), label=f"paper: {strategy}")
         ylabel = QUANTITIES[_quantity(next(iter(summary.stats[self.name].values()))[0])]
-        title = "token sparsification" + (" (Fig 2b)" if spec.FAMILY.sparsification_reference() else "")
+        title = "token sparsification" + (" (Fig 2b)" if sweep.family.sparsification_reference() else "")
         ax.set(xlabel="tokens removed per sample", ylabel=ylabel, title=title)
         ax.legend(fontsize=7)
         return {"sparsification.png": fig}

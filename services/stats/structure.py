@@ -11,7 +11,7 @@ import numpy as np
 from services.analysis import mean_ci, paired_difference
 from services.plotting import subplots
 from services.results import CellResult
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary, at_n
 
@@ -85,22 +85,22 @@ class Structure(Statistic):
     def empty(self) -> dict:
         return {name: {} for name in NAMES}
 
-    def compute(self, spec: SweepSpec, cells: list[CellResult]) -> dict:
+    def compute(self, sweep: Sweep, cells: list[CellResult]) -> dict:
         """Labels end "N=n" where a cell has several N (a search's N are its own steps, a one-pass
         run's its evaluations: those keep their largest only)."""
         out = self.empty()
         for c in cells:
             if not c.measured():
                 continue
-            data = spec.resolved_cell(c.cell).data
-            bayes = spec.FAMILY.bayes_error(data)
+            data = sweep.resolved_cell(c.cell).data
+            bayes = sweep.family.bayes_error(data)
             if bayes is not None:
                 out["bayes_error"][c.cell.label] = bayes
             if hasattr(data, "local_chance"):
                 out["local_chance"][c.cell.label] = data.local_chance
             measured = [r for r in c.measured() if not r.diverged]  # a diverged model's metrics are NaN
             ns = sorted({r.n_train for r in measured})
-            if not spec.search.fixed or spec.resolved_cell(c.cell).one_pass:
+            if not sweep.search.fixed or sweep.resolved_cell(c.cell).one_pass:
                 ns = ns[-1:]
             for n in ns:
                 _at(
@@ -158,12 +158,12 @@ class Structure(Statistic):
             )
         return lines
 
-    def figures(self, spec: SweepSpec, summary: Summary, cells: list[CellResult]) -> dict:
+    def figures(self, sweep: Sweep, summary: Summary, cells: list[CellResult]) -> dict:
         figs = {}
-        if not spec.FAMILY.reference and any(c.curve_parts for c in cells):
-            figs["structure.png"] = _curves(spec, summary, cells)
+        if not sweep.family.reference and any(c.curve_parts for c in cells):
+            figs["structure.png"] = _curves(sweep, summary, cells)
         if any(c.mean_scores() for c in cells):
-            figs["learned_attention.png"] = _scores(spec, cells)
+            figs["learned_attention.png"] = _scores(sweep, cells)
         return figs
 
 
@@ -178,12 +178,12 @@ def _labels(summary: Summary) -> list[tuple[str, float]]:
     return out
 
 
-def _scores(spec: SweepSpec, cells: list[CellResult]):
+def _scores(sweep: Sweep, cells: list[CellResult]):
     """Paper B's Fig 4 left: the learned positional scores of every cell at its largest N, the mean
     over seeds and one seed's own (the smallest), beside the true set matrix where the data has one."""
     shown = [c for c in cells if c.mean_scores()]
-    data = spec.resolved_cell(shown[0].cell).data
-    truth = spec.FAMILY.true_sets(data)
+    data = sweep.resolved_cell(shown[0].cell).data
+    truth = sweep.family.true_sets(data)
     matrices = []
     for c in shown:
         mean, n = c.mean_scores(), max(c.mean_scores())
@@ -204,7 +204,7 @@ def _scores(spec: SweepSpec, cells: list[CellResult]):
     return fig
 
 
-def _curves(spec: SweepSpec, summary: Summary, cells: list[CellResult]):
+def _curves(sweep: Sweep, summary: Summary, cells: list[CellResult]):
     """Paper B's Fig 4 curves: test and training error, patch association (on A; vanilla: also on
     P P^T) and cos(v, w*) against the step (those the models have); the test error beside the
     paper's values for the data's labels and the lowest error the data allow where it is not 0."""
@@ -235,7 +235,7 @@ def _curves(spec: SweepSpec, summary: Summary, cells: list[CellResult]):
         shown = {
             name: error
             for c in cells
-            for name, error in spec.FAMILY.test_error_reference(spec.resolved_cell(c.cell).data).items()
+            for name, error in sweep.family.test_error_reference(sweep.resolved_cell(c.cell).data).items()
         }
         for name, error in sorted(shown.items()):
             axes[0].axhline(

@@ -21,7 +21,7 @@ from services.analysis import (
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
-from services.spec import Setting, SweepSpec
+from services.spec import Setting, Sweep
 from services.stats import paper, statistics
 from services.stats.forms import Forms, fit_forms
 from services.stats.rows import CellRow, FloorRow, LostRow, Summary, TuningRow, WindowRow, error_bound
@@ -37,12 +37,12 @@ def _difficulty(family: Family, data) -> dict[str, float]:
     return family.difficulty(data)
 
 
-def _premises(spec: SweepSpec, cell: CellResult, row: CellRow, seeds: tuple[int, ...]) -> list[Premise]:
+def _premises(sweep: Sweep, cell: CellResult, row: CellRow, seeds: tuple[int, ...]) -> list[Premise]:
     """The family's premises on a cell at the setting it was measured at, N its N* (else its largest N),
     on the models of its measurement ``seeds`` as built."""
-    data, model, _ = spec.resolved_cell(cell.cell).configs
+    data, model, _ = sweep.resolved_cell(cell.cell).configs
     n = row.n_star or max((r.n_train for r in cell.records), default=1)
-    return spec.FAMILY.premises(data, model, row.batch_size, row.lr, max(n, 2), list(seeds))
+    return sweep.family.premises(data, model, row.batch_size, row.lr, max(n, 2), list(seeds))
 
 
 @cache
@@ -67,11 +67,11 @@ def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_
     return outcomes.n_star(p), list(n_star_ci(outcomes, p))
 
 
-def _floor(spec: SweepSpec, data, training, seeds: tuple[int, ...], n_star: int | None) -> FloorRow | None:
+def _floor(sweep: Sweep, data, training, seeds: tuple[int, ...], n_star: int | None) -> FloorRow | None:
     """The information floor of a cell's data on its seeds, and how many seeds' first N* samples
     (the cell's SGD N*) hold both labels."""
-    args = (spec.FAMILY, data, seeds, training.n_test, training.test_seed)
-    star = _floor_star(*args, spec.success_rate)
+    args = (sweep.family, data, seeds, training.n_test, training.test_seed)
+    star = _floor_star(*args, sweep.success_rate)
     if star is None:
         return None
     first = _floor_table(*args).both_labels_from
@@ -79,15 +79,15 @@ def _floor(spec: SweepSpec, data, training, seeds: tuple[int, ...], n_star: int 
     return FloorRow(*star, FLOOR_N, both, len(seeds))
 
 
-def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
-    data, _, training = spec.resolved_cell(cell.cell).configs
+def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
+    data, _, training = sweep.resolved_cell(cell.cell).configs
     one_pass = training.protocol == "one_pass"
     measured = cell.measured()
     row = CellRow(
         cell.cell.label,
         cell.cell.model,
         cell.cell.values,
-        spec.FAMILY.scaling_value(data) if spec.FAMILY.scaling else None,
+        sweep.family.scaling_value(data) if sweep.family.scaling else None,
         measured[0].lr if measured else training.lr,
         len({(r.seed, r.lr, r.batch_size, r.phase) for r in cell.records}) if one_pass else len(cell.records),
         bool(cell.failures),
@@ -96,13 +96,13 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
         n_test=training.n_test,
     )
     if not measured:  # nothing measured yet (a sweep so far), or every measurement pack failed
-        row.tuning = _tuning_row(spec, cell) if cell.records else None
+        row.tuning = _tuning_row(sweep, cell) if cell.records else None
         return row
     by_n = cell.by_n()
     row.not_converged_share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)
     row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
-    row.flagged = row.not_converged_share > spec.max_not_converged  # above it, N* says little
-    o, p = cell.outcomes(), spec.success_rate
+    row.flagged = row.not_converged_share > sweep.max_not_converged  # above it, N* says little
+    o, p = cell.outcomes(), sweep.success_rate
     row.bracket_lo, star = o.bracket(p)
     row.n_star = None if cell.failures else star
     row.n_star_known, row.n_star_ci95 = o.n_star_known(p) is not None, list(n_star_ci(o, p))
@@ -112,12 +112,12 @@ def _cell_row(spec: SweepSpec, cell: CellResult) -> CellRow:
     row.per_seed = cell.per_seed()
     row.n_star_first_zero = o.n_star_first_zero(p)
     row.lost = _lost_row(measured) if one_pass else None
-    row.tuning = _tuning_row(spec, cell)
+    row.tuning = _tuning_row(sweep, cell)
     row.window = _window_row(training, cell)
     seeds = tuple(sorted({r.seed for r in measured}))
-    row.premises = _premises(spec, cell, row, seeds)
-    row.difficulty = _difficulty(spec.FAMILY, data)
-    row.floor = _floor(spec, data, training, seeds, row.n_star)
+    row.premises = _premises(sweep, cell, row, seeds)
+    row.difficulty = _difficulty(sweep.family, data)
+    row.floor = _floor(sweep, data, training, seeds, row.n_star)
     return row
 
 
@@ -143,23 +143,23 @@ def _lost_row(measured: list) -> LostRow | None:
     return LostRow(len(runs), float(np.median(worst)), round(float(np.median(share)), 4), at_zero, *mass)
 
 
-def _tuning_row(spec: SweepSpec, cell: CellResult) -> TuningRow | None:
+def _tuning_row(sweep: Sweep, cell: CellResult) -> TuningRow | None:
     """What tuning chose for a cell, from its records (the planner chose from the same ones)."""
     table = selection_table(cell.records)
     measured = [r for r in cell.records if r.phase == MEASUREMENT]
-    if spec.tuning is None or not table:
+    if sweep.tuning is None or not table:
         return None
-    chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, spec.success_rate)
-    window = spec.resolved_cell(cell.cell).training.stability_window
+    chosen = Setting(measured[0].batch_size, measured[0].lr) if measured else best(table, sweep.success_rate)
+    window = sweep.resolved_cell(cell.cell).training.stability_window
     selection = [
-        {"batch_size": s.batch_size, "lr": s.lr, "n_star": (star := setting_n_star(result, spec.success_rate))}
+        {"batch_size": s.batch_size, "lr": s.lr, "n_star": (star := setting_n_star(result, sweep.success_rate))}
         | _selection_seeds(result, s, window, star)
         for s, result in sorted(table.items())
     ]
     return TuningRow(
         {"batch_size": chosen.batch_size, "lr": chosen.lr},
         selection,
-        at_edge(chosen, set(table), spec.tuning_of(cell.cell.model).searched),
+        at_edge(chosen, set(table), sweep.tuning_of(cell.cell.model).searched),
         sorted({r.seed for r in cell.records if r.phase == SELECTION}),
         sorted({r.seed for r in measured}),
     )
@@ -230,13 +230,13 @@ def first_zero_statistic(p: float):
     return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
 
 
-def _forms(spec: SweepSpec, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
+def _forms(sweep: Sweep, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
     """Per group of cells differing only in the scaling field: the statistic fitted in the theory's
     shifted form and as a power law (services.stats.forms), k fixed at the model's claimed exponent and free."""
-    scaling, out = spec.FAMILY.scaling, {}
+    scaling, out = sweep.family.scaling, {}
     for name, members in _groups(cells, flagged, scaling.field).items():
-        values = [spec.FAMILY.scaling_value(spec.resolved_cell(c.cell).data) for c in members]
-        theory = spec.FAMILY.theory.get(members[0].cell.model)
+        values = [sweep.family.scaling_value(sweep.resolved_cell(c.cell).data) for c in members]
+        theory = sweep.family.theory.get(members[0].cell.model)
         forms = fit_forms(
             values, [c.outcomes() for c in members], statistic, theory and theory.exponent, scaling.inverse
         )
@@ -245,7 +245,7 @@ def _forms(spec: SweepSpec, cells: list[CellResult], flagged: set[str], statisti
     return out
 
 
-def _differences(spec: SweepSpec, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
+def _differences(sweep: Sweep, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
     """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
     of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
     by_rest: dict[str, dict[str, str]] = {}  # other axis values -> model -> its group
@@ -254,58 +254,58 @@ def _differences(spec: SweepSpec, inputs: dict[str, tuple], exponent: dict[str, 
         by_rest.setdefault(rest, {})[model] = group
     out = {}
     for rest, groups in by_rest.items():
-        models = [m for m in spec.models if m in groups]
+        models = [m for m in sweep.models if m in groups]
         for i, a in enumerate(models):
             for b in models[i + 1 :]:
                 ga, gb = groups[a], groups[b]
-                estimate = paired_slope_difference(inputs[ga], inputs[gb], n_star_statistic(spec.success_rate))
+                estimate = paired_slope_difference(inputs[ga], inputs[gb], n_star_statistic(sweep.success_rate))
                 name = f"{b} - {a}" + (f" {rest}" if rest else "")
                 cells = exponent[ga].cells + exponent[gb].cells
                 out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
     return out
 
 
-def scaled(spec: SweepSpec) -> bool:
+def scaled(sweep: Sweep) -> bool:
     """Whether the sweep varies its family's scaling field (Paper A: alpha*): what N* is fitted on."""
-    return spec.FAMILY.scaling is not None and spec.FAMILY.scaling.field in spec.swept
+    return sweep.family.scaling is not None and sweep.family.scaling.field in sweep.swept
 
 
-def n_star_fit_inputs(spec: SweepSpec, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
+def n_star_fit_inputs(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
     """What the N* exponent of each group is fitted on: (x per cell, the cells' outcomes), x the
     family's scaling variable (Paper A: 1/alpha*_eff)."""
-    if not scaled(spec):
+    if not scaled(sweep):
         return {}
-    return _fit_inputs(spec, cells, {r.label for r in summary.cells if r.flagged})
+    return _fit_inputs(sweep, cells, {r.label for r in summary.cells if r.flagged})
 
 
-def _x(spec: SweepSpec, cell: CellResult) -> float:
+def _x(sweep: Sweep, cell: CellResult) -> float:
     """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
-    return spec.FAMILY.scaling.x(spec.FAMILY.scaling_value(spec.resolved_cell(cell.cell).data))
+    return sweep.family.scaling.x(sweep.family.scaling_value(sweep.resolved_cell(cell.cell).data))
 
 
-def _fit_inputs(spec: SweepSpec, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
+def _fit_inputs(sweep: Sweep, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
     return {
-        name: ([_x(spec, c) for c in members], [c.outcomes() for c in members])
-        for name, members in _groups(cells, flagged, spec.FAMILY.scaling.field).items()
+        name: ([_x(sweep, c) for c in members], [c.outcomes() for c in members])
+        for name, members in _groups(cells, flagged, sweep.family.scaling.field).items()
     }
 
 
-def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summary:
+def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
     """Every statistic of the report, from the cells' results (no I/O)."""
-    p = spec.success_rate
-    rows = [_cell_row(spec, c) for c in cells]
+    p = sweep.success_rate
+    rows = [_cell_row(sweep, c) for c in cells]
     flagged = {r.label for r in rows if r.flagged}
     names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
     others = ("forms", "forms_first_zero", "local_exponent", "exponent_difference")
     fits: dict[str, dict] = {name: {} for name in (*names, *others)}
-    if scaled(spec):
-        axis, scaling, x = spec.FAMILY.scaling.field, spec.FAMILY.scaling, partial(_x, spec)
+    if scaled(sweep):
+        axis, scaling, x = sweep.family.scaling.field, sweep.family.scaling, partial(_x, sweep)
         fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
         fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
-        one_pass = [c for c in cells if spec.resolved_cell(c.cell).one_pass]
+        one_pass = [c for c in cells if sweep.resolved_cell(c.cell).one_pass]
         fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
         fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
-        inputs = _fit_inputs(spec, cells, flagged)
+        inputs = _fit_inputs(sweep, cells, flagged)
         fits["local_exponent"] = {
             name: [
                 replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
@@ -313,40 +313,40 @@ def summarize(spec: SweepSpec, sweep_id: str, cells: list[CellResult]) -> Summar
             ]
             for name, (values, outcomes) in inputs.items()
         }
-        fits["exponent_difference"] = _differences(spec, inputs, fits["exponent"])
+        fits["exponent_difference"] = _differences(sweep, inputs, fits["exponent"])
         if scaling.shifted:
-            fits["forms"] = _forms(spec, cells, flagged, n_star_statistic(p))
-            fits["forms_first_zero"] = _forms(spec, one_pass, flagged, first_zero_statistic(p))
-    if "lr" in spec.swept:
+            fits["forms"] = _forms(sweep, cells, flagged, n_star_statistic(p))
+            fits["forms_first_zero"] = _forms(sweep, one_pass, flagged, first_zero_statistic(p))
+    if "lr" in sweep.swept:
         fits["lr_exponent"] = _fits(
-            cells, flagged, "lr", lambda c: 1 / spec.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)
+            cells, flagged, "lr", lambda c: 1 / sweep.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)
         )
     protocols = {r.protocol for r in rows}
     return Summary(
         sweep_id,
-        spec.name,
-        spec.models,
+        sweep.name,
+        sweep.models,
         p,
-        spec.max_not_converged,
+        sweep.max_not_converged,
         rows,
         **fits,
         theory={
-            "exponent": {m: t.claim for m, t in spec.FAMILY.theory.items()},
-            "iterations_exponent": spec.FAMILY.iterations_exponent,
+            "exponent": {m: t.claim for m, t in sweep.family.theory.items()},
+            "iterations_exponent": sweep.family.iterations_exponent,
         },
         paper={
-            m: {"exponent": paper.exponent(spec.FAMILY, m, p), "n_star": paper.n_star(spec.FAMILY, m, p)}
-            for m in spec.models
-            if m in spec.FAMILY.reference
+            m: {"exponent": paper.exponent(sweep.family, m, p), "n_star": paper.n_star(sweep.family, m, p)}
+            for m in sweep.models
+            if m in sweep.family.reference
         },
         stats={
             name: value
             for unit in statistics()
-            for name, value in (unit.compute(spec, cells) if unit.applies(spec) else unit.empty()).items()
+            for name, value in (unit.compute(sweep, cells) if unit.applies(sweep) else unit.empty()).items()
         },
         n_star={r.label: r.n_star for r in rows},
         protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
-        family=spec.family,
+        family=sweep.family.name,
         error_bound={str(r.n_test): round(error_bound(r.n_test), 6) for r in rows},
         seeds=sorted({r.seed for c in cells for r in c.measured()}),
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 from mlflow.entities import Metric
 
 from services.results import Cell, CellResult, ModelRecord, latest_budget
-from services.spec import SweepSpec
+from services.spec import Sweep
 from services.store import run_values, tracking
 from services.store.logged import SummaryLog
 from services.store.uris import redact
@@ -44,7 +44,7 @@ class LiveRecord:
 
     def __init__(
         self,
-        spec: SweepSpec,
+        sweep: Sweep,
         sweep_id: str,
         uri: str,
         home: Path,
@@ -52,7 +52,7 @@ class LiveRecord:
         say: Callable[[str], None],
         so_far: Callable[[list[CellResult]], SummaryLog],
     ):
-        self.spec, self.sweep_id, self.uri, self.home, self.spec_text = spec, sweep_id, uri, home, spec_text
+        self.sweep, self.sweep_id, self.uri, self.home, self.spec_text = sweep, sweep_id, uri, home, spec_text
         self.say, self.so_far = say, so_far
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="mlflow-live")
         self.cells: dict[str, CellResult] = {}  # cell key -> its records so far
@@ -125,10 +125,10 @@ class LiveRecord:
 
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start and stop lines
         self.client = tracking.client_of(self.uri)
-        self.experiment = tracking.experiment_of(self.client, self.spec, self.uri, self.home)
+        self.experiment = tracking.experiment_of(self.client, self.sweep, self.uri, self.home)
         storage = str((self.home / "ray").resolve() / self.sweep_id)
         self.parent, whole = tracking.open_parent(
-            self.client, self.experiment, self.spec, self.sweep_id, self.spec_text, storage, time.time()
+            self.client, self.experiment, self.sweep, self.sweep_id, self.spec_text, storage, time.time()
         )
         if whole:  # recorded whole elsewhere already: nothing to follow
             self.stopped = True
@@ -140,7 +140,7 @@ class LiveRecord:
 
     def _child(self, cell: Cell, started_at: float) -> str:
         if cell.key not in self.children:
-            run_id = tracking.open_child(self.client, self.experiment, self.parent, self.spec, cell, started_at)
+            run_id = tracking.open_child(self.client, self.experiment, self.parent, self.sweep, cell, started_at)
             self.children[cell.key] = run_id
             self.logged[run_id] = tracking.logged_per_n(self.client, run_id)  # a resume's, else none
         return self.children[cell.key]
@@ -153,7 +153,7 @@ class LiveRecord:
             return
         result.records = latest_budget(result.records + records)
         result.curve_parts += curves
-        complete = [row for row in result.by_n() if row["models"] >= self.spec.seeds]  # every seed reported
+        complete = [row for row in result.by_n() if row["models"] >= self.sweep.seeds]  # every seed reported
         metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
         metrics.append(Metric("trainings", len(result.records), run_values.now_ms(), 0))
         tracking.log_batch(self.client, run_id, metrics=metrics)
@@ -165,7 +165,7 @@ class LiveRecord:
         """N* per cell, the fits and the figures of the sweep so far; the next refresh no sooner
         than REFRESH_S, or ten times what this one took."""
         began = time.monotonic()
-        order = {cell.key: i for i, cell in enumerate(self.spec.cells)}
+        order = {cell.key: i for i, cell in enumerate(self.sweep.cells)}
         measured = [c for c in self.cells.values() if c.measured()]  # a tuned cell still selecting has no N* yet
         if not measured:
             return
@@ -173,7 +173,7 @@ class LiveRecord:
         made = self.so_far(cells)
         now = run_values.now_ms()
         for cell in cells:
-            n_star = None if cell.failures else cell.n_star(self.spec.success_rate)
+            n_star = None if cell.failures else cell.n_star(self.sweep.success_rate)
             if n_star is not None:
                 tracking.log_batch(
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]

@@ -7,7 +7,7 @@ import time
 from mlflow.entities import Metric
 
 from services.results import SweepResult
-from services.spec import OptunaMode, SweepSpec
+from services.spec import OptunaMode, Sweep
 from vit_core.outcomes import OUTCOMES
 
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)
@@ -23,34 +23,34 @@ def _flat(prefix: str, values: dict) -> dict:
     return {f"{prefix}.{k}": v for k, v in values.items()}
 
 
-def sweep_params(spec: SweepSpec) -> dict:
+def sweep_params(sweep: Sweep) -> dict:
     """The parent run's params: the spec's own values, each model's own grid, the first cell's
     configs (less what the axes sweep) and the search settings."""
     params = {
-        "name": spec.name,
-        "family": spec.family,
-        "models": ",".join(spec.models),
-        "n_train": ",".join(map(str, spec.n_train or [])),
-        "seeds": spec.seeds,
-        "seed_start": spec.seed_start,
-        "success_rate_p": spec.success_rate,
-        **_flat("axes", spec.axes.model_dump(exclude_none=True)),
+        "name": sweep.name,
+        "family": sweep.family.name,
+        "models": ",".join(sweep.models),
+        "n_train": ",".join(map(str, sweep.spec.n_train or [])),
+        "seeds": sweep.seeds,
+        "seed_start": sweep.seed_start,
+        "success_rate_p": sweep.success_rate,
+        **_flat("axes", sweep.spec.axes.model_dump(exclude_none=True)),
     }
-    for model, rule in spec.scaling_rules.items():
-        params |= _flat(f"{spec.FAMILY.scaling.rule}.{model}", rule.model_dump())
-    for model, own in spec.per_model.items():
+    for model, rule in sweep.spec.scaling_rules.items():
+        params |= _flat(f"{sweep.family.scaling.rule}.{model}", rule.model_dump())
+    for model, own in sweep.spec.per_model.items():
         params |= _flat(f"per_model.{model}.axes", own.model_dump(exclude_none=True).get("axes", {}))
         params |= {f"per_model.{model}.n_train": ",".join(map(str, own.n_train))} if own.n_train else {}
         params |= (
             _flat(f"per_model.{model}.training", own.training.model_dump(exclude_none=True)) if own.training else {}
         )
-    for section, cfg in zip(("data", "model", "training"), spec.resolved_cell(spec.cells[0]).configs):
-        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in spec.swept}
+    for section, cfg in zip(("data", "model", "training"), sweep.resolved_cell(sweep.cells[0]).configs):
+        params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in sweep.swept}
     params.pop("model.kind")
-    params |= _flat("search", spec.search.model_dump(exclude={"space"}))
+    params |= _flat("search", sweep.search.model_dump(exclude={"space"}))
     return params | {
         f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}"
-        for k, r in (spec.search.space if isinstance(spec.search, OptunaMode) else {}).items()
+        for k, r in (sweep.search.space if isinstance(sweep.search, OptunaMode) else {}).items()
     }
 
 

@@ -25,14 +25,14 @@ from services.store.cache import vit_core_hash
 from services.store.files import locked, write_atomic
 
 if TYPE_CHECKING:
-    from services.spec import SweepSpec
+    from services.spec import Sweep
 
 MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
 
 
-def new_sweep_id(spec: "SweepSpec", home: Path) -> str:
+def new_sweep_id(sweep: "Sweep", home: Path) -> str:
     """The spec's name and the UTC time; -2, -3, ... after it when a sweep of that second exists."""
-    base = f"{spec.name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    base = f"{sweep.name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     return next(
         sweep_id for k in itertools.count(1) if not folder(home, sweep_id := base if k == 1 else f"{base}-{k}").exists()
     )
@@ -47,12 +47,12 @@ class Running(Exception):
 
 
 @contextlib.contextmanager
-def driving(spec: "SweepSpec", home: Path) -> Iterator[None]:
+def driving(sweep: "Sweep", home: Path) -> Iterator[None]:
     """This process, while it runs, the one driver of the spec's sweeps under ``home`` (one writer of
     a sweep's state: a second `vitsweep run` of the spec took the running sweep for an interrupted
     one and drove it from a second Ray); Running where another holds it. A lock the kernel lets go
     when the process ends, however it ends, so a killed run is resumed as before."""
-    path = home / "locks" / f"{spec_key(spec)}.lock"
+    path = home / "locks" / f"{spec_key(sweep)}.lock"
     with contextlib.ExitStack() as held:
         try:
             lock = held.enter_context(locked(path, wait=False))
@@ -64,10 +64,10 @@ def driving(spec: "SweepSpec", home: Path) -> Iterator[None]:
         yield
 
 
-def spec_key(spec: "SweepSpec") -> str:
+def spec_key(sweep: "Sweep") -> str:
     """What identifies a sweep's work: a hash of its resolved spec and of vit_core's code (a
     sweep of the same spec on changed science is another sweep)."""
-    text = json.dumps({"spec": spec.model_dump(mode="json"), "vit_core": vit_core_hash()}, sort_keys=True)
+    text = json.dumps({"spec": sweep.spec.model_dump(mode="json"), "vit_core": vit_core_hash()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -81,14 +81,14 @@ def markers(home: Path) -> list[tuple[str, dict]]:
     return sorted(found, key=lambda item: (item[1].get("created", ""), item[0]), reverse=True)
 
 
-def latest_sweep(spec: "SweepSpec", home: Path) -> str | None:
+def latest_sweep(sweep: "Sweep", home: Path) -> str | None:
     """The newest sweep of this very spec under ``home``, whatever became of it: the one that
     running the same command again continues (resumes, logs, or shows when it is recorded)."""
-    key = spec_key(spec)
+    key = spec_key(sweep)
     return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key), None)
 
 
-def mark_sweep(spec: "SweepSpec", sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
+def mark_sweep(sweep: "Sweep", sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
     """Write the sweep's marker and spec: its key, whether the tracking URI came from the command
     line (never the URI itself: it may hold credentials); set_recorded adds its MLflow parent run."""
     write_atomic(folder(home, sweep_id) / SPEC, spec_text)
@@ -96,7 +96,7 @@ def mark_sweep(spec: "SweepSpec", sweep_id: str, home: Path, spec_text: str, uri
         folder(home, sweep_id) / MARKER,
         json.dumps(
             {
-                "spec_key": spec_key(spec),
+                "spec_key": spec_key(sweep),
                 "recorded": None,
                 "uri_given": uri_given,
                 "created": datetime.now(UTC).isoformat(),

@@ -21,7 +21,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
 from services.results import Cell, CellResult, ModelRecord, SweepResult
-from services.spec import SweepSpec, spec_from_dict
+from services.spec import Sweep, spec_from_dict
 from services.store import legacy, provenance, run_values
 from services.store.files import locked
 from services.store.logged import CellLog, SummaryLog, SweepLog
@@ -111,15 +111,15 @@ class Record(NamedTuple):
     earlier: bool
 
 
-def experiment_of(client: MlflowClient, spec: SweepSpec, tracking_uri: str, home: Path) -> str:
+def experiment_of(client: MlflowClient, sweep: Sweep, tracking_uri: str, home: Path) -> str:
     """The id of the experiment a spec's sweeps are logged in (created where new)."""
-    return _experiment_id(client, spec.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
+    return _experiment_id(client, sweep.tracking.experiment, home, tracking_uri.startswith("sqlite:"))
 
 
 def open_parent(
     client: MlflowClient,
     experiment: str,
-    spec: SweepSpec,
+    sweep: Sweep,
     sweep_id: str,
     spec_text: str,
     storage: str,
@@ -139,13 +139,13 @@ def open_parent(
         client.update_run(live, status="RUNNING")
     tags = provenance.run_tags(spec_text) | {STORAGE_TAG: storage}
     # on a resume, the same values again: MLflow allows that
-    log_batch(client, live, params=run_values.sweep_params(spec), tags=tags)
-    _log_spec(client, live, spec, spec_text)
+    log_batch(client, live, params=run_values.sweep_params(sweep), tags=tags)
+    _log_spec(client, live, sweep, spec_text)
     return live, False
 
 
 def open_child(
-    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: Cell, started_at: float | None
+    client: MlflowClient, experiment: str, parent_id: str, sweep: Sweep, cell: Cell, started_at: float | None
 ) -> str:
     """A cell's child run, RUNNING: the one already under the parent (a resume, or the final
     record of a live sweep), else a new one."""
@@ -153,29 +153,29 @@ def open_child(
     if found:
         client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id
-    return _new_child(client, experiment, parent_id, spec, cell, started_at)
+    return _new_child(client, experiment, parent_id, sweep, cell, started_at)
 
 
 def _new_child(
-    client: MlflowClient, experiment: str, parent_id: str, spec: SweepSpec, cell: Cell, started_at: float | None
+    client: MlflowClient, experiment: str, parent_id: str, sweep: Sweep, cell: Cell, started_at: float | None
 ) -> str:
     """A new child run of ``cell`` under the parent, with the cell's values as params and its data
     config as the run's training dataset."""
     tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
     run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
     log_batch(client, run_id, params={"model": cell.model, **cell.values})
-    client.log_inputs(run_id, datasets=[data_input(spec, cell)])
+    client.log_inputs(run_id, datasets=[data_input(sweep, cell)])
     return run_id
 
 
-def data_input(spec: SweepSpec, cell: Cell) -> DatasetInput:
+def data_input(sweep: Sweep, cell: Cell) -> DatasetInput:
     """A cell's data as MLflow's Datasets panel shows a run's inputs: the family's generator
     (source, of type code: the samples are drawn from the config and each model's seed, never
     stored) and the config's fields as its profile, named by the family and hashed as its digest."""
-    data = spec.resolved_cell(cell).data
+    data = sweep.resolved_cell(cell).data
     profile = json.dumps(asdict(data), sort_keys=True, default=str)
     dataset = Dataset(
-        name=f"{spec.family} {type(data).__name__}",
+        name=f"{sweep.family.name} {type(data).__name__}",
         digest=hashlib.sha256(profile.encode()).hexdigest()[:10],
         source_type="code",
         source=json.dumps({"generator": f"{type(data).__module__}.{type(data).__name__}"}),
@@ -194,7 +194,7 @@ def end_live(client: MlflowClient, experiment: str, parent_id: str, status: str)
 
 
 def record_sweep(
-    spec: SweepSpec,
+    sweep: Sweep,
     result: SweepResult,
     tracking_uri: str,
     home: Path,
@@ -205,14 +205,14 @@ def record_sweep(
     metrics, JSON and figures, its Markdown table, each cell's row), into the runs its live record
     opened (or new ones), once: a sweep already recorded whole is not logged again."""
     client = client_of(tracking_uri)
-    experiment = experiment_of(client, spec, tracking_uri, home)
-    pid, whole = open_parent(client, experiment, spec, result.sweep_id, spec_text, result.storage, result.started_at)
+    experiment = experiment_of(client, sweep, tracking_uri, home)
+    pid, whole = open_parent(client, experiment, sweep, result.sweep_id, spec_text, result.storage, result.started_at)
     if whole:
         return Record(pid, True)
     metrics = run_values.sweep_metrics(result, log.parent.metrics)
     if result.best:
         log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
-        metrics.append(Metric(f"best_{spec.search.metric}", result.best[spec.search.metric], run_values.now_ms(), 0))
+        metrics.append(Metric(f"best_{sweep.search.metric}", result.best[sweep.search.metric], run_values.now_ms(), 0))
     log_batch(client, pid, metrics=metrics)
     children = child_runs(client, experiment, pid)
     by_cell: dict[str, Run] = {}
@@ -221,9 +221,9 @@ def record_sweep(
     mine = set()
     for cell, cell_log in zip(result.cells, log.cells):
         found = by_cell.get(cell.cell.key)
-        run_id = found.info.run_id if found else _new_child(client, experiment, pid, spec, cell.cell, cell.started_at)
+        run_id = found.info.run_id if found else _new_child(client, experiment, pid, sweep, cell.cell, cell.started_at)
         if found is None or found.data.tags.get(RECORD_TAG) != WHOLE:  # whole: logged by a run that was stopped
-            _record_cell(client, run_id, spec, cell, cell_log)
+            _record_cell(client, run_id, sweep, cell, cell_log)
         mine.add(run_id)
     for child in children:
         if child.info.run_id not in mine:  # a cell that started and has no result: a duplicate, or a sampled
@@ -243,10 +243,12 @@ def log_report(client: MlflowClient, parent_id: str, summary: SummaryLog) -> Non
     client.log_dict(parent_id, summary.summary, SUMMARY_JSON)
 
 
-def _log_spec(client: MlflowClient, run_id: str, spec: SweepSpec, spec_text: str) -> None:
+def _log_spec(client: MlflowClient, run_id: str, sweep: Sweep, spec_text: str) -> None:
     """The spec as written and as resolved (every default filled in), credentials redacted."""
-    secret = spec.tracking.tracking_uri
-    resolved = spec.model_copy(update={"tracking": spec.tracking.model_copy(update={"tracking_uri": redact(secret)})})
+    secret = sweep.tracking.tracking_uri
+    resolved = sweep.spec.model_copy(
+        update={"tracking": sweep.tracking.model_copy(update={"tracking_uri": redact(secret)})}
+    )
     client.log_text(run_id, spec_text.replace(secret, redact(secret)) if secret else spec_text, SPEC_FILE)
     client.log_text(run_id, yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False), RESOLVED_SPEC_FILE)
 
@@ -281,7 +283,7 @@ def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], flo
     return {key: value for key, (_, value) in last.items()}
 
 
-def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellResult, log: CellLog) -> None:
+def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResult, log: CellLog) -> None:
     """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
     curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
     first and stable N (step = seed); what its summary row gives (``log``: N* at first zero,
@@ -294,7 +296,7 @@ def _record_cell(client: MlflowClient, run_id: str, spec: SweepSpec, cell: CellR
         for n, curve in cell.curves(name).items()
         for step, value in curve
     ]
-    n_star = cell.n_star(spec.success_rate)
+    n_star = cell.n_star(sweep.success_rate)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, now, 0))
     per_seed = cell.per_seed() or {"seeds": []}
@@ -377,18 +379,18 @@ def child_runs(client: MlflowClient, experiment: str, parent_id: str, cell_key: 
     return client.search_runs([experiment], where, order_by=["attributes.start_time ASC"])
 
 
-def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[SweepSpec, str, list[CellResult]]:
+def load_sweep(tracking_uri: str, sweep_id: str | None) -> tuple[Sweep, str, list[CellResult]]:
     """A recorded sweep read back from MLflow (the latest when ``sweep_id`` is None): its
-    resolved spec and every cell's per-model records, curves and failures (LookupError: none)."""
+    resolved spec (Sweep) and every cell's per-model records, curves and failures (LookupError: none)."""
     client = client_of(tracking_uri)
     parent = parent_run(client, tracking_uri, sweep_id)
-    spec = spec_from_dict(yaml.safe_load(artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE)))
+    sweep = Sweep.of(spec_from_dict(yaml.safe_load(artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE))))
     cells = [
-        _read_cell(client, child, spec) for child in child_runs(client, parent.info.experiment_id, parent.info.run_id)
+        _read_cell(client, child, sweep) for child in child_runs(client, parent.info.experiment_id, parent.info.run_id)
     ]
-    order = {cell.key: i for i, cell in enumerate(spec.cells)}
+    order = {cell.key: i for i, cell in enumerate(sweep.cells)}
     cells.sort(key=lambda c: order.get(c.cell.key, len(order)))
-    return spec, parent.data.tags[SWEEP_TAG], cells
+    return sweep, parent.data.tags[SWEEP_TAG], cells
 
 
 def parent_run(client: MlflowClient, tracking_uri: str, sweep_id: str | None, whole: bool = True):
@@ -423,10 +425,10 @@ def artifact_text(client: MlflowClient, run_id: str, name: str) -> str:
         return Path(client.download_artifacts(run_id, name, dst_path=folder)).read_text()
 
 
-def _read_cell(client: MlflowClient, child, spec: SweepSpec) -> CellResult:
+def _read_cell(client: MlflowClient, child, sweep: Sweep) -> CellResult:
     """A child run as its cell's results. Its cell is its CELL_TAG (older runs: legacy.cell_of_run)."""
     tags, run_id = child.data.tags, child.info.run_id
-    by_label = {c.label: c for c in spec.cells}
+    by_label = {c.label: c for c in sweep.cells}
     cell = legacy.cell_of_run(tags, child.info.run_name, CELL_TAG, by_label) or Cell.from_key(tags[CELL_TAG])
     result = CellResult(cell, failures=[f for f in tags.get(FAILURES_TAG, "").split("\n") if f])
     artifacts = {a.path for a in client.list_artifacts(run_id)}

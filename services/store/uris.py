@@ -10,12 +10,12 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from services.spec import SweepSpec
+from services.spec import Sweep
 
 
-def resolve_tracking_uri(spec: SweepSpec, override: str | None, home: Path) -> str:
+def resolve_tracking_uri(sweep: Sweep, override: str | None, home: Path) -> str:
     """The tracking URI: the command line's, else the spec's, else SQLite under the sweep home."""
-    return override or spec.tracking.tracking_uri or embedded_uri(home)
+    return override or sweep.tracking.tracking_uri or embedded_uri(home)
 
 
 def embedded_uri(home: Path) -> str:
