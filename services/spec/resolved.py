@@ -13,7 +13,7 @@ SECTIONS = ("data", "model", "training")
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedCell:
-    """One cell resolved once (SweepSpec.resolved_cell): vit_core's configs, and the N each seed trains at:
+    """One cell resolved once (Sweep.resolved_cell): vit_core's configs, and the N each seed trains at:
     its model's n_train (multi_pass), or the sample budget B·max_steps (one_pass: that one run is
     evaluated at every N below it). What trials train and statistics read."""
 
