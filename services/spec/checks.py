@@ -38,6 +38,11 @@ def _pydantic_problems(error: ValidationError) -> list[Problem]:
 def check_sweep(spec: SweepSpec) -> list[Problem]:
     """What a single field cannot say: axes set twice, the sweep's size, and vit_core's own
     checks on every cell, each problem named by where its value came from."""
+    return _checked(spec)[0]
+
+
+def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
+    """check_sweep's problems, and the sweep resolved where its cells resolve (its mode's checks read it)."""
     problems = [
         Problem(f"axes.{axis}", values, f"also set in {spec.section_of(axis)}.{axis}: keep one")
         for axis, values in spec.swept.items()
@@ -51,14 +56,14 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
     ]
     cells = _cell_problems(spec)
     if cells:  # the checks below build every cell's configs
-        return problems + cells
+        return problems + cells, None
     problems += [
         Problem("n_train", None, "required: multi_pass cells train at each of these N (one_pass cells need none)")
         for model in spec.models
         if spec.n_train_of(model) is None and not all(spec.resolve(c).one_pass for c in spec.cells if c.model == model)
     ][:1]
     if problems:
-        return problems
+        return problems, None
     own = [m for m, grid in spec.per_model.items() if getattr(grid, "tuning", None)]
     if spec.tuning is None:
         problems += [Problem(f"per_model.{m}.tuning", None, "needs a sweep tuning section beside it") for m in own]
@@ -72,7 +77,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
                 f"the sweep can train {sweep.max_trainings_bound} models; raise max_trainings or shrink the axes",
             )
         )
-    return problems
+    return problems, sweep
 
 
 def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
@@ -137,10 +142,10 @@ def parse_spec(text: str, source: str = "<spec>") -> Sweep:
         spec = spec_from_dict(raw, strict=True)
     except ValidationError as error:
         raise SpecError(source, _pydantic_problems(error) + _problems_beside(raw, error)) from None
-    problems = check_sweep(spec)
+    problems, sweep = _checked(spec)
     if problems:
         raise SpecError(source, problems)
-    return Sweep.of(spec)
+    return sweep
 
 
 def _problems_beside(raw: dict, error: ValidationError) -> list[Problem]:

@@ -33,7 +33,6 @@ class Sweep:
     seed_start: int
     success_rate: float
     max_not_converged: float
-    max_trainings: int
     resources: Resources
     tracking: Tracking
     _resolved: dict[str, ResolvedCell] = dataclasses.field(repr=False)
@@ -57,7 +56,6 @@ class Sweep:
             spec.seed_start,
             spec.success_rate,
             spec.max_not_converged,
-            spec.max_trainings,
             spec.resources,
             spec.tracking,
             {c.key: spec.resolve(c) for c in cells},
