@@ -19,6 +19,14 @@ from vit_core.outcomes import COUNTED, Outcome
 BOOTSTRAP = 1000  # resamples per CI
 CI = (2.5, 97.5)
 
+# What "zero error from N on" means, three ways, read from the same one-pass records:
+# - iterate: the model at N (after N/B steps) has zero test error; N* the smallest N from which the
+#   share of such seeds, fitted monotone in N, is >= p. Theorem 1's notion (the iterate at T, N = B·T)
+#   and the paper's Fig 1 (the share of trials whose model at N has zero test error).
+# - first_zero: the seed had zero test error at N or before (reached, not necessarily kept).
+# - stable: the seed's test error is zero at N and at every later evaluation (over its window).
+CRITERIA = ("iterate", "first_zero", "stable")
+
 
 def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
     """The smallest N from which every larger evaluated N reaches success rate ``p`` (so a dip
@@ -29,6 +37,21 @@ def stable_n_star(ns: np.ndarray, rates: np.ndarray, p: float) -> int | None:
         return int(ns[0])
     last = below[-1]
     return None if last == len(ns) - 1 else int(ns[last + 1])
+
+
+def monotone_n_star(ns: np.ndarray, table: np.ndarray, p: float) -> int | None:
+    """The smallest N at which the monotone (non-decreasing, least-squares, seeds as weights) fit
+    of the success share over N reaches ``p``; None where it never does. ``table`` is (N, seed) of
+    1/0, NaN where a model does not count. The fit at N is >= p exactly when, with S the running
+    sum of (successes - p·counted) over N, no later partial sum falls below the smallest earlier
+    one: the isotonic regression's max-min formula, without fitting it."""
+    counted = np.isfinite(table)
+    gain = np.where(counted, table, 0.0).sum(1) - p * counted.sum(1)
+    total = np.concatenate([[0.0], np.cumsum(gain)])
+    later = np.minimum.accumulate(total[1:][::-1])[::-1]  # min over k >= i of S_k
+    earlier = np.minimum.accumulate(total[:-1])  # min over j <= i of S_(j-1)
+    reached = np.nonzero((later >= earlier - 1e-9) & counted.any(1))[0]
+    return int(ns[reached[0]]) if len(reached) else None
 
 
 def counted_success(outcome: Outcome | str) -> float | None:
@@ -51,6 +74,8 @@ class Outcomes:
     batch_size: int | None = None  # one_pass: B, so that N = B·t (None: multi_pass records)
     first_zero: np.ndarray | None = None  # one pass (N, seed): 1 where the seed had zero test error at N or
     # before, 0 where not yet, NaN where it does not count (diverged); None: multi_pass records
+    iterate: np.ndarray | None = None  # one pass (N, seed): 1 where the model at N had zero test error, 0
+    # where not, NaN where it does not count (diverged); None: multi_pass records
 
     def rates(self, columns: np.ndarray | None = None, table: np.ndarray | None = None) -> np.ndarray:
         """Success rate per N over the given seed columns (all by default), over the models that
@@ -61,41 +86,69 @@ class Outcomes:
         counted = np.isfinite(table).sum(1)
         return np.where(counted > 0, np.nansum(table, 1) / np.maximum(counted, 1), np.nan)
 
-    def n_star(self, p: float, columns: np.ndarray | None = None) -> int | None:
-        return stable_n_star(self.ns, self.rates(columns), p)
+    @property
+    def criteria(self) -> tuple[str, ...]:
+        """The success criteria these outcomes define: all three one pass, the stable one multi-pass
+        (one final model per N and seed)."""
+        return CRITERIA if self.iterate is not None else ("stable",)
 
-    def n_star_first_zero(self, p: float, columns: np.ndarray | None = None) -> int | None:
-        """One pass: the smallest N by which a share p of the seeds had zero test error at least
-        once (reached, not necessarily kept); None for multi_pass, where the N is not known, or
-        at the smallest N tried (N* could lie below it)."""
-        if self.first_zero is None:
-            return None
-        star = stable_n_star(self.ns, self.rates(columns, self.first_zero), p)
-        return None if star is None or star == self.ns[0] > 1 else star
+    def table(self, criterion: str = "stable") -> np.ndarray:
+        """The (N, seed) table of 1/0/NaN a criterion reads (CRITERIA)."""
+        if criterion not in self.criteria:
+            raise ValueError(f"criterion {criterion!r}: these outcomes define {', '.join(self.criteria)}")
+        return {"stable": self.success, "first_zero": self.first_zero, "iterate": self.iterate}[criterion]
 
-    def n_star_known(self, p: float, columns: np.ndarray | None = None) -> int | None:
+    def n_star(self, p: float, columns: np.ndarray | None = None, criterion: str = "stable") -> int | None:
+        """N* under ``criterion`` (CRITERIA); None where the largest N misses p."""
+        table = self.table(criterion)
+        if criterion == "iterate":
+            return monotone_n_star(self.ns, table if columns is None else table[:, columns], p)
+        return stable_n_star(self.ns, self.rates(columns, table), p)
+
+    def n_star_known(self, p: float, columns: np.ndarray | None = None, criterion: str = "stable") -> int | None:
         """N* where the outcomes pin it down: None when the largest N misses p, or when the
         smallest N (above 1) already reaches it, so that N* could lie anywhere below."""
-        star = self.n_star(p, columns)
+        star = self.n_star(p, columns, criterion)
         return None if star is None or (star == self.ns[0] > 1) else star
 
-    def t_star(self, p: float, columns: np.ndarray | None = None) -> float | None:
+    def n_star_draws(self, p: float, draws: np.ndarray, criterion: str = "stable", known: bool = False) -> np.ndarray:
+        """n_star (n_star_known where ``known``) over each row of ``draws`` (resamples x seed columns)
+        at once: a float array, NaN where N* is None. The same values as one call per row."""
+        table = self.table(criterion)[:, draws]  # (N, draws, seeds)
+        counted = np.isfinite(table).sum(-1)
+        hits = np.where(np.isfinite(table), table, 0.0).sum(-1)
+        if criterion == "iterate":
+            total = np.concatenate([np.zeros((1, len(draws))), np.cumsum(hits - p * counted, 0)])
+            later = np.minimum.accumulate(total[1:][::-1], 0)[::-1]
+            earlier = np.minimum.accumulate(total[:-1], 0)
+            reached = (later >= earlier - 1e-9) & (counted > 0)
+            first = np.where(reached.any(0), reached.argmax(0), -1)
+        else:
+            below = ~(np.where(counted > 0, hits / np.maximum(counted, 1), np.nan) >= p)
+            last = np.where(below.any(0), len(self.ns) - 1 - below[::-1].argmax(0), -1)
+            first = np.where(last == len(self.ns) - 1, -1, last + 1)
+        stars = np.where(first >= 0, self.ns[np.maximum(first, 0)], np.nan).astype(float)
+        if known and self.ns[0] > 1:
+            stars[stars == self.ns[0]] = np.nan
+        return stars
+
+    def t_star(self, p: float, columns: np.ndarray | None = None, criterion: str = "stable") -> float | None:
         """One pass: T* = N*/B, the steps the known N* takes (None: multi_pass, or N* not known)."""
-        star = self.n_star_known(p, columns)
+        star = self.n_star_known(p, columns, criterion)
         return star / self.batch_size if star is not None and self.batch_size else None
 
-    def bracket(self, p: float) -> tuple[int | None, int | None]:
+    def bracket(self, p: float, criterion: str = "stable") -> tuple[int | None, int | None]:
         """(largest evaluated N below N* that misses p, N*): N* lies in (lo, N*]."""
-        star = self.n_star(p)
+        star = self.n_star(p, criterion=criterion)
         if star is None:
             return int(self.ns[-1]), None
         i = int(np.searchsorted(self.ns, star))
         return (int(self.ns[i - 1]) if i else None), star
 
-    def monotone(self, p: float) -> bool:
+    def monotone(self, p: float, criterion: str = "stable") -> bool:
         """Whether no N below N*'s bracket already reached p (no sample-wise dip)."""
-        lo, _ = self.bracket(p)
-        return lo is None or bool(np.all(self.rates()[self.ns < lo] < p))
+        lo, _ = self.bracket(p, criterion)
+        return lo is None or bool(np.all(self.rates(table=self.table(criterion))[self.ns < lo] < p))
 
     def steps(self, columns: np.ndarray | None = None) -> float | None:
         """T: median over seeds of the steps to zero test error at the largest N, over the
@@ -198,6 +251,21 @@ def joint_resamples(cells: list[Outcomes], boot: int, seed: int = 0):
             yield [resample(len(c.seeds), rng) for c in cells]
 
 
+def statistic_draws(statistic, cells: list[Outcomes], resamples: list[list[np.ndarray]]) -> np.ndarray:
+    """statistic(cell, columns) of every cell in every resample: (resamples, cells), NaN where it is
+    None or <= 0 (left out of a log fit). A statistic with a ``draws(cell, columns)`` method (NStar)
+    is computed for all resamples at once."""
+    out = np.full((len(resamples), len(cells)), np.nan)
+    for i, cell in enumerate(cells):
+        columns = [r[i] for r in resamples]
+        if hasattr(statistic, "draws"):
+            out[:, i] = statistic.draws(cell, np.stack(columns)) if columns else []
+        else:
+            out[:, i] = [np.nan if (v := _positive(statistic(cell, c))) is None else v for c in columns]
+    out[~(out > 0)] = np.nan
+    return out
+
+
 def bootstrap_slope_sets(
     fits: list[tuple[list[float], list[Outcomes]]], statistic, boot: int = BOOTSTRAP, seed: int = 0
 ):
@@ -207,8 +275,9 @@ def bootstrap_slope_sets(
     cells = [c for _, group in fits for c in group]
     xs = [np.asarray(x, dtype=float) for x, _ in fits]
     slopes = np.full((boot, len(fits)), np.nan)
-    for b, columns in enumerate(joint_resamples(cells, boot, seed)):
-        ys = [_positive(statistic(c, cols)) for c, cols in zip(cells, columns)]
+    values = statistic_draws(statistic, cells, list(joint_resamples(cells, boot, seed)))
+    for b in range(boot):
+        ys = [None if np.isnan(v) else float(v) for v in values[b]]
         start = 0
         for f, x in enumerate(xs):
             mine, start = ys[start : start + len(x)], start + len(x)
@@ -278,34 +347,60 @@ def _positive(value: float | None) -> float | None:
     return value if value is not None and value > 0 else None
 
 
-def n_star_resamples(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> np.ndarray:
+def n_star_resamples(
+    cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0, criterion: str = "stable"
+) -> np.ndarray:
     """A cell's N* in each of ``boot`` resamples of its seeds; inf where censored (the largest N misses p)."""
     rng = np.random.default_rng(seed)
-    stars = [cell.n_star(p, resample(len(cell.seeds), rng)) for _ in range(boot)]
-    return np.array([np.inf if s is None else s for s in stars], dtype=float)
+    draws = np.stack([resample(len(cell.seeds), rng) for _ in range(boot)])
+    return np.nan_to_num(cell.n_star_draws(p, draws, criterion), nan=np.inf)
 
 
-def n_star_ci(cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0) -> tuple[int | None, int | None]:
+def n_star_ci(
+    cell: Outcomes, p: float, boot: int = BOOTSTRAP, seed: int = 0, criterion: str = "stable"
+) -> tuple[int | None, int | None]:
     """Bootstrap 95% interval of a cell's N* (None for an end where too many resamples are censored)."""
-    values = n_star_resamples(cell, p, boot, seed)
+    values = n_star_resamples(cell, p, boot, seed, criterion)
     lo, hi = np.percentile(values, CI, method="nearest")  # an N* that was trained, never inf - inf
     return (int(lo) if np.isfinite(lo) else None), (int(hi) if np.isfinite(hi) else None)
 
 
-def n_star_ratio(a: Outcomes, b: Outcomes, p_a: float, p_b: float, boot: int = BOOTSTRAP) -> Estimate:
-    """N* of cell ``b`` over N* of cell ``a`` (each at its own p), two runs on their own seeds, with a
+def n_star_ratio(
+    a: Outcomes, b: Outcomes, p_a: float, p_b: float, boot: int = BOOTSTRAP, criteria: tuple[str, str] = ("stable",) * 2
+) -> Estimate:
+    """N* of cell ``b`` over N* of cell ``a`` (each at its own p and criterion), two runs on their own seeds, with a
     bootstrap 95% CI: each cell's seeds resampled on its own, a's draws those of its n_star_ci. A
     censored N* counts as infinite: a's gives the ratio 0, b's an infinite one, which an end of the
     CI gives as None; resamples where both are censored say nothing and are left out (value: None
     where either N* is censored)."""
-    star_a, star_b = a.n_star(p_a), b.n_star(p_b)
+    star_a, star_b = a.n_star(p_a, criterion=criteria[0]), b.n_star(p_b, criterion=criteria[1])
     with np.errstate(invalid="ignore"):  # inf / inf: both censored
-        ratios = n_star_resamples(b, p_b, boot, seed=1) / n_star_resamples(a, p_a, boot, seed=0)
+        ratios = n_star_resamples(b, p_b, boot, 1, criteria[1]) / n_star_resamples(a, p_a, boot, 0, criteria[0])
     ratios = ratios[~np.isnan(ratios)]
     value = _round(star_b / star_a) if star_a and star_b else None
     if not len(ratios):
         return Estimate(value, None)
     ends = np.percentile(ratios, CI, method="nearest")  # a ratio that was drawn, never inf - inf
+    return Estimate(value, [_round(end) if np.isfinite(end) else None for end in ends])
+
+
+def paired_n_star_ratio(a: Outcomes, b: Outcomes, p: float, criterion: str, boot: int = BOOTSTRAP) -> Estimate:
+    """N* of cell ``b`` over N* of cell ``a`` under one criterion, two models measured on the same
+    seeds (their data and test set): the seeds resampled together (paired). A censored N* counts as
+    infinite (a CI end of None); resamples where both are censored are left out."""
+    star_a, star_b = a.n_star(p, criterion=criterion), b.n_star(p, criterion=criterion)
+    value = _round(star_b / star_a) if star_a and star_b else None
+    if not np.array_equal(a.seeds, b.seeds):
+        return Estimate(value, None)
+    rng = np.random.default_rng(0)
+    draws = np.stack([resample(len(a.seeds), rng) for _ in range(boot)])
+    sa, sb = (cell.n_star_draws(p, draws, criterion) for cell in (a, b))
+    either = ~(np.isnan(sa) & np.isnan(sb))
+    with np.errstate(divide="ignore"):
+        ratios = np.where(np.isnan(sa), np.inf, np.where(np.isnan(sb), 0.0, sb / sa))[either]
+    if not len(ratios):
+        return Estimate(value, None)
+    ends = np.percentile(ratios, CI, method="nearest")
     return Estimate(value, [_round(end) if np.isfinite(end) else None for end in ends])
 
 

@@ -153,6 +153,7 @@ def outcomes_of(records: list[ModelRecord]) -> Outcomes:
     row, col = {n: i for i, n in enumerate(ns)}, {s: j for j, s in enumerate(seeds)}
     one_pass = all(r.n_first_zero is not None for r in records)
     first_zero = np.full((len(ns), len(seeds)), np.nan) if one_pass else None
+    iterate = np.full((len(ns), len(seeds)), np.nan) if one_pass else None
     for r in records:
         i, j = row[r.n_train], col[r.seed]
         tables["success"][i, j] = np.nan if (value := counted_success(r.outcome)) is None else value
@@ -160,9 +161,10 @@ def outcomes_of(records: list[ModelRecord]) -> Outcomes:
         tables["test_loss"][i, j] = r.test_loss
         if one_pass and not r.diverged:
             first_zero[i, j] = float(0 <= r.n_first_zero <= r.n_train)
+            iterate[i, j] = float(r.test_error == 0) if np.isfinite(r.test_error) else np.nan
     batch = {r.batch_size for r in records}
     batch_size = batch.pop() if one_pass and len(batch) == 1 else None  # N = B·t in one pass only
-    return Outcomes(ns, seeds, **tables, batch_size=batch_size, first_zero=first_zero)
+    return Outcomes(ns, seeds, **tables, batch_size=batch_size, first_zero=first_zero, iterate=iterate)
 
 
 @dataclass
@@ -237,10 +239,14 @@ class CellResult:
     def outcomes(self) -> Outcomes:
         return outcomes_of(self.measured())
 
-    def n_star(self, p: float) -> int | None:
-        """The stable N* at threshold p: the smallest N from which every larger N reaches success
-        rate p; None when a pack of the cell failed (an N may be missing) or the largest N misses p."""
-        return None if self.failures or not self.records else self.outcomes().n_star(p)
+    def n_star(self, p: float, criterion: str = "stable") -> int | None:
+        """N* at threshold p under ``criterion`` (services.analysis.CRITERIA; a multi-pass cell has
+        the stable one alone); None when a pack of the cell failed (an N may be missing) or the
+        largest N misses p."""
+        if self.failures or not self.records:
+            return None
+        outcomes = self.outcomes()
+        return outcomes.n_star(p, criterion=criterion if criterion in outcomes.criteria else "stable")
 
     def per_seed(self) -> dict | None:
         """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""

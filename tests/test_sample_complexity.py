@@ -226,7 +226,7 @@ def test_notes_print_no_fit_that_restates_another_and_label_the_papers_range():
         ]
         cells.append(CellResult(Cell(cell.model, cell.values), [ModelRecord.from_dict(r) for r in records]))
     lines = notes(summarize(spec, "n-1", cells))
-    assert any(line.startswith("N* ~ (1/alpha*)^k, vit: k = ") for line in lines)
+    assert any(line.startswith("N* (iterate) ~ (1/alpha*)^k, vit: k = ") for line in lines)
     assert not any(line.startswith("T* = N*/B ~") for line in lines)
     paper = [line for line in lines if line.startswith("the paper's own Fig 1, vit")]
     assert len(paper) == 1 and "over alpha* 0.27-0.50 only" in paper[0]

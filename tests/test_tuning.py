@@ -338,8 +338,11 @@ def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path
     assert all(" models trained, " in line and " elapsed, ETA " in line and "% busy so far" in line for line in trials)
     ended = r".* models trained in \d+:\d\d; summarizing its 4 cells and logging them to MLflow"
     assert re.fullmatch(ended, last), last
-    for key in ("exponent", "exponent_first_zero", "exponent_difference"):
+    for key in ("exponent", "exponent_difference"):
         assert all({"value", "ci95"} <= set(fit) for fit in summary[key].values()), key
+    assert set(summary["criteria"]) == {"iterate", "first_zero", "stable"} and summary["criterion"] == "iterate"
+    for criterion, fits in summary["criteria"].items():
+        assert all({"value", "ci95"} <= set(fit) for fit in fits["exponent"].values()), criterion
     assert set(summary["exponent_difference"]) == {"cnn - vit"}
     assert all(
         len(slopes) == 1 and slopes[0]["alpha_star"] == [0.5, 0.25] for slopes in summary["local_exponent"].values()

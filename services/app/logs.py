@@ -17,8 +17,15 @@ def fitted(summary: Summary) -> dict[str, float]:
     """Each fitted N* exponent of a summary, its forms' fits and the registered statistics' own metrics."""
     values = {
         f"{key}.{group}": fit.value
-        for key in ("exponent", "exponent_first_zero", "exponent_difference")
+        for key in ("exponent", "exponent_difference")
         for group, fit in getattr(summary, key).items()
+        if fit.value is not None
+    }
+    values |= {
+        f"{criterion}.{key}.{group}": fit.value
+        for criterion, fits in summary.criteria.items()
+        for key in ("exponent", "exponent_difference")
+        for group, fit in getattr(fits, key).items()
         if fit.value is not None
     }
     values |= {
@@ -40,7 +47,8 @@ def cell_log(row: CellRow) -> CellLog:
     """What a cell's child run logs of its summary row; a tuned cell's selection with its window as JSON."""
     window = asdict(row.window) if row.window else None
     tuning = asdict(row.tuning) | {"window": window} if row.tuning else None
-    return CellLog(row.n_star_first_zero, row.difficulty, row.premises, tuning)
+    by_criterion = {name: c.n_star for name, c in row.criteria.items() if c.n_star is not None}
+    return CellLog(by_criterion, row.difficulty, row.premises, tuning)
 
 
 def sweep_log(sweep: Sweep, summary: Summary, cells: list[CellResult]) -> SweepLog:

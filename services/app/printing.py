@@ -65,6 +65,7 @@ def print_summary(summary: "Summary") -> None:
     from services.report.text import notes, table_header, table_rows
 
     title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
+    title += f" (success: {summary.criterion})" if summary.criteria else ""
     show_table(title, table_header(summary), table_rows(summary))
     for line in notes(summary):
         show(f"- {line}")

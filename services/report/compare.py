@@ -15,7 +15,7 @@ from services.report.text import span
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats import paper
-from services.stats.summarize import n_star_fit_inputs, n_star_statistic, summarize
+from services.stats.summarize import NStar, n_star_fit_inputs, summarize
 from vit_core.family import Scaling, families
 
 AGREE, DIFFER, UNDETERMINED = "agree", "differ", "undetermined"
@@ -110,13 +110,16 @@ def compare(a: tuple[Sweep, str, list[CellResult]], b: tuple[Sweep, str, list[Ce
         )
         for label in labels
     ]
+    criteria = [s.criterion for s in summaries]
     for pair in pairs:
         if pair.label in measured[0] and pair.label in measured[1]:
-            pair.ratio = n_star_ratio(measured[0][pair.label], measured[1][pair.label], *p)
+            outcomes = measured[0][pair.label], measured[1][pair.label]
+            mine = tuple(c if c in o.criteria else "stable" for c, o in zip(criteria, outcomes))
+            pair.ratio = n_star_ratio(*outcomes, *p, criteria=mine)
             pair.verdict = verdict(pair.ratio.ci95, 1.0)
     inputs = [n_star_fit_inputs(sweep[0], summary, sweep[2]) for sweep, summary in zip((a, b), summaries)]
     difference = {
-        group: slope_difference(inputs[0][group], inputs[1][group], n_star_statistic(p[0]), n_star_statistic(p[1]))
+        group: slope_difference(inputs[0][group], inputs[1][group], NStar(p[0], criteria[0]), NStar(p[1], criteria[1]))
         for group in inputs[0]
         if group in inputs[1]
     }

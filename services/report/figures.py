@@ -123,21 +123,25 @@ def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
 
 
 def _forms_figure(summary: "Summary"):
-    """Per group: N* (filled), first-zero N* (open) and the information floor (x) against the scaling
-    value, with the four forms fitted to N* (services.stats.forms), the preferred one drawn thick."""
+    """Per group: N* under the headline criterion (filled), under the others (open), the plug-in rule's
+    N (x) against the scaling value, with the four forms fitted to the headline N* (services.stats.forms),
+    the preferred one drawn thick where the data decide it."""
     groups = summary.forms
     fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
     scaling = summary.scaling
     for ax, (group, forms) in zip(axes[0], groups.items()):
         rows = [r for r in summary.cells if r.label in forms.cells]
         values = np.array([r.alpha_effective for r in rows])
-        for y, style, label in (
-            ([r.n_star if r.n_star_known else np.nan for r in rows], "o", "N* (stable)"),
-            ([r.n_star_first_zero or np.nan for r in rows], "o", "first-zero N*"),
-            ([r.floor.n_star if r.floor and r.floor.n_star else np.nan for r in rows], "x", "floor (plug-in rule)"),
-            ([r.n_star_above or np.nan for r in rows], "^", "N* above (no stable N under the cap)"),
-        ):
-            ax.plot(values, np.array(y, dtype=float), style, mfc="none" if "first" in label else None, label=label)
+        others = [c for c in rows[0].criteria if c != summary.criterion]
+        series = [([r.n_star if r.n_star_known else np.nan for r in rows], "o", f"N* ({summary.criterion})")]
+        series += [([_known(r, c) for r in rows], marker, f"N* ({c})") for c, marker in zip(others, "sD")]
+        series += [
+            ([r.floor.n_star if r.floor and r.floor.n_star else np.nan for r in rows], "x", "plug-in rule's N"),
+            ([r.n_star_above or np.nan for r in rows], "^", "N* above (not reached under the cap)"),
+        ]
+        for y, style, label in series:
+            open_marker = label.startswith("N* (") and summary.criterion not in label
+            ax.plot(values, np.array(y, dtype=float), style, mfc="none" if open_marker else None, label=label)
         grid = np.linspace(values.min(), values.max(), 60)
         sign = -1.0 if scaling.inverse else 1.0
         for fit in forms.fits:
@@ -145,7 +149,7 @@ def _forms_figure(summary: "Summary"):
                 continue
             above = grid[grid > fit.c.value]  # the form has no finite N at or below its shift
             curve = fit.K.value * (above - fit.c.value) ** (sign * fit.k.value)
-            bold = fit.form == forms.preferred
+            bold = fit.form == forms.verdict
             ax.plot(
                 above,
                 curve,
@@ -163,6 +167,12 @@ def _forms_figure(summary: "Summary"):
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _known(row, criterion: str) -> float:
+    """A cell's N* under ``criterion`` where it is known, NaN elsewhere (a figure's gap)."""
+    c = row.criteria.get(criterion)
+    return float(c.n_star) if c is not None and c.known and c.n_star is not None else np.nan
 
 
 def _success_figure(sweep: Sweep, summary: "Summary"):

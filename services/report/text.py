@@ -37,7 +37,7 @@ def table_rows(summary: "Summary") -> list[list[str]]:
                 star,
                 bracket,
                 fmt(r.n_star_ci95),
-                fmt(r.n_star_first_zero),
+                *[_criterion_cell(r, c) for c in _other_criteria(summary)],
                 _floor_cell(r.floor),
                 "yes" if r.monotone else ("no" if r.monotone is False else "-"),
                 fmt(r.steps_to_zero, ".0f"),
@@ -51,17 +51,32 @@ def table_rows(summary: "Summary") -> list[list[str]]:
 
 
 def table_header(summary: "Summary") -> list[str]:
-    """The per-cell table's columns; the second is the family's scaling field (Paper A: alpha*), where it has one."""
+    """The per-cell table's columns; the second is the family's scaling field (Paper A: alpha*), where
+    it has one; N* under each criterion other than the headline's after the headline's CI (one pass)."""
     scaling = summary.scaling
-    return ["cell", *([scaling.value_label] if scaling else []), *TABLE_HEADER]
+    criteria = [f"{c} N* [95% CI]" for c in _other_criteria(summary)]
+    return ["cell", *([scaling.value_label] if scaling else []), *TABLE_HEADER[:3], *criteria, *TABLE_HEADER[3:]]
+
+
+def _other_criteria(summary: "Summary") -> list[str]:
+    """The success criteria the summary gives beside its headline's (one pass: two; multi-pass: none)."""
+    return [c for c in summary.criteria if c != summary.criterion]
+
+
+def _criterion_cell(row, criterion: str) -> str:
+    """A cell's N* under one criterion with its CI ("1,160 [1,056, 1,400]"), "> N" where not reached."""
+    c = row.criteria.get(criterion)
+    if c is None or not row.rates:
+        return "-"
+    star = f"> {max(row.rates)}" if c.n_star is None else ("" if c.known else "<= ") + str(c.n_star)
+    return f"{star} {fmt(c.ci95)}"
 
 
 TABLE_HEADER = [  # after the cell and its scaling value
     "N*",
     "bracket",
     "N* 95% CI",
-    "first-zero N*",
-    "floor N*",
+    "plug-in N*",
     "monotone",
     "T (steps to 0)",
     "T* = N*/B",
@@ -69,6 +84,11 @@ TABLE_HEADER = [  # after the cell and its scaling value
     "trainings",
     "outcomes s/fc/f/nc/d",
 ]
+CRITERION_WORDS = {
+    "iterate": "the model at N has zero test error, the share over seeds fitted monotone in N",
+    "first_zero": "zero test error reached at N or before",
+    "stable": "zero test error from N on, over the stability window",
+}
 OUTCOMES_LEGEND = (
     "outcomes: s succeeded, fc failed-converged, f failed (one pass), nc not-converged, d diverged; "
     "over every N (one pass: at the cell's largest N)"
@@ -79,8 +99,7 @@ def _fit_lines(summary: "Summary") -> list[str]:
     lines, x = [], summary.scaling.symbol if summary.scaling else "x"
     t_theory = summary.theory["iterations_exponent"]  # the family's claim for T, if any
     for key, title, theory in (
-        ("exponent", f"N* ~ ({x})^k", summary.theory["exponent"]),
-        ("exponent_first_zero", f"first-zero N* (zero test error reached, not kept) ~ ({x})^k", None),
+        ("exponent", f"N* ({summary.criterion}) ~ ({x})^k", summary.theory["exponent"]),
         ("iterations_exponent", f"T ~ ({x})^k", t_theory),
         ("t_star_exponent", f"T* = N*/B ~ ({x})^k", t_theory),
         ("lr_exponent", "T ~ (1/eta)^k", t_theory),
@@ -99,7 +118,7 @@ def _fit_lines(summary: "Summary") -> list[str]:
                     + _against_theory(summary, _theory(theory, group), fit.cells)
                 )
         if key == "exponent":
-            lines += _difference_lines(summary) + _local_lines(summary)
+            lines += _difference_lines(summary) + _criteria_lines(summary) + _local_lines(summary)
     fitted = any(fit.value is not None for fit in summary.exponent.values())
     for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
@@ -109,6 +128,29 @@ def _fit_lines(summary: "Summary") -> list[str]:
                 f"{min(values):.2f}-{max(values):.2f} only has a log-log slope of {ref['exponent']:.2f} (a line with "
                 "a large offset over a narrow range: drawn beside ours, not a measurement to compare one to one)"
             )
+    return lines
+
+
+def _criteria_lines(summary: "Summary") -> list[str]:
+    """Per criterion other than the headline's: its N* exponents and their differences, one line each."""
+    lines, x = [], summary.scaling.symbol if summary.scaling else "x"
+    for criterion in _other_criteria(summary):
+        fits = summary.criteria[criterion]
+        parts = [f"{group} {fmt(f.value, '.2f')} {fmt(f.ci95, '.2f')}" for group, f in fits.exponent.items()]
+        differences = fits.exponent_difference.items()
+        parts += [f"{name} {fmt(d.value, '+.2f')} {fmt(d.ci95, '+.2f')}" for name, d in differences]
+        if parts:
+            lines.append(f"N* ({criterion}) ~ ({x})^k, k and differences with 95% CIs: " + "; ".join(parts))
+    return lines
+
+
+def verdict_lines(summary: "Summary") -> list[str]:
+    """The verdict (services.stats.verdict): each claim that holds across every criterion and setting,
+    or what it depends on, then each value it was read from."""
+    lines = []
+    for finding in summary.verdict:
+        lines.append(f"verdict, {finding.claim}: {'HOLDS: ' if finding.holds else ''}{finding.statement}")
+        lines += [f"  {name}: {value}" for name, value in finding.values.items()]
     return lines
 
 
@@ -122,8 +164,10 @@ def _floor_cell(floor) -> str:
 def _form_lines(summary: "Summary") -> list[str]:
     """Per group and statistic: the four forms fitted (services.stats.forms) and the one the data prefer."""
     lines, name = [], summary.scaling.name if summary.scaling else "x"
-    for key, what in (("forms", "N*"), ("forms_first_zero", "first-zero N*")):
-        for group, forms in getattr(summary, key).items():
+    by_key = {"forms": summary.forms} | {f"forms {c}": summary.criteria[c].forms for c in _other_criteria(summary)}
+    for key, groups in by_key.items():
+        what = f"N* ({key.removeprefix('forms ') if key != 'forms' else summary.criterion})"
+        for group, forms in groups.items():
             parts = [
                 f"{f.form}: k = {fmt(f.k.value, '.2f')} {fmt(f.k.ci95, '.2f')}, c = {fmt(f.c.value, '.3f')} "
                 f"{fmt(f.c.ci95, '.3f')}, log-rms {fmt(f.rms, '.3f')}, held out {fmt(f.held_out, '.3f')}"
@@ -132,11 +176,22 @@ def _form_lines(summary: "Summary") -> list[str]:
             lines.append(
                 f"{what} in the theorem's form {what} = K ({name} - c)^-k, {group}: "
                 + "; ".join(parts)
-                + f"; the data prefer: {forms.preferred or '- (too few cells to hold one out)'} (the smallest "
-                f"error of log {what} at each {name} held out in turn)"
+                + f"; {_preference(forms)} (the error of log {what} at each {name} held out in turn)"
                 + _against_theory(summary, " (k fixed: the theory's exponent)", forms.cells)
             )
     return lines
+
+
+def _preference(forms) -> str:
+    """Which form the data prefer: only where the held-out advantage's CI lies above 0."""
+    if forms.preferred is None:
+        return "the data prefer: - (too few cells to hold one out)"
+    if forms.advantage is None:
+        return f"the smallest held-out error: {forms.preferred} (one form judged)"
+    advantage = f"{forms.advantage.value:.3f} {fmt(forms.advantage.ci95, '.3f')}"
+    if forms.decided:
+        return f"the data prefer: {forms.preferred} (held out better than {forms.runner_up} by {advantage})"
+    return f"undecided: {forms.preferred} leads {forms.runner_up} by {advantage}, a CI that reaches 0"
 
 
 def _floor_lines(summary: "Summary") -> list[str]:
@@ -312,6 +367,7 @@ def notes(summary: "Summary") -> list[str]:
     then every registered statistic's (services.stats: the adaptive search's savings, attention
     concentration, test error and patch association, sparsification effects)."""
     lines = [
+        *verdict_lines(summary),
         *_fit_lines(summary),
         *_form_lines(summary),
         *_floor_lines(summary),
@@ -340,7 +396,8 @@ def markdown(summary: "Summary") -> str:
     lines = [
         f"# {summary.sweep_id}",
         "",
-        f"N*: the smallest N from which the success rate stays >= {summary.success_rate}.",
+        f"N*: the smallest N from which the success rate stays >= {summary.success_rate}"
+        + (f" (success: {CRITERION_WORDS[summary.criterion]})." if summary.criteria else "."),
         "",
         "| " + " | ".join(table_header(summary)) + " |",
         "|" + " --- |" * len(table_header(summary)),

@@ -135,6 +135,13 @@ class SweepSpec(BaseModel):
         "with it)",
     )
     success_rate: float = Field(0.5, gt=0, le=1, description="p: N* is the smallest N whose success rate reaches p")
+    criterion: Literal["iterate", "first_zero", "stable"] = Field(
+        "iterate",
+        description="one pass: the success criterion of the headline N* (the report gives all three): iterate, the "
+        "model at N has zero test error (Theorem 1's iterate at T, N = B·T; the paper's Fig 1), its share over seeds "
+        "fitted monotone in N; first_zero, zero test error reached at N or before; stable, zero test error from N on "
+        "over the stability window. Multi-pass cells have one (each N's final models, stable over N)",
+    )
     max_not_converged: float = Field(
         0.1,
         ge=0,

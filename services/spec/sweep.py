@@ -32,6 +32,7 @@ class Sweep:
     seeds: int
     seed_start: int
     success_rate: float
+    criterion: str  # one pass: the headline N*'s success criterion (services.analysis.CRITERIA)
     max_not_converged: float
     resources: Resources
     tracking: Tracking
@@ -55,6 +56,7 @@ class Sweep:
             spec.seeds,
             spec.seed_start,
             spec.success_rate,
+            spec.criterion,
             spec.max_not_converged,
             spec.resources,
             spec.tracking,

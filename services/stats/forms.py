@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.analysis import BOOTSTRAP, CI, Estimate, Outcomes, _positive, _round, joint_resamples
+from services.analysis import BOOTSTRAP, CI, Estimate, Outcomes, _positive, _round, joint_resamples, statistic_draws
 
 GRID = 1 - np.geomspace(1, 1e-3, 160)  # c as a share of the smallest v: 0 ... 0.999, dense near the top
 
@@ -60,12 +60,22 @@ class FormFit:
 
 @dataclass
 class Forms:
-    """A group's four fits, the one the data prefer (smallest held-out error) and the points fitted."""
+    """A group's four fits, the one with the smallest held-out error and the points fitted; that
+    form is preferred only where its held-out advantage over the next form has a bootstrap CI
+    above 0 (``decided``), else the data leave the form undecided."""
 
     fits: list[FormFit]
-    preferred: str | None
+    preferred: str | None  # the smallest held-out error (None: too few cells to hold one out)
     points: list[list[float]] = field(default_factory=list)  # (v, N*) of the cells fitted
     cells: list[str] = field(default_factory=list)
+    runner_up: str | None = None  # the form with the next smallest held-out error
+    advantage: Estimate | None = None  # the runner-up's held-out error minus the preferred one's, with its CI
+    decided: bool = False  # the advantage's CI lies above 0: the data prefer ``preferred``
+
+    @property
+    def verdict(self) -> str:
+        """The form the data prefer, or "undecided" where the advantage's CI reaches 0."""
+        return self.preferred if self.decided and self.preferred else "undecided"
 
 
 def fit_form(v: np.ndarray, n: np.ndarray, form: Form, inverse: bool = True) -> tuple[float, float, float, float]:
@@ -113,8 +123,9 @@ def fit_forms(
     seed: int = 0,
 ) -> Forms | None:
     """The four forms (two where the theory names no exponent) fitted to statistic(cell) against
-    v, with CIs from joint resamples of the cells' seeds; None where fewer than three cells have
-    a defined statistic (a shifted form needs more than two)."""
+    v, with CIs from joint resamples of the cells' seeds, and the held-out advantage of the best
+    form over the next in the same resamples; None where fewer than three cells have a defined
+    statistic (a shifted form needs more than two)."""
     v_all = np.asarray(v, float)
     forms = [Form(False, None), Form(True, None)]
     if theory is not None:
@@ -124,16 +135,27 @@ def fit_forms(
     if len({v_all[i] for i in keep}) < 3:
         return None
     x, n = v_all[keep], np.array([ys[i] for i in keep], float)
-    draws = {f: [] for f in forms}
-    for columns in joint_resamples(cells, boot, seed):
-        values = [_positive(statistic(c, cols)) for c, cols in zip(cells, columns)]
-        mine = [i for i, y in enumerate(values) if y is not None]
+    points = {f: fit_form(x, n, f, inverse) for f in forms}
+    held = {f: held_out_error(x, n, f, inverse) for f in forms}
+    # forms that predict alike (a shift fitted at 0 is the power law) tie: the simpler one ranks first, and
+    # the advantage is over the next form that predicts otherwise
+    ranked = sorted((f for f in forms if held[f] is not None), key=lambda f: (round(held[f], 9), f.parameters))
+    ranked = ranked[:1] + [f for f in ranked[1:] if round(held[f], 9) > round(held[ranked[0]], 9)]
+    draws: dict[Form, list] = {f: [] for f in forms}
+    advantages = []
+    for values in statistic_draws(statistic, cells, list(joint_resamples(cells, boot, seed))):
+        mine = np.nonzero(np.isfinite(values))[0]
+        vb, nb = v_all[mine], values[mine]
         for f in forms:
-            if len({v_all[i] for i in mine}) >= f.parameters + 1:
-                draws[f].append(fit_form(v_all[mine], np.array([values[i] for i in mine], float), f, inverse)[:3])
+            if len(set(vb)) >= f.parameters + 1:
+                draws[f].append(fit_form(vb, nb, f, inverse)[:3])
+        if len(ranked) >= 2 and len(set(vb)) >= 3:
+            best, other = (held_out_error(vb, nb, f, inverse) for f in ranked[:2])
+            if best is not None and other is not None:
+                advantages.append(other - best)
     fits = []
     for f in forms:
-        K, c, k, rss = fit_form(x, n, f, inverse)
+        K, c, k, rss = points[f]
         spread = np.array(draws[f]) if draws[f] else None
         fits.append(
             FormFit(
@@ -144,9 +166,13 @@ def fit_forms(
                     for j, value in enumerate((K, c, k))
                 ),
                 rms=_round(np.sqrt(rss / len(x))),
-                held_out=_round(held_out_error(x, n, f, inverse)),
+                held_out=_round(held[f]),
             )
         )
-    judged = [fit for fit in fits if fit.held_out is not None]
-    preferred = min(judged, key=lambda fit: fit.held_out).form if judged else None
-    return Forms(fits, preferred, [[float(a), float(b)] for a, b in zip(x, n)])
+    out = Forms(fits, ranked[0].label if ranked else None, [[float(a), float(b)] for a, b in zip(x, n)])
+    if len(ranked) >= 2:
+        ci = _round(np.percentile(advantages, CI)) if advantages else None
+        out.runner_up = ranked[1].label
+        out.advantage = Estimate(_round(held[ranked[1]] - held[ranked[0]]), ci)
+        out.decided = ci is not None and ci[0] > 0
+    return out

@@ -4,7 +4,7 @@ and the fits, with the registered statistics' entries beside them (services.stat
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.analysis import Difference, Fit, LocalSlope
+from services.analysis import Difference, Estimate, Fit, LocalSlope
 from services.stats.forms import Forms
 from vit_core.family import Family, Premise, Scaling, families
 
@@ -76,6 +76,40 @@ class LostRow:
 
 
 @dataclass
+class CriterionRow:
+    """A cell's N* under one success criterion (services.analysis.CRITERIA), with its bootstrap CI
+    over seeds and the largest N below it that misses p."""
+
+    n_star: int | None  # None: not reached by the largest N (or the cell failed)
+    known: bool  # False where N* is only bounded (reached at the smallest N tried)
+    ci95: list[int | None]
+    bracket_lo: int | None
+
+
+@dataclass
+class CriterionFits:
+    """The fits of N* under one success criterion: its exponent per group, each later model's
+    exponent minus each earlier one's, the theorem's forms, and per setting the paired ratio of
+    two models' N* (pair "cnn / vit" -> setting -> ratio with its CI)."""
+
+    exponent: dict[str, Fit] = field(default_factory=dict)
+    exponent_difference: dict[str, Difference] = field(default_factory=dict)
+    forms: dict[str, Forms] = field(default_factory=dict)
+    n_star_ratio: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+
+
+@dataclass
+class Finding:
+    """One claim of the verdict (services.stats.verdict): whether every criterion and setting the
+    sweep measured agrees on it, the statement, and each value it was read from (condition -> text)."""
+
+    claim: str  # "exponent cnn - vit", "needs more cnn / vit", "form vit"
+    holds: bool  # every condition agrees (and each is decided): the statement is the answer
+    statement: str
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class CellRow:
     """One cell in the summary: its setting, N* (bracket, CI, whether it is known), the success
     rate and outcome counts per N, T and T*, and whether too many of its models did not converge."""
@@ -101,7 +135,8 @@ class CellRow:
     batch_size: int = 16
     t_star: float | None = None  # one pass: N*/B
     per_seed: dict | None = None  # one pass: each seed's first and stable N
-    n_star_first_zero: int | None = None  # one pass: the smallest N by which a share p of seeds had zero error once
+    criterion: str = "stable"  # the success criterion of n_star (the sweep's, one pass; multi-pass: stable)
+    criteria: dict[str, CriterionRow] = field(default_factory=dict)  # N* under every criterion the cell defines
     n_test: int = 1000  # test samples: zero errors on them bound the error by error_bound(n_test) at 95%
     tuning: TuningRow | None = None
     window: WindowRow | None = None
@@ -142,9 +177,7 @@ class Summary:
     exponent: dict[str, Fit]  # N* ~ x^k, x the family's scaling variable (Paper A: 1/alpha*)
     iterations_exponent: dict[str, Fit]  # T ~ x^k
     t_star_exponent: dict[str, Fit]  # one pass: T* = N*/B ~ x^k
-    exponent_first_zero: dict[str, Fit]  # one pass: the first-zero N* ~ x^k
     forms: dict[str, Forms]  # N* in the theorem's form beside the power law (a family whose Scaling is shifted)
-    forms_first_zero: dict[str, Forms]  # the same for the first-zero N*
     local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
     exponent_difference: dict[str, Difference]  # "cnn - vit" (per other axis values), paired bootstrap CI
     lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k
@@ -155,6 +188,9 @@ class Summary:
     protocol: str | dict[str, str]  # the sweep's training protocol, or each cell's
     family: str  # the experiment family (vit_core.family): its theory's words and its variable x
     error_bound: dict[str, float] = field(default_factory=dict)  # test samples -> the 95% error bound of 0 errors
+    criterion: str = "stable"  # the headline N*'s success criterion (one pass: the spec's)
+    criteria: dict[str, CriterionFits] = field(default_factory=dict)  # one pass: the fits under every criterion
+    verdict: list[Finding] = field(default_factory=list)  # what holds across criteria and settings, and what depends
     seeds: list[int] = field(default_factory=list)  # the measurement seeds the cells' models trained with
 
     @property

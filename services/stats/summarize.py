@@ -5,18 +5,20 @@ the N* and T exponents, an lr axis the T-against-eta exponent. No I/O: the same 
 a sweep that just ran and from one read back from MLflow.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache, partial
 
 import numpy as np
 
 from services.analysis import (
+    CRITERIA,
     Difference,
     Fit,
     Outcomes,
     fit_exponent,
     local_slopes,
     n_star_ci,
+    paired_n_star_ratio,
     paired_slope_difference,
 )
 from services.results import MEASUREMENT, SELECTION, CellResult
@@ -24,7 +26,18 @@ from services.search.selection import Run, at_edge, best, selection_table, setti
 from services.spec import Setting, Sweep
 from services.stats import paper, statistics
 from services.stats.forms import Forms, fit_forms
-from services.stats.rows import CellRow, FloorRow, LostRow, Summary, TuningRow, WindowRow, error_bound
+from services.stats.rows import (
+    CellRow,
+    CriterionFits,
+    CriterionRow,
+    FloorRow,
+    LostRow,
+    Summary,
+    TuningRow,
+    WindowRow,
+    error_bound,
+)
+from services.stats.verdict import verdict
 from vit_core.family import Family, FloorTable, Premise
 from vit_core.outcomes import OUTCOMES
 
@@ -103,14 +116,14 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
     row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
     row.flagged = row.not_converged_share > sweep.max_not_converged  # above it, N* says little
     o, p = cell.outcomes(), sweep.success_rate
-    row.bracket_lo, star = o.bracket(p)
-    row.n_star = None if cell.failures else star
-    row.n_star_known, row.n_star_ci95 = o.n_star_known(p) is not None, list(n_star_ci(o, p))
-    row.monotone, row.steps_to_zero = o.monotone(p), o.steps()
-    row.rates = dict(zip(o.ns.tolist(), o.rates().tolist()))
-    row.t_star = None if cell.failures else o.t_star(p)
+    row.criterion = headline = criterion_of(sweep, o)
+    row.criteria = {c: _criterion_row(o, p, c, bool(cell.failures)) for c in o.criteria}
+    h = row.criteria[headline]
+    row.bracket_lo, row.n_star, row.n_star_known, row.n_star_ci95 = h.bracket_lo, h.n_star, h.known, h.ci95
+    row.monotone, row.steps_to_zero = o.monotone(p, headline), o.steps()
+    row.rates = dict(zip(o.ns.tolist(), o.rates(table=o.table(headline)).tolist()))
+    row.t_star = None if cell.failures else o.t_star(p, criterion=headline)
     row.per_seed = cell.per_seed()
-    row.n_star_first_zero = o.n_star_first_zero(p)
     row.lost = _lost_row(measured) if one_pass else None
     row.tuning = _tuning_row(sweep, cell)
     row.window = _window_row(training, cell)
@@ -119,6 +132,19 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
     row.difficulty = _difficulty(sweep.family, data)
     row.floor = _floor(sweep, data, training, seeds, row.n_star)
     return row
+
+
+def criterion_of(sweep: Sweep, outcomes: Outcomes) -> str:
+    """The criterion a cell's headline N* is read under: the sweep's where the cell defines it (one
+    pass), else the stable one (multi-pass)."""
+    return sweep.criterion if sweep.criterion in outcomes.criteria else "stable"
+
+
+def _criterion_row(o: Outcomes, p: float, criterion: str, failed: bool) -> CriterionRow:
+    """A cell's N* under one criterion: its value (None where the cell failed), CI and bracket."""
+    lo, star = o.bracket(p, criterion)
+    known = o.n_star_known(p, criterion=criterion) is not None
+    return CriterionRow(None if failed else star, known, list(n_star_ci(o, p, criterion=criterion)), lo)
 
 
 def _lost_row(measured: list) -> LostRow | None:
@@ -218,16 +244,23 @@ def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, 
     return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
 
 
-def n_star_statistic(p: float):
-    """What the N* exponent is fitted on: a cell's N* at threshold p where it is known (None where it
-    is censored), over the given columns (seeds) of its outcomes."""
-    return lambda outcomes, columns: outcomes.n_star_known(p, columns)
+@dataclass(frozen=True)
+class NStar:
+    """What the N* exponent is fitted on: a cell's N* at threshold p under ``criterion`` (the stable
+    one where the cell defines no other: multi-pass) where it is known (None where it is censored),
+    over the given columns (seeds) of its outcomes; ``draws``: over many resamples at once."""
 
+    p: float
+    criterion: str = "stable"
 
-def first_zero_statistic(p: float):
-    """What the first-zero exponent is fitted on: the smallest N by which a share p of a cell's seeds
-    had zero test error at least once (one pass)."""
-    return lambda outcomes, columns: outcomes.n_star_first_zero(p, columns)
+    def mine(self, outcomes: Outcomes) -> str:
+        return self.criterion if self.criterion in outcomes.criteria else "stable"
+
+    def __call__(self, outcomes: Outcomes, columns) -> int | None:
+        return outcomes.n_star_known(self.p, columns, self.mine(outcomes))
+
+    def draws(self, outcomes: Outcomes, columns: np.ndarray) -> np.ndarray:
+        return outcomes.n_star_draws(self.p, columns, self.mine(outcomes), known=True)
 
 
 def _forms(sweep: Sweep, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
@@ -245,24 +278,60 @@ def _forms(sweep: Sweep, cells: list[CellResult], flagged: set[str], statistic) 
     return out
 
 
-def _differences(sweep: Sweep, inputs: dict[str, tuple], exponent: dict[str, Fit]) -> dict[str, Difference]:
+def _model_pairs(sweep: Sweep, groups: dict[str, str]) -> list[tuple[str, str]]:
+    """Each (earlier, later) pair of the sweep's models (spec order) among ``groups``' models."""
+    models = [m for m in sweep.models if m in groups]
+    return [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
+
+
+def _by_rest(names) -> dict[str, dict[str, str]]:
+    """Names of the form "model rest" (a group or a cell's label) by their rest, then by model."""
+    out: dict[str, dict[str, str]] = {}
+    for name in names:
+        model, _, rest = name.partition(" ")
+        out.setdefault(rest, {})[model] = name
+    return out
+
+
+def _differences(sweep: Sweep, inputs: dict[str, tuple], exponent: dict[str, Fit], statistic) -> dict[str, Difference]:
     """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
     of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
-    by_rest: dict[str, dict[str, str]] = {}  # other axis values -> model -> its group
-    for group in inputs:
-        model, _, rest = group.partition(" ")
-        by_rest.setdefault(rest, {})[model] = group
     out = {}
-    for rest, groups in by_rest.items():
-        models = [m for m in sweep.models if m in groups]
-        for i, a in enumerate(models):
-            for b in models[i + 1 :]:
-                ga, gb = groups[a], groups[b]
-                estimate = paired_slope_difference(inputs[ga], inputs[gb], n_star_statistic(sweep.success_rate))
-                name = f"{b} - {a}" + (f" {rest}" if rest else "")
-                cells = exponent[ga].cells + exponent[gb].cells
-                out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
+    for rest, groups in _by_rest(inputs).items():
+        for a, b in _model_pairs(sweep, groups):
+            ga, gb = groups[a], groups[b]
+            estimate = paired_slope_difference(inputs[ga], inputs[gb], statistic)
+            name = f"{b} - {a}" + (f" {rest}" if rest else "")
+            cells = exponent[ga].cells + exponent[gb].cells
+            out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
     return out
+
+
+def _ratios(sweep: Sweep, cells: list[CellResult], criterion: str) -> dict[str, dict]:
+    """Per pair of models ("cnn / vit") and setting both measured: the later model's N* over the
+    earlier one's under ``criterion``, with a paired bootstrap CI (they share seeds)."""
+    by_label = {c.cell.label: c for c in cells if c.measured() and not c.failures}
+    out: dict[str, dict] = {}
+    for rest, labels in _by_rest(by_label).items():
+        for a, b in _model_pairs(sweep, labels):
+            oa, ob = by_label[labels[a]].outcomes(), by_label[labels[b]].outcomes()
+            if criterion in oa.criteria and criterion in ob.criteria:
+                ratio = paired_n_star_ratio(oa, ob, sweep.success_rate, criterion)
+                out.setdefault(f"{b} / {a}", {})[rest or "all"] = ratio
+    return out
+
+
+def _criterion_fits(sweep: Sweep, cells: list[CellResult], flagged: set[str], criterion: str) -> CriterionFits:
+    """N* under one criterion fitted along the scaling field: exponents, differences, forms, ratios."""
+    axis, statistic = sweep.family.scaling.field, NStar(sweep.success_rate, criterion)
+    exponent = _fits(cells, flagged, axis, partial(_x, sweep), statistic)
+    inputs = _fit_inputs(sweep, cells, flagged)
+    return CriterionFits(
+        exponent,
+        _differences(sweep, inputs, exponent, statistic),
+        _forms(sweep, cells, flagged, statistic) if sweep.family.scaling.shifted else {},
+        _ratios(sweep, cells, criterion),
+    )
 
 
 def scaled(sweep: Sweep) -> bool:
@@ -292,37 +361,39 @@ def _fit_inputs(sweep: Sweep, cells: list[CellResult], flagged: set[str]) -> dic
 
 def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
     """Every statistic of the report, from the cells' results (no I/O)."""
-    p = sweep.success_rate
+    p, criterion = sweep.success_rate, sweep.criterion
     rows = [_cell_row(sweep, c) for c in cells]
     flagged = {r.label for r in rows if r.flagged}
-    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "exponent_first_zero")
-    others = ("forms", "forms_first_zero", "local_exponent", "exponent_difference")
-    fits: dict[str, dict] = {name: {} for name in (*names, *others)}
+    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "forms", "exponent_difference")
+    fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent")}
+    criteria: dict[str, CriterionFits] = {}
     if scaled(sweep):
         axis, scaling, x = sweep.family.scaling.field, sweep.family.scaling, partial(_x, sweep)
-        fits["exponent"] = _fits(cells, flagged, axis, x, n_star_statistic(p))
-        fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
         one_pass = [c for c in cells if sweep.resolved_cell(c.cell).one_pass]
-        fits["t_star_exponent"] = _fits(one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols))
-        fits["exponent_first_zero"] = _fits(one_pass, flagged, axis, x, first_zero_statistic(p))
-        inputs = _fit_inputs(sweep, cells, flagged)
+        if one_pass:
+            criteria = {c: _criterion_fits(sweep, one_pass, flagged, c) for c in CRITERIA}
+        headline = (
+            criteria[criterion] if len(one_pass) == len(cells) else _criterion_fits(sweep, cells, flagged, criterion)
+        )
+        fits |= {"exponent": headline.exponent, "exponent_difference": headline.exponent_difference}
+        fits["forms"] = headline.forms
+        fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
+        fits["t_star_exponent"] = _fits(
+            one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols, criterion_of(sweep, o))
+        )
         fits["local_exponent"] = {
             name: [
                 replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
-                for slope in local_slopes(values, outcomes, n_star_statistic(p))
+                for slope in local_slopes(values, outcomes, NStar(p, criterion))
             ]
-            for name, (values, outcomes) in inputs.items()
+            for name, (values, outcomes) in _fit_inputs(sweep, cells, flagged).items()
         }
-        fits["exponent_difference"] = _differences(sweep, inputs, fits["exponent"])
-        if scaling.shifted:
-            fits["forms"] = _forms(sweep, cells, flagged, n_star_statistic(p))
-            fits["forms_first_zero"] = _forms(sweep, one_pass, flagged, first_zero_statistic(p))
     if "lr" in sweep.swept:
         fits["lr_exponent"] = _fits(
             cells, flagged, "lr", lambda c: 1 / sweep.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)
         )
     protocols = {r.protocol for r in rows}
-    return Summary(
+    summary = Summary(
         sweep_id,
         sweep.name,
         sweep.models,
@@ -349,4 +420,8 @@ def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
         family=sweep.family.name,
         error_bound={str(r.n_test): round(error_bound(r.n_test), 6) for r in rows},
         seeds=sorted({r.seed for c in cells for r in c.measured()}),
+        criterion=criterion if criteria else "stable",
+        criteria=criteria,
     )
+    summary.verdict = verdict(summary)
+    return summary

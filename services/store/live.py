@@ -173,7 +173,7 @@ class LiveRecord:
         made = self.so_far(cells)
         now = run_values.now_ms()
         for cell in cells:
-            n_star = None if cell.failures else cell.n_star(self.sweep.success_rate)
+            n_star = None if cell.failures else cell.n_star(self.sweep.success_rate, self.sweep.criterion)
             if n_star is not None:
                 tracking.log_batch(
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]

@@ -20,11 +20,12 @@ class SummaryLog(NamedTuple):
 
 @dataclass(frozen=True)
 class CellLog:
-    """What a cell's child run logs of its summary row: N* at first zero, its oracle rules'
-    difficulty, the theory's premises checked on it and, tuned, the selection with its stability
-    window (tuning.json, as JSON; its ``chosen`` setting as params)."""
+    """What a cell's child run logs of its summary row: N* under each success criterion it has
+    (criterion -> N*), its oracle rules' difficulty, the theory's premises checked on it and,
+    tuned, the selection with its stability window (tuning.json, as JSON; its ``chosen`` setting
+    as params)."""
 
-    n_star_first_zero: int | None = None
+    n_star_by_criterion: dict[str, int] = field(default_factory=dict)
     difficulty: dict[str, float] = field(default_factory=dict)
     premises: list[Premise] = field(default_factory=list)
     tuning: dict | None = None

@@ -296,7 +296,7 @@ def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResu
         for n, curve in cell.curves(name).items()
         for step, value in curve
     ]
-    n_star = cell.n_star(sweep.success_rate)
+    n_star = cell.n_star(sweep.success_rate, sweep.criterion)
     if n_star is not None:
         metrics.append(Metric("n_star", n_star, now, 0))
     per_seed = cell.per_seed() or {"seeds": []}
@@ -306,8 +306,7 @@ def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResu
         for name in ("n_first_zero", "n_stable")
     ]
     metrics.append(Metric("trainings", len(cell.records), now, 0))
-    if log.n_star_first_zero is not None:
-        metrics.append(Metric("n_star_first_zero", log.n_star_first_zero, now, 0))
+    metrics += [Metric(f"n_star_{criterion}", value, now, 0) for criterion, value in log.n_star_by_criterion.items()]
     tuned = {f"tuned.{k}": v for k, v in log.tuning["chosen"].items()} if log.tuning else {}
     premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in log.premises}
     metrics += [Metric(f"difficulty.{name}", value, now, 0) for name, value in log.difficulty.items()]

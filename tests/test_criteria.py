@@ -1,0 +1,164 @@
+"""The three success criteria (iterate, first zero, stable) on one-pass outcomes whose answer is known,
+the monotone fit behind the iterate N*, and the verdict that states only what every criterion and
+setting agree on."""
+
+import numpy as np
+import pytest
+
+from services.analysis import CRITERIA, Estimate, Outcomes, monotone_n_star, n_star_ci, paired_n_star_ratio
+from services.stats.forms import Forms
+from services.stats.rows import CriterionFits, Difference, Summary
+from services.stats.verdict import verdict
+
+
+def isotonic(rates: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The weighted least-squares non-decreasing fit, by pool-adjacent-violators: the reference."""
+    blocks: list[list[float]] = []  # [mean, weight, length]
+    for r, w in zip(rates, weights):
+        blocks.append([r, w, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1, n1), (m2, w2, n2) = blocks.pop(-2), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    return np.concatenate([[m] * n for m, _, n in blocks])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_iterate_n_star_is_where_the_isotonic_fit_first_reaches_p(seed):
+    rng = np.random.default_rng(seed)
+    ns = np.arange(1, 31) * 8
+    table = (rng.random((30, 8)) < np.linspace(0.1, 0.9, 30)[:, None]).astype(float)
+    table[rng.random(table.shape) < 0.1] = np.nan  # diverged models: not counted
+    p = float(rng.choice([0.5, 0.75]))
+    counted = np.isfinite(table).sum(1)
+    fit = isotonic(np.nansum(table, 1) / np.maximum(counted, 1), counted)
+    reached = np.nonzero(fit >= p - 1e-12)[0]
+    assert monotone_n_star(ns, table, p) == (int(ns[reached[0]]) if len(reached) else None)
+
+
+def flicker_cell() -> Outcomes:
+    """8 seeds on N = 8 .. 160: every seed first reaches zero error at N = 40 and keeps it from
+    N = 120 on, but half of them lose it from N = 64 to 112 (a near-tie sample flipping)."""
+    ns = np.arange(1, 21) * 8
+    iterate = np.zeros((20, 8))
+    iterate[ns >= 40] = 1
+    iterate[(ns >= 64) & (ns < 120), :4] = 0
+    first_zero = (ns[:, None] >= 40).astype(float) * np.ones((1, 8))
+    stable = np.zeros((20, 8))
+    stable[ns >= 120, :4] = 1
+    stable[ns >= 40, 4:] = 1
+    nan = np.full((20, 8), np.nan)
+    return Outcomes(ns, np.arange(8), stable, nan, nan, batch_size=8, first_zero=first_zero, iterate=iterate)
+
+
+def test_the_three_criteria_read_one_run_three_ways():
+    cell = flicker_cell()
+    assert cell.criteria == CRITERIA
+    assert cell.n_star(0.5, criterion="first_zero") == 40
+    assert cell.n_star(0.5, criterion="stable") == 40  # half the seeds keep it from 40: p = 0.5 is met
+    assert cell.n_star(0.75, criterion="stable") == 120
+    assert cell.n_star(0.75, criterion="iterate") == 120  # the dip to 0.5 at 64-112 pools 40-112 to 0.65
+    assert cell.n_star(0.5, criterion="iterate") == 40
+    lo, hi = n_star_ci(cell, 0.75, criterion="iterate")
+    assert lo <= 120 <= hi
+    with pytest.raises(ValueError, match="iterate"):
+        Outcomes(cell.ns, cell.seeds, cell.success, cell.steps_to_zero, cell.test_loss).n_star(0.5, criterion="iterate")
+
+
+def test_a_paired_ratio_of_n_star_says_which_model_needs_more():
+    slow = flicker_cell()
+
+    def sooner(table: np.ndarray) -> np.ndarray:  # two evaluations earlier, the last row kept
+        return np.concatenate([table[2:], table[-1:], table[-1:]])
+
+    fast = Outcomes(
+        slow.ns,
+        slow.seeds,
+        sooner(slow.success),
+        slow.steps_to_zero,
+        slow.test_loss,
+        batch_size=8,
+        first_zero=sooner(slow.first_zero),
+        iterate=sooner(slow.iterate),
+    )
+    assert fast.n_star(0.75, criterion="iterate") == 104
+    ratio = paired_n_star_ratio(fast, slow, 0.75, "iterate")
+    assert ratio.value == pytest.approx(round(120 / 104, 4)) and ratio.ci95[0] >= 1
+
+
+def _summary(differences: dict[str, dict[str, Estimate]], forms: dict[str, dict[str, Forms]] | None = None) -> Summary:
+    criteria = {
+        c: CriterionFits(
+            exponent_difference={
+                name: Difference(e.value, e.ci95, pair="cnn - vit") for name, e in differences.get(c, {}).items()
+            },
+            forms=(forms or {}).get(c, {}),
+        )
+        for c in CRITERIA
+    }
+    empty: dict = {}
+    return Summary(
+        **dict.fromkeys(("sweep_id", "name", "family"), "li2023"),
+        models=["vit", "cnn"],
+        success_rate=0.5,
+        max_not_converged=0.1,
+        cells=[],
+        **{key: empty for key in ("exponent", "iterations_exponent", "t_star_exponent", "forms", "local_exponent")},
+        **{key: empty for key in ("exponent_difference", "lr_exponent", "theory", "paper", "stats", "n_star")},
+        protocol="one_pass",
+        criteria=criteria,
+    )
+
+
+def test_the_verdict_states_a_ranking_only_where_every_criterion_and_setting_agree():
+    agree = {
+        c: {"cnn - vit counts=binomial": Estimate(0.5, [0.2, 0.8]), "cnn - vit counts=fixed": Estimate(0.3, [0.1, 0.6])}
+        for c in CRITERIA
+    }
+    (finding,) = verdict(_summary(agree))
+    assert finding.holds and "cnn's N* exponent is larger than vit's" in finding.statement
+    assert set(finding.values) == {f"{c} counts={r}" for c in CRITERIA for r in ("binomial", "fixed")}
+
+    split = dict(
+        agree,
+        stable={
+            "cnn - vit counts=binomial": Estimate(-0.7, [-1.2, -0.4]),
+            "cnn - vit counts=fixed": Estimate(0.3, [0.1, 0.6]),
+        },
+    )
+    (finding,) = verdict(_summary(split))
+    assert not finding.holds and finding.statement.startswith("depends")
+    assert "smaller than vit's: stable counts=binomial" in finding.statement
+    assert finding.values["stable counts=binomial"] == "-0.70 [-1.20, -0.40]"
+
+    covered = dict(
+        agree,
+        iterate={
+            "cnn - vit counts=binomial": Estimate(0.1, [-0.2, 0.4]),
+            "cnn - vit counts=fixed": Estimate(0.3, [0.1, 0.6]),
+        },
+    )
+    (finding,) = verdict(_summary(covered))
+    assert not finding.holds and "undecided (the CI covers 0): iterate counts=binomial" in finding.statement
+
+
+def test_a_form_is_preferred_only_where_its_held_out_advantage_excludes_zero():
+    decided = Forms([], "shifted, k = 2", runner_up="power, k free", advantage=Estimate(0.2, [0.05, 0.3]), decided=True)
+    close = Forms([], "shifted, k = 2", runner_up="power, k free", advantage=Estimate(0.02, [-0.1, 0.2]))
+    assert decided.verdict == "shifted, k = 2" and close.verdict == "undecided"
+    (finding,) = verdict(_summary({}, {c: {"vit": decided} for c in CRITERIA}))
+    assert finding.holds and finding.statement.startswith("vit's N* prefers shifted, k = 2")
+    (finding,) = verdict(_summary({}, dict({c: {"vit": decided} for c in CRITERIA}, stable={"vit": close})))
+    assert not finding.holds and "undecided: stable" in finding.statement
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_n_star_over_many_resamples_at_once_equals_one_resample_at_a_time(criterion):
+    rng = np.random.default_rng(5)
+    ns = np.arange(1, 41) * 8
+    tables = [(rng.random((40, 6)) < np.linspace(0, 1, 40)[:, None]).astype(float) for _ in range(3)]
+    tables[1][rng.random(tables[1].shape) < 0.2] = np.nan
+    cell = Outcomes(ns, np.arange(6), *tables[:2], tables[2], batch_size=8, first_zero=tables[0], iterate=tables[2])
+    draws = rng.integers(0, 6, (300, 6))
+    for known, one in ((False, cell.n_star), (True, cell.n_star_known)):
+        expected = [np.nan if (s := one(0.5, row, criterion)) is None else s for row in draws]
+        assert np.array_equal(cell.n_star_draws(0.5, draws, criterion, known), expected, equal_nan=True)
