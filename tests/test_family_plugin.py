@@ -79,7 +79,7 @@ def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(examp
     fit = report["exponent"]["mlp"]
     assert fit["value"] is not None and fit["value"] > 0 and len(fit["points"]) == 4  # N* rises with n
     table = (tmp_path / "report" / "summary.md").read_text()
-    assert "| cell | n |" in table and "N* ~ (n)^k" in table and "theory" not in table  # it claims none
+    assert "| cell | n |" in table and "N* (iterate) ~ (n)^k" in table and "theory" not in table  # it claims none
 
 
 def test_a_family_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkeypatch):

@@ -106,11 +106,11 @@ def test_the_nearest_centroid_floor_on_a_hand_case():
 def test_the_plug_in_floor_needs_both_labels_and_falls_with_alpha_star():
     easy = TokenDataConfig(n_tokens=120, dim=8, n_patterns=4, tau=0.02, alpha_star=0.4, counts="binomial")
     hard = TokenDataConfig(n_tokens=120, dim=8, n_patterns=4, tau=0.02, alpha_star=0.1, counts="binomial")
-    floor = plug_in_floor(easy, SEEDS, 64, 200, 7)
+    floor = plug_in_floor(easy, SEEDS, 64, 200, [7] * len(SEEDS))
     table = floor.zero_error
     assert table.shape == (64, len(SEEDS)) and table[0].sum() == 0  # one sample: one label seen, half wrong
     assert table[-1].all()
-    assert plug_in_floor(hard, SEEDS, 64, 200, 7).zero_error[:8].sum() < table[:8].sum()
+    assert plug_in_floor(hard, SEEDS, 64, 200, [7] * len(SEEDS)).zero_error[:8].sum() < table[:8].sum()
     for column, first in zip(table.T, floor.both_labels_from):  # no zero error before both labels are seen
         assert first >= 2 and not column[: first - 1].any()
     assert both_labels_from(np.array([1.0, 1.0, -1.0])) == 3 and both_labels_from(np.array([-1.0, -1.0])) == 0

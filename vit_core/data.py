@@ -26,7 +26,7 @@ import torch
 
 from vit_core.configs import TokenDataConfig
 from vit_core.layout import TokenKind as TokenKind  # re-exported: families outside import it from here
-from vit_core.layout import draw_layout, make_patterns
+from vit_core.layout import draw_layout, draw_votes, make_patterns
 from vit_core.seeding import Stream, numpy_rng, stream_seed
 from vit_core.sparsify import keep_mask
 
@@ -119,3 +119,16 @@ def sample_tokens(
     ]
     fields = zip(*(vars(b).values() for b in blocks))
     return TokenBatch(*((torch.cat(parts) if len(parts) > 1 else parts[0])[within] for parts in fields))
+
+
+def vote_counts(cfg: TokenDataConfig, n: int, seed: int, stream: Stream) -> tuple[np.ndarray, np.ndarray]:
+    """(label-relevant, confusion) tokens among those each of the first n samples of (seed, stream)
+    keeps, (n,) each. Without sparsification read from each block's first draws (layout.draw_votes)
+    alone: no token is made."""
+    if cfg.sparsify_k:
+        batch = sample_tokens(cfg, n, seed, stream)
+        kept = {kind: ((batch.kinds == kind) & batch.keep).sum(1).numpy() for kind in TokenKind}
+        return kept[TokenKind.RELEVANT], kept[TokenKind.CONFUSION]
+    blocks, within = blocks_of(n, 0)
+    votes = [draw_votes(cfg, BLOCK, numpy_rng(seed, stream, b)) for b in blocks]
+    return tuple(np.concatenate([v[i] for v in votes])[within] for i in (1, 2))

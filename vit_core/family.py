@@ -170,12 +170,24 @@ class Family:
         return []
 
     def information_floor(
-        self, data: Any, seeds: list[int], n_max: int, n_test: int, test_seed: int
+        self, data: Any, seeds: list[int], n_max: int, n_test: int, test_seeds: list[int]
     ) -> FloorTable | None:
         """Whether a plug-in rule that knows the data's form, fitted on seed s's first N = 1..n_max
-        training samples, makes no error on the test set (n_test samples of test_seed): how few
-        samples the data allow, beside what SGD needs. None: no such rule known."""
+        training samples, makes no error on its test set (n_test samples of s's test seed in
+        ``test_seeds``): how few samples the data allow, beside what SGD needs, an upper bound on
+        what such a rule needs. None: no such rule known."""
         return None
+
+    def vote_margins(self, data: Any, n: int, seed: int) -> Any:
+        """The vote margin (n,) of each of the first ``n`` samples of ``seed``'s test stream: how many
+        more label-relevant tokens than confusion tokens it holds (a margin of 1 is a near tie that
+        one token decides). None: the data have no vote."""
+        return None
+
+    def sample_premises(self, data: Any, n: int, seed: int, stream: Stream) -> dict[str, Any]:
+        """Per premise that the theory states on averages, whether each of the first ``n`` samples of
+        (seed, stream) meets it on its own (name -> (n,) bool). None known: {}."""
+        return {}
 
     def difficulty(self, data: Any) -> dict[str, float]:
         """How hard ``data`` are for simple rules that know the truth (name -> value): a regime

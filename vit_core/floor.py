@@ -1,5 +1,7 @@
-"""The information floor of Paper A's data: how few samples a plug-in rule needs for zero test
-error, beside the N* of SGD (Theorem 1 bounds SGD's count; the data may allow far fewer).
+"""The plug-in rule's N on Paper A's data: how few samples one rule that knows the data's form needs
+for zero test error, beside the N* of SGD (Theorem 1 bounds SGD's count; the data may allow far
+fewer). It is that one rule's count: an upper bound on what the data need, not a floor under it
+(at alpha* = 0.05 on binomial counts it lies above the ViT's first zero).
 
 The rule is the nearest class centroid of the mean token (over the tokens each sample keeps),
 fitted on a seed's first N training samples, the very samples one-pass SGD reads first, and
@@ -42,12 +44,15 @@ def nearest_centroid_zero_error(
     return np.all(t[:, None] * score > 0, axis=0)
 
 
-def plug_in_floor(data: TokenDataConfig, seeds: list[int], n_max: int, n_test: int, test_seed: int) -> FloorTable:
+def plug_in_floor(
+    data: TokenDataConfig, seeds: list[int], n_max: int, n_test: int, test_seeds: list[int]
+) -> FloorTable:
     """The plug-in rule on seed s's first N = 1..n_max training samples: whether it has zero error
-    on the test set (n_test samples of test_seed's test stream), and from which N they hold both labels."""
-    test = mean_tokens(data, n_test, test_seed, Stream.TEST_DATA)
+    on its test set (n_test samples of the test stream of s's seed in ``test_seeds``), and from
+    which N they hold both labels."""
+    tests = {t: mean_tokens(data, n_test, t, Stream.TEST_DATA) for t in dict.fromkeys(test_seeds)}
     trains = [mean_tokens(data, n_max, s, Stream.TRAIN_DATA) for s in seeds]
-    columns = [nearest_centroid_zero_error(train, test) for train in trains]
+    columns = [nearest_centroid_zero_error(train, tests[t]) for train, t in zip(trains, test_seeds)]
     return FloorTable(np.stack(columns, 1).astype(float), np.array([both_labels_from(y) for _, y in trains]))
 
 

@@ -75,11 +75,16 @@ def _noisy(cfg: TokenDataConfig, kinds: np.ndarray, rng: np.random.Generator) ->
     return top_k(score, round(cfg.noisy_fraction * cfg.n_tokens))
 
 
+def draw_votes(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first draws of ``draw_layout``: n samples' labels and (label-relevant, confusion) token counts."""
+    labels = rng.choice(np.array([-1, 1]), n)
+    return (labels, *_counts(cfg, n, rng))
+
+
 def draw_layout(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> Layout:
     """n samples' labels, token kinds, patterns and noise norms from ``rng`` (n·L numbers)."""
     L = cfg.n_tokens
-    labels = rng.choice(np.array([-1, 1]), n)
-    n_rel, n_conf = _counts(cfg, n, rng)
+    labels, n_rel, n_conf = draw_votes(cfg, n, rng)
     rank = rng.permuted(np.broadcast_to(np.arange(L), (n, L)), axis=1)  # a random order of positions
     kinds = np.where(
         rank < n_rel[:, None],

@@ -141,11 +141,30 @@ class Li2023(Family):
             Premise("step", lr < 1, lr, 1.0, "a small step, eta < 1 (attention mass -> 1 - eta^C needs eta < 1)"),
         ]
 
-    def information_floor(self, data: TokenDataConfig, seeds, n_max, n_test, test_seed):
+    def information_floor(self, data: TokenDataConfig, seeds, n_max, n_test, test_seeds):
         """The nearest class centroid of the mean token (vit_core.floor)."""
         from vit_core.floor import plug_in_floor
 
-        return plug_in_floor(data, list(seeds), n_max, n_test, test_seed)
+        return plug_in_floor(data, list(seeds), n_max, n_test, list(test_seeds))
+
+    def vote_margins(self, data: TokenDataConfig, n: int, seed: int):
+        """Label-relevant minus confusion tokens among those each test sample keeps (vit_core.data)."""
+        from vit_core.data import vote_counts
+
+        relevant, confusion = vote_counts(data, n, seed, Stream.TEST_DATA)
+        return relevant - confusion
+
+    def sample_premises(self, data: TokenDataConfig, n: int, seed: int, stream: Stream):
+        """The premises on alpha* and alpha# read per sample: its own confusion ratio below 1/(2e), at
+        least TOKENS label-relevant tokens, and a vote that no single token decides (margin >= 2)."""
+        from vit_core.data import vote_counts
+
+        relevant, confusion = vote_counts(data, n, seed, stream)
+        return {
+            "confusion": confusion < CONFUSION_BOUND * relevant,
+            "tokens": relevant >= TOKENS,
+            "margin >= 2": relevant - confusion >= 2,
+        }
 
     def difficulty(self, data: TokenDataConfig) -> dict[str, float]:
         """The oracle mean-token and single-token rules' error (and the first's margin): vit_core.oracle."""

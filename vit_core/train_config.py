@@ -19,7 +19,12 @@ class TrainConfig:
     eval_every: int = param(20, "steps between evaluations")
     n_test: int = param(1000, "held-out test samples; success means zero error on all of them")
     eval_subset: int = param(200, "test samples scored at every evaluation; all n_test where it is error-free")
-    test_seed: int = param(1_000_003, "seed of the test set (the same for every model and pack)")
+    test_seed: int = param(1_000_003, "seed of the test set (test_sets: per_seed, the first of one per seed)")
+    test_sets: Literal["shared", "per_seed"] = param(
+        "shared",
+        "shared: one test set, test_seed's, for every model; per_seed: seed s's models are scored on test seed "
+        "test_seed + s's, so that resampling seeds resamples the test set too and every CI over seeds carries it",
+    )
     eval_batch: int = param(
         25,
         "samples per forward pass during evaluation (bounds memory; 25 scored a ViT at L = 120 1.7x faster than 100 "
@@ -61,6 +66,10 @@ class TrainConfig:
             raise ConfigError("eval_ratio", self.eval_ratio, "must be > 1")
         if not (self.stability_window == 0 or self.stability_window > 1):
             raise ConfigError("stability_window", self.stability_window, "must be 0 (off) or > 1")
+
+    def test_seeds(self, seeds: list[int]) -> list[int]:
+        """The seed of the test set each of ``seeds``' models is scored on (test_sets)."""
+        return [self.test_seed + (s if self.test_sets == "per_seed" else 0) for s in seeds]
 
     @property
     def sample_budget(self) -> int:

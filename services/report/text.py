@@ -155,7 +155,7 @@ def verdict_lines(summary: "Summary") -> list[str]:
 
 
 def _floor_cell(floor) -> str:
-    """The information floor in the table: its N*, or above the largest N tried, or - (none known)."""
+    """The plug-in rule's N in the table: its N*, or above the largest N tried, or - (none known)."""
     if floor is None:
         return "-"
     return f"> {floor.n_max}" if floor.n_star is None else str(floor.n_star)
@@ -212,6 +212,35 @@ def _floor_lines(summary: "Summary") -> list[str]:
             )
         )
     return lines
+
+
+def _sample_lines(summary: "Summary") -> list[str]:
+    """Per setting (the models share its data): how many of a test set's samples sit at each vote
+    margin (the near ties, margin 1, decide a model's zero test error), and the share of training
+    and test samples that meet each premise on their own, where the theory states it on averages."""
+    seen: dict[str, list[str]] = {}
+    for r in summary.cells:
+        m = r.samples
+        if m is None or r.setting in seen:
+            continue
+        sets = f"{m.test_sets} sets of {m.n_test:,} (each seed's own)" if m.test_sets > 1 else f"one of {m.n_test:,}"
+        counts = ", ".join(f"{margin}: {count:,.1f}" for margin, count in m.margins.items())
+        shares = [
+            f"{what}: " + ", ".join(f"{name} {share:.1%}" for name, share in met.items())
+            for what, met in (
+                (f"training (each seed's first {m.train_samples:,})", m.train_share),
+                ("test", m.test_share),
+            )
+        ]
+        seen[r.setting] = [
+            f"test set vote margins, {r.setting}: {sets}; samples per set at margin {counts} (means; smallest "
+            f"{m.smallest}: at margin 1 one token decides the label)"
+        ] * (m.smallest < len(m.margins))  # only where some sample sits below the last bin
+        if any(share < 1 for met in (m.train_share, m.test_share) for share in met.values()):
+            seen[r.setting].append(
+                f"per-sample premises, {r.setting}: the share of samples meeting each on its own: " + "; ".join(shares)
+            )
+    return [line for lines in seen.values() for line in lines]
 
 
 def _kept_lines(summary: "Summary") -> list[str]:
@@ -371,6 +400,7 @@ def notes(summary: "Summary") -> list[str]:
         *_fit_lines(summary),
         *_form_lines(summary),
         *_floor_lines(summary),
+        *_sample_lines(summary),
         *_kept_lines(summary),
         *_premise_lines(summary),
         *_difficulty_lines(summary),

@@ -49,7 +49,8 @@ class WindowRow:
 
 @dataclass
 class FloorRow:
-    """The information floor of a cell's data (Family.information_floor): the N from which a
+    """The plug-in rule's N on a cell's data (Family.information_floor; one rule's count, an upper
+    bound on what the data need, not a floor): the N from which a
     plug-in rule fitted on the seeds' first N training samples keeps zero test error on a share p
     of them, with its bootstrap CI, and the largest N tried."""
 
@@ -58,6 +59,23 @@ class FloorRow:
     n_max: int
     both_labels: int | None = None  # seeds whose first N* samples (the cell's SGD N*) hold both labels
     seeds: int = 0
+
+
+@dataclass
+class SamplesRow:
+    """A cell's samples one by one, where the theory speaks of averages: its test sets' vote margins
+    (Family.vote_margins: how many of a test set's samples sit at margin 1, 2, 3, 4 and above, the
+    mean over its test sets, one shared or each seed's own; near ties decide zero test error) and
+    the share of its training and test samples meeting each per-sample premise
+    (Family.sample_premises; training: each seed's first ``train_samples``)."""
+
+    test_sets: int
+    n_test: int
+    margins: dict[str, float]  # "1" .. "4", ">=5" -> mean samples per test set
+    smallest: int  # the smallest margin of any test set
+    train_samples: int
+    train_share: dict[str, float] = field(default_factory=dict)  # premise -> share of training samples meeting it
+    test_share: dict[str, float] = field(default_factory=dict)  # premise -> share of test samples meeting it
 
 
 @dataclass
@@ -143,6 +161,7 @@ class CellRow:
     premises: list[Premise] = field(default_factory=list)  # the theory's premises checked on the cell
     difficulty: dict[str, float] = field(default_factory=dict)  # oracle rules on the cell's data (family's names)
     floor: FloorRow | None = None  # the plug-in rule's N on the same seeds' samples (None: the family has none)
+    samples: SamplesRow | None = None  # vote margins and per-sample premises (None: the data have no vote)
     lost: LostRow | None = None  # one pass: seeds that reached zero test error and did not keep it (None: none)
 
     @property
@@ -152,6 +171,11 @@ class CellRow:
         if self.n_star is not None or not self.bracket_lo:
             return None
         return self.window.cap / self.window.stability_window if self.window else float(self.bracket_lo)
+
+    @property
+    def setting(self) -> str:
+        """The axis values alone ("alpha_star=0.1"): what the models of one setting share (its data)."""
+        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
 
     @property
     def violated(self) -> list[Premise]:

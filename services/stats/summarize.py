@@ -32,6 +32,7 @@ from services.stats.rows import (
     CriterionRow,
     FloorRow,
     LostRow,
+    SamplesRow,
     Summary,
     TuningRow,
     WindowRow,
@@ -40,8 +41,9 @@ from services.stats.rows import (
 from services.stats.verdict import verdict
 from vit_core.family import Family, FloorTable, Premise
 from vit_core.outcomes import OUTCOMES
+from vit_core.seeding import Stream
 
-FLOOR_N = 2048  # the information floor is looked for among N = 1 .. this (above it: reported as not reached)
+FLOOR_N = 2048  # the plug-in rule's N is looked for among N = 1 .. this (above it: reported as not reached)
 
 
 @cache
@@ -59,16 +61,18 @@ def _premises(sweep: Sweep, cell: CellResult, row: CellRow, seeds: tuple[int, ..
 
 
 @cache
-def _floor_table(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int) -> FloorTable | None:
+def _floor_table(
+    family: Family, data, seeds: tuple[int, ...], n_test: int, test_seeds: tuple[int, ...]
+) -> FloorTable | None:
     """The family's plug-in rule on one data config and ``seeds`` (the same for every cell sharing them)."""
-    return family.information_floor(data, list(seeds), FLOOR_N, n_test, test_seed)
+    return family.information_floor(data, list(seeds), FLOOR_N, n_test, list(test_seeds))
 
 
 @cache
-def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seed: int, p: float):
-    """The information floor's N* at share p of the seeds and its bootstrap CI (a live record's
+def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_seeds: tuple[int, ...], p: float):
+    """The plug-in rule's N* at share p of the seeds and its bootstrap CI (a live record's
     summaries ask again for the same cells: computed once), or None where the family has no rule."""
-    table = _floor_table(family, data, seeds, n_test, test_seed)
+    table = _floor_table(family, data, seeds, n_test, test_seeds)
     if table is None:
         return None
     # a run of equal rows has equal rates in every resample, and the stable N* is the first N of a run:
@@ -80,10 +84,30 @@ def _floor_star(family: Family, data, seeds: tuple[int, ...], n_test: int, test_
     return outcomes.n_star(p), list(n_star_ci(outcomes, p))
 
 
+TRAIN_SAMPLES = 2000  # each seed's first training samples whose per-sample premises are counted
+
+
+@cache
+def _samples(family: Family, data, n_test: int, seeds: tuple[int, ...], test_seeds: tuple[int, ...]):
+    """A cell's samples one by one (SamplesRow), the same for every cell sharing its data and seeds;
+    None where the family's data have no vote."""
+    found = [family.vote_margins(data, n_test, s) for s in test_seeds]
+    if found[0] is None:
+        return None
+    counts = np.stack([np.bincount(np.clip(m, 0, 5), minlength=6)[1:] for m in found]).mean(0)
+    margins = {str(k): round(float(v), 2) for k, v in zip(range(1, 5), counts)} | {">=5": round(float(counts[4]), 2)}
+    shares = []
+    for stream, n, which in ((Stream.TRAIN_DATA, TRAIN_SAMPLES, seeds), (Stream.TEST_DATA, n_test, test_seeds)):
+        met = [family.sample_premises(data, n, s, stream) for s in which]
+        shares.append({name: round(float(np.mean([m[name] for m in met])), 4) for name in met[0]})
+    smallest = int(min(m.min() for m in found))
+    return SamplesRow(len(test_seeds), n_test, margins, smallest, TRAIN_SAMPLES, *shares)
+
+
 def _floor(sweep: Sweep, data, training, seeds: tuple[int, ...], n_star: int | None) -> FloorRow | None:
-    """The information floor of a cell's data on its seeds, and how many seeds' first N* samples
+    """The plug-in rule's N on a cell's data and seeds, and how many seeds' first N* samples
     (the cell's SGD N*) hold both labels."""
-    args = (sweep.family, data, seeds, training.n_test, training.test_seed)
+    args = (sweep.family, data, seeds, training.n_test, tuple(training.test_seeds(list(seeds))))
     star = _floor_star(*args, sweep.success_rate)
     if star is None:
         return None
@@ -131,6 +155,8 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
     row.premises = _premises(sweep, cell, row, seeds)
     row.difficulty = _difficulty(sweep.family, data)
     row.floor = _floor(sweep, data, training, seeds, row.n_star)
+    test_seeds = tuple(dict.fromkeys(training.test_seeds(list(seeds))))
+    row.samples = _samples(sweep.family, data, training.n_test, seeds, test_seeds)
     return row
 
 

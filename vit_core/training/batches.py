@@ -1,6 +1,7 @@
 """A pack's training samples: a fixed set per model drawn from with replacement (multi_pass,
 TrainSets) or a fresh mini-batch every step (one_pass, FreshBatches), made by the data's family."""
 
+import dataclasses
 import math
 from typing import Any
 
@@ -11,6 +12,7 @@ from torch import Tensor
 from vit_core.data import BLOCK, TokenBatch
 from vit_core.family import family_of
 from vit_core.seeding import Stream, numpy_rng
+from vit_core.train_config import TrainConfig
 
 DataConfig = Any  # an installed family's data config (vit_core.family)
 
@@ -26,6 +28,18 @@ def sample(
     """Samples [start, start + n) of a seed's ``stream`` of ``data``, made by its family on ``device``
     (off the CPU, other draws of the same distribution where the family draws there: Family.sample_on)."""
     return family_of(data).sample_on(data, n, seed, stream, start, device)
+
+
+def test_set(data: DataConfig, train: TrainConfig, seeds: list[int], device: str | torch.device = "cpu") -> TokenBatch:
+    """The test set a pack of models of ``seeds`` is scored on: test_seed's n_test samples (n, L, d),
+    shared (train.test_sets "shared"), or each model's own (TrainConfig.test_seeds), stacked (K, n, L, d)."""
+    if train.test_sets == "shared":
+        return sample(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
+    test_seeds = train.test_seeds(seeds)
+    own = {s: sample(data, train.n_test, s, Stream.TEST_DATA) for s in dict.fromkeys(test_seeds)}
+    one = own[test_seeds[0]]
+    stacked = (torch.stack([getattr(own[s], f.name) for s in test_seeds]) for f in dataclasses.fields(one))
+    return type(one)(*stacked).to(device)
 
 
 class TrainSets:

@@ -33,9 +33,8 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from vit_core.family import family_of
 from vit_core.packed import PackedModels, missing_members
-from vit_core.seeding import Stream
 from vit_core.train_config import TrainConfig
-from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, sample
+from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, test_set
 from vit_core.training.records import PackResult, _Recorder
 from vit_core.training.scoring import LOSSES, _TestScores, errors, outputs
 
@@ -222,9 +221,11 @@ def train_pack(
     lrs = np.asarray(lr if lr is not None else [train.lr] * K, dtype=np.float64)
     if not (lrs > 0).all():
         raise ValueError(f"lr={lrs.min()}: every step size must be > 0")
-    test = sample(data, train.n_test, train.test_seed, Stream.TEST_DATA).to(device)
-    test_keep = None if test.keep.all() else test.keep
     family = family_of(data)
+    if train.test_sets == "per_seed" and (shared := family.test_set_metric_names(data)):
+        raise ValueError(f"test_sets=per_seed: {family.name} measures {', '.join(shared)} on one shared test set")
+    test = test_set(data, train, seeds, device)
+    test_keep = None if test.keep.all() else test.keep
     model = build(model_cfg, data, seeds, device)
     lr_tensor = torch.tensor(lrs, dtype=torch.float32, device=device)
     sets = (

@@ -72,7 +72,11 @@ def _sums(
         part = slice(s, min(s + chunk, n))
         X, y = tokens[..., part, :, :], labels[..., part]
         kp = None if keep is None else keep[..., part, :]
-        rel = None if kinds is None else (kinds[part] == TokenKind.RELEVANT).to(X.dtype) * (1 if kp is None else kp)
+        rel = (
+            None
+            if kinds is None
+            else (kinds[..., part, :] == TokenKind.RELEVANT).to(X.dtype) * (1 if kp is None else kp)
+        )
         F, mass = _scored(model, X, kp, rel)
         totals["error"] += errors(F, y).sum(-1)
         totals["loss"] += loss(F, y).sum(-1)
@@ -109,12 +113,17 @@ class _TestScores:
     gradients: its parameters, outputs and sums are what they were, so it is not scored again
     (a one-pass ViT that keeps zero error reads most samples at margin >= 1: 35-54% of the
     samples a main-job pack scored).
+
+    A test set of one per model (K, n, L, d: TrainConfig.test_sets "per_seed") is followed by the
+    rows of the models still in the pack (``rows``), each model scored on its own.
     """
 
     def __init__(self, test: TokenBatch, keep: Tensor | None, train: TrainConfig, K: int):
         self.test, self.keep, self.train, self.loss = test, keep, train, LOSSES[train.loss]
-        self.n, self.total = min(train.eval_subset, len(test)), len(test)
+        size = test.labels.shape[-1]
+        self.n, self.total = min(train.eval_subset, size), size
         device = test.tokens.device
+        self.rows = torch.arange(K, device=device) if test.labels.dim() == 2 else None
         self.sums = {part: {name: torch.zeros(K, device=device) for name in METRICS} for part in ("subset", "rest")}
         self.valid = {part: torch.zeros(K, dtype=torch.bool, device=device) for part in ("subset", "rest")}
 
@@ -137,15 +146,15 @@ class _TestScores:
         index = torch.nonzero(which).squeeze(1)
         if not len(index):
             return
-        kp = None if self.keep is None else self.keep[samples]
         t = self.test
+        at = samples if self.rows is None else (self.rows[index], samples)  # per model: its own rows
         got = _sums(
             model if len(index) == model.K else model.select(index),
-            t.tokens[samples],
-            t.labels[samples],
-            kp,
+            t.tokens[at],
+            t.labels[at],
+            None if self.keep is None else self.keep[at],
             self.train.eval_batch,
-            t.kinds[samples],
+            t.kinds[at],
             self.loss,
         )
         for name, value in got.items():
@@ -157,6 +166,8 @@ class _TestScores:
         for part in self.sums:
             self.sums[part] = {name: value[index] for name, value in self.sums[part].items()}
             self.valid[part] = self.valid[part][index]
+        if self.rows is not None:
+            self.rows = self.rows[index]
 
 
 @torch.no_grad()
