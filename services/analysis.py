@@ -92,6 +92,10 @@ class Outcomes:
         (one final model per N and seed)."""
         return CRITERIA if self.iterate is not None else ("stable",)
 
+    def as_defined(self, criterion: str) -> str:
+        """``criterion`` where these outcomes define it (one pass), else the stable one (multi-pass)."""
+        return criterion if criterion in self.criteria else "stable"
+
     def table(self, criterion: str = "stable") -> np.ndarray:
         """The (N, seed) table of 1/0/NaN a criterion reads (CRITERIA)."""
         if criterion not in self.criteria:

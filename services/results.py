@@ -246,7 +246,7 @@ class CellResult:
         if self.failures or not self.records:
             return None
         outcomes = self.outcomes()
-        return outcomes.n_star(p, criterion=criterion if criterion in outcomes.criteria else "stable")
+        return outcomes.n_star(p, criterion=outcomes.as_defined(criterion))
 
     def per_seed(self) -> dict | None:
         """One pass: each seed's first N with zero test error and its stable N (-1: never), by seed."""

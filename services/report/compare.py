@@ -114,7 +114,7 @@ def compare(a: tuple[Sweep, str, list[CellResult]], b: tuple[Sweep, str, list[Ce
     for pair in pairs:
         if pair.label in measured[0] and pair.label in measured[1]:
             outcomes = measured[0][pair.label], measured[1][pair.label]
-            mine = tuple(c if c in o.criteria else "stable" for c, o in zip(criteria, outcomes))
+            mine = tuple(o.as_defined(c) for c, o in zip(criteria, outcomes))
             pair.ratio = n_star_ratio(*outcomes, *p, criteria=mine)
             pair.verdict = verdict(pair.ratio.ci95, 1.0)
     inputs = [n_star_fit_inputs(sweep[0], summary, sweep[2]) for sweep, summary in zip((a, b), summaries)]

@@ -140,7 +140,7 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
     row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
     row.flagged = row.not_converged_share > sweep.max_not_converged  # above it, N* says little
     o, p = cell.outcomes(), sweep.success_rate
-    row.criterion = headline = criterion_of(sweep, o)
+    row.criterion = headline = o.as_defined(sweep.criterion)
     row.criteria = {c: _criterion_row(o, p, c, bool(cell.failures)) for c in o.criteria}
     h = row.criteria[headline]
     row.bracket_lo, row.n_star, row.n_star_known, row.n_star_ci95 = h.bracket_lo, h.n_star, h.known, h.ci95
@@ -158,12 +158,6 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
     test_seeds = tuple(dict.fromkeys(training.test_seeds(list(seeds))))
     row.samples = _samples(sweep.family, data, training.n_test, seeds, test_seeds)
     return row
-
-
-def criterion_of(sweep: Sweep, outcomes: Outcomes) -> str:
-    """The criterion a cell's headline N* is read under: the sweep's where the cell defines it (one
-    pass), else the stable one (multi-pass)."""
-    return sweep.criterion if sweep.criterion in outcomes.criteria else "stable"
 
 
 def _criterion_row(o: Outcomes, p: float, criterion: str, failed: bool) -> CriterionRow:
@@ -279,14 +273,11 @@ class NStar:
     p: float
     criterion: str = "stable"
 
-    def mine(self, outcomes: Outcomes) -> str:
-        return self.criterion if self.criterion in outcomes.criteria else "stable"
-
     def __call__(self, outcomes: Outcomes, columns) -> int | None:
-        return outcomes.n_star_known(self.p, columns, self.mine(outcomes))
+        return outcomes.n_star_known(self.p, columns, outcomes.as_defined(self.criterion))
 
     def draws(self, outcomes: Outcomes, columns: np.ndarray) -> np.ndarray:
-        return outcomes.n_star_draws(self.p, columns, self.mine(outcomes), known=True)
+        return outcomes.n_star_draws(self.p, columns, outcomes.as_defined(self.criterion), known=True)
 
 
 def _forms(sweep: Sweep, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
@@ -405,7 +396,7 @@ def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
         fits["forms"] = headline.forms
         fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
         fits["t_star_exponent"] = _fits(
-            one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols, criterion_of(sweep, o))
+            one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols, o.as_defined(criterion))
         )
         fits["local_exponent"] = {
             name: [
