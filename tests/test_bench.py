@@ -111,7 +111,7 @@ def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary == json.loads(run.stdout.strip().splitlines()[-1])
     assert not summary["cuda"] and summary["fallback"]
-    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {"ended": "exit 0", "trainings": 4}
+    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {"ended": "exit 0", "trainings": 8}
     (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
     assert (row["workload"], row["model"], row["compiled"]) == ("W2", "cnn", False) and row["model_steps_per_s"] > 0
     assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"
