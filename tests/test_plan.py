@@ -346,10 +346,10 @@ def test_cells_that_differ_in_values_alone_share_one_timing():
 
 
 def test_one_shape_at_many_batches_is_timed_at_its_ends_and_costs_the_line_between(monkeypatch):
-    """A step costs a + b·B: batch_scaling's ten probes, one for each alpha*'s batch (13-64), took
-    its whole plan of 46.9 s. Each model is timed at its smallest and largest batch alone; two
-    batches of one shape are each timed."""
-    spec = load_spec(ROOT / "sweeps" / "batch_scaling.yaml")
+    """A step costs a + b·B: a spec whose batch grows like 1/alpha* once took its whole plan of 46.9 s
+    in probes, one for each alpha*'s batch (the retired batch_scaling.yaml, 13-64). Each model is
+    timed at its smallest and largest batch alone; two batches of one shape are each timed."""
+    spec = load_spec(ROOT / "sweeps" / "sample_complexity_coupled.yaml")  # B = 8, 16, 32, 64
     jobs = {timing.timing_key(spec, c, 16): (spec, c, 16) for c in spec.cells}
     timed = []
 
@@ -361,12 +361,12 @@ def test_one_shape_at_many_batches_is_timed_at_its_ends_and_costs_the_line_betwe
 
     monkeypatch.setattr(timing, "step_costs", step_costs)
     costs = timing.step_costs_of(spec, jobs, 1)
-    assert sorted(timed) == [("cnn", 13), ("cnn", 64), ("vit", 13), ("vit", 64)]
-    assert len(costs) == 10
+    assert sorted(timed) == [("cnn", 8), ("cnn", 64), ("vit", 8), ("vit", 64)]
+    assert len(costs) == 8
     for (_, batch), (rate, most) in costs.items():
         assert rate == most
         assert dataclasses.astuple(rate) == pytest.approx((1e-3 * batch, 0.05, 2e-3 + 1e-4 * batch, 0.07, 0.01 * batch))
-    two = {k: v for k, v in jobs.items() if k[1] in (13, 21)}
+    two = {k: v for k, v in jobs.items() if k[1] in (16, 32)}
     timed.clear()
     timing.step_costs_of(spec, two, 1)
     assert len(timed) == 4
