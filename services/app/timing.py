@@ -170,7 +170,7 @@ def _split(sweep: "Sweep", cell: "Cell", configs: tuple, size: int, full: float,
         rest,
         step_s=per_model,
         pack_step_s=max(0.0, size * (full - per_model)),
-        pack_s=rest.pack_s - size * model_s,
+        pack_s=max(TRIAL_S, rest.pack_s - size * model_s),  # at least TRIAL_S, which rounding can undercut
         model_s=model_s,
     )
 
