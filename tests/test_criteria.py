@@ -162,3 +162,14 @@ def test_n_star_over_many_resamples_at_once_equals_one_resample_at_a_time(criter
     for known, one in ((False, cell.n_star), (True, cell.n_star_known)):
         expected = [np.nan if (s := one(0.5, row, criterion)) is None else s for row in draws]
         assert np.array_equal(cell.n_star_draws(0.5, draws, criterion, known), expected, equal_nan=True)
+
+
+def test_the_fits_are_one_table_the_headline_criterion_first():
+    from services.report.text import fit_table
+
+    differences = {c: {"cnn - vit": Estimate(0.1 * i, [0.1 * i - 1, 0.1 * i + 1])} for i, c in enumerate(CRITERIA)}
+    summary = _summary(differences)
+    summary.criterion = "stable"
+    header, rows = fit_table(summary)
+    assert header[:2] == ["criterion", "group"] and [r[0] for r in rows] == ["stable", "iterate", "first_zero"]
+    assert rows[0][1:] == ["cnn - vit", "+0.20 [-0.80, +1.20]", "-"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from services.search.selection import SMALLEST_BATCH
 from services.stats import statistics
 from services.stats.base import fmt
-from services.stats.rows import Summary, error_bound
+from services.stats.rows import CriterionFits, Summary, error_bound
 from vit_core.outcomes import OUTCOMES
 
 
@@ -118,7 +118,7 @@ def _fit_lines(summary: "Summary") -> list[str]:
                     + _against_theory(summary, _theory(theory, group), fit.cells)
                 )
         if key == "exponent":
-            lines += _difference_lines(summary) + _criteria_lines(summary) + _local_lines(summary)
+            lines += _difference_lines(summary) + _local_lines(summary)
     fitted = any(fit.value is not None for fit in summary.exponent.values())
     for model, ref in summary.paper.items():
         if ref["exponent"] is not None and fitted:
@@ -131,17 +131,24 @@ def _fit_lines(summary: "Summary") -> list[str]:
     return lines
 
 
-def _criteria_lines(summary: "Summary") -> list[str]:
-    """Per criterion other than the headline's: its N* exponents and their differences, one line each."""
-    lines, x = [], summary.scaling.symbol if summary.scaling else "x"
-    for criterion in _other_criteria(summary):
-        fits = summary.criteria[criterion]
-        parts = [f"{group} {fmt(f.value, '.2f')} {fmt(f.ci95, '.2f')}" for group, f in fits.exponent.items()]
-        differences = fits.exponent_difference.items()
-        parts += [f"{name} {fmt(d.value, '+.2f')} {fmt(d.ci95, '+.2f')}" for name, d in differences]
-        if parts:
-            lines.append(f"N* ({criterion}) ~ ({x})^k, k and differences with 95% CIs: " + "; ".join(parts))
-    return lines
+def fit_table(summary: "Summary") -> tuple[list[str], list[list[str]]]:
+    """The N* fits as one table (header, rows): per criterion, the headline's first, each group's
+    exponent k with its CI and the form the data prefer (or "undecided", with the held-out advantage
+    it rests on), then each paired difference of exponents."""
+    criteria = summary.criteria or {
+        summary.criterion: CriterionFits(summary.exponent, summary.exponent_difference, summary.forms)
+    }
+    rows = []
+    for criterion in sorted(criteria, key=lambda c: c != summary.criterion):
+        fits = criteria[criterion]
+        for group, fit in fits.exponent.items():
+            forms = fits.forms.get(group)
+            form = "-" if forms is None else _preference(forms).removeprefix("the data prefer: ")
+            rows.append([criterion, group, f"{fmt(fit.value, '.2f')} {fmt(fit.ci95, '.2f')}", form])
+        for name, d in fits.exponent_difference.items():
+            rows.append([criterion, name, f"{fmt(d.value, '+.2f')} {fmt(d.ci95, '+.2f')}", "-"])
+    x = summary.scaling.symbol if summary.scaling else "x"
+    return ["criterion", "group", f"k of N* ~ ({x})^k, or a difference of k [95% CI]", "form"], rows
 
 
 def verdict_lines(summary: "Summary") -> list[str]:
@@ -433,6 +440,10 @@ def markdown(summary: "Summary") -> str:
         "|" + " --- |" * len(table_header(summary)),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+    header, rows = fit_table(summary)
+    if rows:
+        lines += ["", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join([*lines, "", *[f"- {line}" for line in notes(summary)]]) + "\n"
 
 
@@ -451,10 +462,14 @@ def write(folder: Path, summary: "Summary", figs: dict) -> Path:
 def _html(summary: "Summary", images: list[str]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in table_header(summary))
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in table_rows(summary))
+    header, rows = fit_table(summary)
+    fit_head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    fit_body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    fit_html = f"<table border=1><tr>{fit_head}</tr>{fit_body}</table>" if rows else ""
     fits = "".join(f"<li>{escape(line)}</li>" for line in notes(summary))
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in images)
     return (
         "<!doctype html><meta "
         f"charset=utf-8><title>{escape(summary.sweep_id)}</title><h1>{escape(summary.sweep_id)}</h1>"
-        f"<table border=1><tr>{head}</tr>{body}</table><ul>{fits}</ul>{pictures}"
+        f"<table border=1><tr>{head}</tr>{body}</table>{fit_html}<ul>{fits}</ul>{pictures}"
     )
