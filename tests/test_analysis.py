@@ -149,7 +149,7 @@ def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_r
 
 
 def test_steps_ratio_of_two_cells_with_a_ci():
-    from services.analysis import steps_ratio
+    from services.ratios import steps_ratio
 
     slow = _outcomes(_records([16], lambda n: True, steps=400))
     fast = _outcomes(_records([16], lambda n: True, steps=50))

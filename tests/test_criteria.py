@@ -5,7 +5,8 @@ setting agree on."""
 import numpy as np
 import pytest
 
-from services.analysis import CRITERIA, Estimate, Outcomes, monotone_n_star, n_star_ci, paired_n_star_ratio
+from services.analysis import CRITERIA, Estimate, Outcomes, monotone_n_star, n_star_ci
+from services.ratios import paired_n_star_ratio
 from services.stats.forms import Forms
 from services.stats.rows import CriterionFits, Difference, Summary
 from services.stats.verdict import verdict
@@ -165,7 +166,7 @@ def test_n_star_over_many_resamples_at_once_equals_one_resample_at_a_time(criter
 
 
 def test_the_fits_are_one_table_the_headline_criterion_first():
-    from services.report.text import fit_table
+    from services.report.fits import fit_table
 
     differences = {c: {"cnn - vit": Estimate(0.1 * i, [0.1 * i - 1, 0.1 * i + 1])} for i, c in enumerate(CRITERIA)}
     summary = _summary(differences)

@@ -98,7 +98,14 @@ def import_graph() -> dict[str, set[str]]:
 
 # services' layers, bottom up: a module imports only from its own layer and those below it
 LAYERS = (
-    ("services.process", "services.analysis", "services.legacy", "services.results", "services.plotting"),
+    (
+        "services.process",
+        "services.analysis",
+        "services.ratios",
+        "services.legacy",
+        "services.results",
+        "services.plotting",
+    ),
     ("services.spec",),  # the schema, the search modes, a cell resolved, the checks
     ("services.search",),  # each mode's round planner, the packs
     ("services.stats",),  # the summary, its fits, the registered statistics

@@ -12,8 +12,9 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 import vitsweep
-from services.analysis import Outcomes, n_star_ratio
+from services.analysis import Outcomes
 from services.app.cli import app
+from services.ratios import n_star_ratio
 from services.report.compare import AGREE, DIFFER, compare, verdict
 from services.search.planners import planner
 from services.spec import Sweep, parse_spec, spec_text

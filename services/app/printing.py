@@ -62,7 +62,8 @@ def duration(seconds: float) -> str:
 
 def print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
-    from services.report.text import fit_table, notes, table_header, table_rows
+    from services.report.fits import fit_table
+    from services.report.text import notes, table_header, table_rows
 
     title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
     title += f" (success: {summary.criterion})" if summary.criteria else ""

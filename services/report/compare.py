@@ -10,7 +10,8 @@ No I/O: the caller reads the sweeps and logs or prints what this returns.
 import math
 from dataclasses import asdict, dataclass
 
-from services.analysis import Estimate, Fit, Outcomes, n_star_ratio, slope_difference
+from services.analysis import Estimate, Fit, Outcomes, slope_difference
+from services.ratios import n_star_ratio
 from services.report.text import span
 from services.results import CellResult
 from services.spec import Sweep
@@ -35,7 +36,7 @@ def verdict(ci95: list[float | None] | None, null: float) -> str:
 @dataclass
 class CellPair:
     """One cell (by its label) in both sweeps: N* and its 95% CI (None where it has no such cell),
-    and where both measured it, B's N* over A's with its CI and its verdict (analysis.n_star_ratio)."""
+    and where both measured it, B's N* over A's with its CI and its verdict (ratios.n_star_ratio)."""
 
     label: str
     n_star_a: int | None

@@ -2,7 +2,7 @@
 to zero test error at the largest N) of the model its theory beats over that of the one it
 favours (Paper A: the CNN's over the ViT's), with a 95% CI."""
 
-from services.analysis import steps_ratio
+from services.ratios import steps_ratio
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats.base import Statistic, fmt

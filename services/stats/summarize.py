@@ -18,9 +18,9 @@ from services.analysis import (
     fit_exponent,
     local_slopes,
     n_star_ci,
-    paired_n_star_ratio,
     paired_slope_difference,
 )
+from services.ratios import paired_n_star_ratio
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, Sweep
