@@ -46,12 +46,18 @@ def monotone_n_star(ns: np.ndarray, table: np.ndarray, p: float) -> int | None:
     sum of (successes - p·counted) over N, no later partial sum falls below the smallest earlier
     one: the isotonic regression's max-min formula, without fitting it."""
     counted = np.isfinite(table)
-    gain = np.where(counted, table, 0.0).sum(1) - p * counted.sum(1)
-    total = np.concatenate([[0.0], np.cumsum(gain)])
-    later = np.minimum.accumulate(total[1:][::-1])[::-1]  # min over k >= i of S_k
-    earlier = np.minimum.accumulate(total[:-1])  # min over j <= i of S_(j-1)
-    reached = np.nonzero((later >= earlier - 1e-9) & counted.any(1))[0]
-    return int(ns[reached[0]]) if len(reached) else None
+    first = int(monotone_first(np.where(counted, table, 0.0).sum(1), counted.sum(1), p))
+    return int(ns[first]) if first >= 0 else None
+
+
+def monotone_first(hits: np.ndarray, counted: np.ndarray, p: float) -> np.ndarray:
+    """monotone_n_star's row index (-1: none) from the successes and counted models per N (N, ...),
+    along the first axis, for every column of the others at once."""
+    total = np.concatenate([np.zeros((1, *hits.shape[1:])), np.cumsum(hits - p * counted, 0)])
+    later = np.minimum.accumulate(total[1:][::-1], 0)[::-1]  # min over k >= i of S_k
+    earlier = np.minimum.accumulate(total[:-1], 0)  # min over j <= i of S_(j-1)
+    reached = (later >= earlier - 1e-9) & (counted > 0)
+    return np.where(reached.any(0), reached.argmax(0), -1)
 
 
 def counted_success(outcome: Outcome | str) -> float | None:
@@ -122,11 +128,7 @@ class Outcomes:
         counted = np.isfinite(table).sum(-1)
         hits = np.where(np.isfinite(table), table, 0.0).sum(-1)
         if criterion == "iterate":
-            total = np.concatenate([np.zeros((1, len(draws))), np.cumsum(hits - p * counted, 0)])
-            later = np.minimum.accumulate(total[1:][::-1], 0)[::-1]
-            earlier = np.minimum.accumulate(total[:-1], 0)
-            reached = (later >= earlier - 1e-9) & (counted > 0)
-            first = np.where(reached.any(0), reached.argmax(0), -1)
+            first = monotone_first(hits, counted, p)
         else:
             below = ~(np.where(counted > 0, hits / np.maximum(counted, 1), np.nan) >= p)
             last = np.where(below.any(0), len(self.ns) - 1 - below[::-1].argmax(0), -1)
