@@ -110,12 +110,16 @@ def ray_per_trial(work: list[dict], storage: Path) -> float:
 
 def tune_grid_seconds(trainable, param_space: dict, storage: Path) -> float:
     """Seconds for a local Ray (started here) and Ray Tune's defaults to run ``trainable`` over
-    ``param_space``, one trial per point: the per-trial baselines' common part."""
+    ``param_space``, one trial per point: the per-trial baselines' common part. A new Ray of its
+    own, as vitsweep's embedded default starts it: a bare ray.init joins the newest Ray started
+    on the machine (a test's cluster that later kills its nodes: "Owner's node has crashed")."""
     import ray
     from ray import tune
 
+    from services.execution.ray_start import start_local_ray
+
     start = time.perf_counter()
-    ray.init(include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    start_local_ray(include_dashboard=False, log_to_driver=False)
     run_config = tune.RunConfig(storage_path=str(storage), verbose=0)
     grid = tune.Tuner(trainable, param_space=param_space, run_config=run_config).fit()
     seconds = time.perf_counter() - start
