@@ -27,6 +27,10 @@ class TokenKind(IntEnum):
     CONFUSION = 2  # carries the other discriminative pattern
 
 
+MARGIN_BINS = ("1", "2", "3", "4", "5plus")  # vote margins (relevant - confusion tokens), 5 and more together
+MARGIN_ERRORS = tuple(f"test_errors_margin_{m}" for m in MARGIN_BINS)  # a model's test errors at each margin
+
+
 @dataclass
 class Layout:
     """n samples without their noise directions: labels (n,) in {-1, +1}; per token (n, L) its

@@ -42,6 +42,18 @@ def test_set(data: DataConfig, train: TrainConfig, seeds: list[int], device: str
     return type(one)(*stacked).to(device)
 
 
+def test_margins(data: DataConfig, train: TrainConfig, seeds: list[int]) -> torch.Tensor | None:
+    """Each test sample's vote margin (Family.vote_margins), shaped like test_set's labels: (n,),
+    or (K, n) with a test set per seed; None where the data have no vote."""
+    family, test_seeds = family_of(data), train.test_seeds(seeds)
+    own = {s: family.vote_margins(data, train.n_test, s) for s in dict.fromkeys(test_seeds)}
+    if own[test_seeds[0]] is None:
+        return None
+    if train.test_sets == "shared":
+        return torch.from_numpy(own[test_seeds[0]])
+    return torch.stack([torch.from_numpy(own[s]) for s in test_seeds])
+
+
 class TrainSets:
     """multi_pass: each model's own training samples, padded to the largest N, and its batch
     stream (``fixed``: a training set to score and settle on)."""

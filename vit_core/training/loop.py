@@ -32,9 +32,10 @@ from torch import Tensor
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from vit_core.family import family_of
+from vit_core.layout import MARGIN_ERRORS
 from vit_core.packed import PackedModels, missing_members
 from vit_core.train_config import TrainConfig
-from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, test_set
+from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, test_margins, test_set
 from vit_core.training.records import PackResult, _Recorder
 from vit_core.training.scoring import LOSSES, _TestScores, errors, outputs
 
@@ -136,9 +137,10 @@ class _Training:
             self.sets.note_losses(per_sample)
         self.window_steps += 1
 
-    def test_metrics(self, decisive: Tensor) -> dict[str, Tensor]:
-        """Test metrics of every model (_TestScores), scoring only those that moved since."""
-        result = self.scores(self.model, decisive, self.moved)
+    def test_metrics(self, decisive: Tensor, exact: Tensor) -> dict[str, Tensor]:
+        """Test metrics of every model (_TestScores), scoring only those that moved since; those
+        ``exact`` (at their last evaluation) on the whole test set."""
+        result = self.scores(self.model, decisive, self.moved, exact)
         self.moved.zero_()
         return result
 
@@ -233,11 +235,13 @@ def train_pack(
         if one_pass
         else TrainSets(data, n_train, seeds, train.batch_size, device)
     )
-    scores = _TestScores(test, test_keep, train, K)
+    margins = test_margins(data, train, seeds)
+    scores = _TestScores(test, test_keep, train, K, margins)
     pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], scores, train.compile)
     budget = torch.tensor([train.steps_for(n) for n in n_train])
     grid = set(train.evaluation_steps(int(budget.max())))
-    rec = _Recorder(K, model.metric_names + family.test_set_metric_names(data))
+    by_margin = MARGIN_ERRORS if margins is not None else ()
+    rec = _Recorder(K, model.metric_names + family.test_set_metric_names(data) + by_margin)
     for step in range(int(budget.max()) + 1):
         ends = budget[pack.ids] == step  # models whose budget ends here (on the host: no device sync a step)
         if step in grid or ends.any():
@@ -249,8 +253,10 @@ def train_pack(
             decisive = (
                 first_zero_unknown | diverged | settled | ending | one_pass
             )  # one_pass: every zero counts for stability
-            on_test = pack.test_metrics(decisive)
+            at_zero = torch.from_numpy(rec.streak_start[pack.ids.numpy()] > 0).to(device) & one_pass
+            on_test = pack.test_metrics(decisive, (settled | ending | at_zero) & ~diverged)  # last, or losing zero
             extra = pack.model.metrics() if rec.extra else {}
+            extra |= {name: on_test[name] for name in by_margin}
             extra |= family.test_set_metrics(data, pack.model, test, [seeds[i] for i in pack.ids.tolist()], train)
             rec.add(step, pack.ids, on_test, on_train, extra, diverged.cpu(), settled.cpu())
             rec.snap(pack.ids, pack.model.snapshot())

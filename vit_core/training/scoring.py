@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from vit_core.data import TokenBatch
-from vit_core.layout import TokenKind
+from vit_core.layout import MARGIN_BINS, MARGIN_ERRORS, TokenKind
 from vit_core.packed import PackedModels, attention_mass
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import image_keep, sparsified_name
@@ -63,10 +63,15 @@ def _sums(
     chunk: int,
     kinds: Tensor | None,
     loss: Callable[[Tensor, Tensor], Tensor],
+    bins: Tensor | None = None,
 ) -> dict[str, Tensor]:
-    """evaluate's metrics summed over the samples instead of averaged (sums of parts add up)."""
+    """evaluate's metrics summed over the samples instead of averaged (sums of parts add up); given
+    each sample's margin bin (``bins``: one-hot, shaped like ``labels`` plus MARGIN_BINS), also each
+    model's errors per bin ("by_margin", (K, MARGIN_BINS))."""
     K, n = model.K, tokens.shape[-3]
     totals = {name: torch.zeros(K, device=tokens.device) for name in METRICS}
+    if bins is not None:
+        totals["by_margin"] = torch.zeros(K, len(MARGIN_BINS), device=tokens.device)
     measured = False  # attention mass: only a model with attention (Paper A's ViT) on data with token kinds
     for s in range(0, n, chunk):
         part = slice(s, min(s + chunk, n))
@@ -78,8 +83,11 @@ def _sums(
             else (kinds[..., part, :] == TokenKind.RELEVANT).to(X.dtype) * (1 if kp is None else kp)
         )
         F, mass = _scored(model, X, kp, rel)
-        totals["error"] += errors(F, y).sum(-1)
+        wrong = errors(F, y)
+        totals["error"] += wrong.sum(-1)
         totals["loss"] += loss(F, y).sum(-1)
+        if bins is not None:
+            totals["by_margin"] += (wrong.unsqueeze(-1) * bins[..., part, :]).sum(-2)
         if mass is not None:
             measured = True
             totals["attention_mass"] += mass.sum(-1)
@@ -100,14 +108,25 @@ def _scored(
 
 
 class _TestScores:
-    """Each model's test-set sums over the first ``eval_subset`` samples and over the rest, kept
-    until its parameters change, and the test metrics read from them.
+    """Each model's test-set sums over the first ``eval_subset`` samples (the screen) and over the
+    rest, kept until its parameters change, and the test metrics read from them.
 
-    Metrics are the subset's, extended to the whole test set where the subset is error-free and
-    the model is ``decisive`` (it has not reached zero test error before, or this is its last
-    evaluation). A model with zero error on the whole set has zero error on the subset, so the
-    first step with zero test error and the final outcome are always decided on the whole set,
-    while most evaluations cost a fifth of it or less; the subset is never scored twice.
+    Metrics are the screen's, extended to the whole test set where the screen is error-free and
+    the model is ``decisive`` (it has not reached zero test error before, or one pass), and for
+    every model at an ``exact`` evaluation (its last, or one where it was at zero test error the
+    evaluation before: where it errs now, how it lost zero error is counted in full). A model with
+    zero error on the whole set has zero error on the screen, so every zero test error is decided
+    on the whole set, while most evaluations cost the screen alone; no sample is scored twice.
+
+    The rest is scored in chunks, the screen's size and doubling, its samples at the smallest vote
+    margin first where the data have a vote (``margins``: the near ties, where a model errs first),
+    and a model leaves the scoring at the chunk where it first errs, unless the evaluation is
+    exact. Its test error is then the errors found over the whole set: a lower bound, exact in
+    whether it is 0; its loss and attention mass the screen's. On 10,000 test samples a model with
+    a few errors among the near ties costs one chunk, not the 9,800 past the screen.
+
+    With margins, an evaluation that covers the whole set also counts each model's errors per vote
+    margin (MARGIN_ERRORS: 1, 2, 3, 4, 5 and more; NaN where it did not cover it).
 
     A model whose mini-batches since its last evaluation all had zero hinge loss got zero
     gradients: its parameters, outputs and sums are what they were, so it is not scored again
@@ -118,36 +137,77 @@ class _TestScores:
     rows of the models still in the pack (``rows``), each model scored on its own.
     """
 
-    def __init__(self, test: TokenBatch, keep: Tensor | None, train: TrainConfig, K: int):
+    def __init__(
+        self, test: TokenBatch, keep: Tensor | None, train: TrainConfig, K: int, margins: Tensor | None = None
+    ):
         self.test, self.keep, self.train, self.loss = test, keep, train, LOSSES[train.loss]
         size = test.labels.shape[-1]
         self.n, self.total = min(train.eval_subset, size), size
         device = test.tokens.device
         self.rows = torch.arange(K, device=device) if test.labels.dim() == 2 else None
-        self.sums = {part: {name: torch.zeros(K, device=device) for name in METRICS} for part in ("subset", "rest")}
+        self.order = self.bins = None  # the rest's positions, hardest first; each sample's margin bin, one-hot
+        if margins is not None:
+            margins = margins.to(device)
+            self.order = torch.argsort(margins[..., self.n :], dim=-1, stable=True) + self.n
+            bin_of = margins.clamp(1, len(MARGIN_BINS)).long() - 1
+            self.bins = torch.nn.functional.one_hot(bin_of, len(MARGIN_BINS)).to(test.tokens.dtype)
+        names = METRICS + (("by_margin",) if margins is not None else ())
+        self.sums = {part: {name: self._zeros(K, name, device) for name in names} for part in ("subset", "rest")}
         self.valid = {part: torch.zeros(K, dtype=torch.bool, device=device) for part in ("subset", "rest")}
+        self.complete = torch.zeros(K, dtype=torch.bool, device=device)  # the rest's sums cover all of it
 
-    def __call__(self, model: PackedModels, decisive: Tensor, moved: Tensor) -> dict[str, Tensor]:
+    @staticmethod
+    def _zeros(K: int, name: str, device) -> Tensor:
+        return torch.zeros((K, len(MARGIN_BINS)) if name == "by_margin" else K, device=device)
+
+    def __call__(
+        self, model: PackedModels, decisive: Tensor, moved: Tensor, exact: Tensor | None = None
+    ) -> dict[str, Tensor]:
         """Test metrics of every model; only those that ``moved`` since they were scored are scored."""
+        exact = torch.zeros_like(decisive) if exact is None else exact
         for valid in self.valid.values():
             valid &= ~moved
-        self._score(model, "subset", ~self.valid["subset"], slice(0, self.n))
-        subset = self.sums["subset"]
-        clean = (subset["error"] == 0) & decisive
+        self._score(model, "subset", ~self.valid["subset"], 0, self.n)
+        subset, rest = self.sums["subset"], self.sums["rest"]
+        extend = ((subset["error"] == 0) & decisive) | exact
         if self.n < self.total:
-            self._score(model, "rest", clean & ~self.valid["rest"], slice(self.n, self.total))
-        result = {name: value / self.n for name, value in subset.items()}
-        for name, rest in self.sums["rest"].items():
-            result[name][clean] = (subset[name][clean] + rest[clean]) / self.total
+            self._score_rest(model, extend & ~(self.valid["rest"] & (self.complete | ~exact)), exact)
+        whole = extend & (self.complete | (self.n == self.total))
+        result = {name: subset[name] / self.n for name in METRICS}
+        for name in METRICS:
+            result[name][whole] = (subset[name][whole] + rest[name][whole]) / self.total
+        cut = extend & ~whole  # left the scoring at its first error: the errors found so far
+        result["error"][cut] = (subset["error"][cut] + rest["error"][cut]) / self.total
+        if self.bins is not None:
+            counts = torch.where(whole.unsqueeze(1), subset["by_margin"] + rest["by_margin"], float("nan"))
+            result |= {name: counts[:, i] for i, name in enumerate(MARGIN_ERRORS)}
         return result
 
-    def _score(self, model: PackedModels, part: str, which: Tensor, samples: slice) -> None:
-        """Score the models marked ``which`` on test ``samples`` into the sums of ``part``."""
+    def _score_rest(self, model: PackedModels, which: Tensor, exact: Tensor) -> None:
+        """Score the models marked ``which`` on the rest, chunk by chunk, each until its first error
+        (to the end where ``exact``)."""
+        if not which.any():
+            return
+        for value in self.sums["rest"].values():
+            value[which] = 0
+        active, reached, start, size = which.clone(), torch.zeros_like(which, dtype=torch.long), self.n, self.n
+        while start < self.total and active.any():
+            stop = min(start + size, self.total)
+            self._score(model, "rest", active, start, stop, add=True)
+            reached[active] = stop
+            active &= (self.sums["rest"]["error"] == 0) | exact
+            start, size = stop, 2 * size
+        self.complete[which] = reached[which] == self.total
+        self.valid["rest"][which] = True
+
+    def _score(self, model: PackedModels, part: str, which: Tensor, start: int, stop: int, add: bool = False) -> None:
+        """Score the models marked ``which`` on test samples ``start`` to ``stop`` (of the rest: in
+        its order) into the sums of ``part``, or added to them."""
         index = torch.nonzero(which).squeeze(1)
         if not len(index):
             return
+        at = self._positions(index, start, stop)
         t = self.test
-        at = samples if self.rows is None else (self.rows[index], samples)  # per model: its own rows
         got = _sums(
             model if len(index) == model.K else model.select(index),
             t.tokens[at],
@@ -156,16 +216,29 @@ class _TestScores:
             self.train.eval_batch,
             t.kinds[at],
             self.loss,
+            None if self.bins is None else self.bins[at],
         )
         for name, value in got.items():
-            self.sums[part][name][index] = value
+            self.sums[part][name][index] = value + (self.sums[part][name][index] if add else 0)
         self.valid[part][index] = True
+
+    def _positions(self, index: Tensor, start: int, stop: int) -> tuple | slice:
+        """The index of test samples ``start`` to ``stop`` for the models at ``index``: the rest
+        in its order; each model's own rows of a test set per model."""
+        ordered = self.order is not None and start >= self.n
+        if self.rows is None:
+            return self.order[start - self.n : stop - self.n] if ordered else slice(start, stop)
+        rows = self.rows[index]
+        if ordered:
+            return rows.unsqueeze(1), self.order[rows, start - self.n : stop - self.n]
+        return rows, slice(start, stop)
 
     def select(self, index: Tensor) -> None:
         """Keep only the models at ``index`` (positions in the current pack)."""
         for part in self.sums:
             self.sums[part] = {name: value[index] for name, value in self.sums[part].items()}
             self.valid[part] = self.valid[part][index]
+        self.complete = self.complete[index]
         if self.rows is not None:
             self.rows = self.rows[index]
 
