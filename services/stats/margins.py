@@ -23,11 +23,6 @@ class LosingErrors:
     seeds: int
     by_margin: dict[str, int]
 
-    @property
-    def near_tie_share(self) -> float:
-        """The share of these errors at margin 1."""
-        return self.by_margin[MARGIN_BINS[0]] / max(sum(self.by_margin.values()), 1)
-
 
 def losing_evaluations(records: list[ModelRecord]) -> list[ModelRecord]:
     """The one-pass records, per run in N order, whose test error is above 0 where the one before was 0."""
@@ -56,10 +51,10 @@ class ErrorsByMargin(Statistic):
 
     def lines(self, summary: Summary) -> list[str]:
         return [
-            f"zero error lost, {label}: {e.evaluations} evaluations of {e.seeds} seeds erred right after a zero, "
-            f"{sum(e.by_margin.values())} test errors, by vote margin "
+            f"zero error lost, {label}: {e.evaluations} evaluations ({e.seeds} seeds) erred right after a zero, "
+            f"{sum(e.by_margin.values())} test errors; by vote margin "
             + ", ".join(f"{b}: {n}" for b, n in e.by_margin.items())
-            + f" ({e.near_tie_share:.0%} near ties, margin 1)"
+            + " (the test sets' margins: above)"
             for label, e in summary.stats[self.name].items()
         ]
 
