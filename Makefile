@@ -47,6 +47,11 @@ paper-grid: $(VENV)/.installed
 test: $(VENV)/.installed system-tools lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
+# The inner loop: every test not marked `system` (no Ray, MLflow server, Docker, Slurm, browser or
+# benchmark; pyproject.toml's markers, tests/conftest.py's guard), on two workers, test by test.
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -n 2 -m "not system" --durations=10
+
 # ruff's lint rules and formatting (pyproject.toml [tool.ruff]); `$(BIN)/ruff format .` applies the format
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -66,12 +66,19 @@ LONGEST = (
 )
 
 
+SYSTEM_FIXTURES = {"local_ray", "ray_cluster", "mlflow_server"}  # a test that asks for one is a system test
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The compose stack's tests run first, then the files that start no Ray, then the rest, the
-    LONGEST first: `make test` runs the suite in two pytest-xdist workers (a file to a worker, in
+    """Tests that ask for a Ray or a server are marked ``system`` (the others are marked in their
+    files). The compose stack's tests run first, then the files that start no Ray, then the rest,
+    the LONGEST first: `make test` runs the suite in two pytest-xdist workers (a file to a worker, in
     this order as workers free up), so one worker builds the stack's images and runs its sweeps
     (minutes on a fresh machine, seconds once built) while the other takes the rest of the suite,
     the files that start no Ray first."""
+    for item in items:
+        if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.system)
 
     def order(item: pytest.Item) -> tuple:
         name = item.path.name
@@ -79,6 +86,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return name != STACK_TESTS, name not in NO_RAY, long
 
     items.sort(key=order)  # stable: each file's tests stay in their order
+
+
+@pytest.fixture(autouse=True)
+def _fast_unless_system(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``system`` may not start Ray in its own process: `make test-fast` would
+    run it, seconds of Ray's start-up unseen. Refused in every run, so a missing mark fails CI."""
+    if request.node.get_closest_marker("system") is None:
+
+        def refused(*args, **kwargs):
+            pytest.fail(f"{request.node.nodeid} starts Ray: mark it @pytest.mark.system (tests/conftest.py)")
+
+        monkeypatch.setattr(ray, "init", refused)
 
 
 def stack_build() -> tuple[int, str]:

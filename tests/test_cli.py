@@ -69,6 +69,7 @@ def test_ui_refuses_a_home_without_a_store(tmp_path):
     assert result.exit_code == 2 and "no MLflow store yet" in result.stderr
 
 
+@pytest.mark.system
 def test_ui_serves_the_store_and_prints_the_latest_sweep_in_the_training_view(two_sweeps, free_port):
     """`vitsweep ui` prints the latest sweep's parent run page; in headless Chromium that page
     shows the run in MLflow's model-training view (runs, model metrics), not the GenAI one."""
@@ -101,6 +102,7 @@ def test_ui_serves_the_store_and_prints_the_latest_sweep_in_the_training_view(tw
         proc.wait()
 
 
+@pytest.mark.system
 def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path, monkeypatch, caplog):
     """`vitsweep run` with no Ray up starts one, and stops it (in the main thread, while MLflow
     records in another) before it returns; the record is whole. A start that fails (as Ray's does

@@ -18,6 +18,8 @@ import pytest
 from conftest import chromium_page, pick_free_port, stack_build
 from mlflow.tracking import MlflowClient
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 ROOT = Path(__file__).parents[1]
 STACK = ROOT / "docker" / "stack.py"
 VITSWEEP = Path(sys.executable).parent / "vitsweep"

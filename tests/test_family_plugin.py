@@ -62,6 +62,7 @@ def vitsweep(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.system
 def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(example_installed, tmp_path):
     schema = subprocess.run([str(VITSWEEP), "schema"], capture_output=True, text=True, check=True).stdout
     assert "sparse_parity" in json.loads(schema)["discriminator"]["mapping"]  # the schema lists it

@@ -20,6 +20,8 @@ from conftest import wait_until
 
 from services.app import runs
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 
 def _listening(sid: int) -> list[tuple[str, str, int]]:
     """(process name, address, port) of every listening TCP or bound UDP socket of the processes of session ``sid``."""

@@ -9,6 +9,8 @@ import pytest
 from chaos import ADAPTIVE, GRID, KilledSweep, check
 from conftest import run_spec
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 # One kill in each stretch whose loss a resume must make good: trials half done, every trial done and
 # nothing in MLflow, the MLflow record half made (the grid took 182.9 s of the suite with two kills more,
 # 162.4 s without them); `make chaos` also kills as trials are created, once the record is whole, and at random.

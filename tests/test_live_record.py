@@ -18,6 +18,8 @@ from mlflow.tracking import MlflowClient
 from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
 from services.store.uris import embedded_uri
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 # chaos's grid sweep, its packs two models each (one N, both seeds): a cell's first pack completes its row
 SPEC = "# live: the chaos grid in packs of one N\n" + GRID.replace("chaos-grid", "live").replace(
     "models_per_pack: 1", "models_per_pack: 2"

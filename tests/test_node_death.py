@@ -17,6 +17,8 @@ from services.search.packs import packs
 from services.spec import parse_spec
 from vit_core import train_pack
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 SPEC = """name: node-death
 models: [vit]
 data: {n_tokens: 30, dim: 12, n_patterns: 12, alpha_star: 0.2}

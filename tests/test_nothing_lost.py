@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from chaos import GRID, logged_records
 from conftest import mlflow_server_at
 from mlflow.tracking import MlflowClient
@@ -14,6 +15,8 @@ from services.app.cli import app
 from services.spec import parse_spec
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys, vit_core_hash
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
+
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
 runner = CliRunner()
 SPEC = (

@@ -107,6 +107,7 @@ def vitsweep(*args: str, cwd: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.system
 def test_an_installed_search_mode_plans_and_runs_through_ray_into_mlflow(smallest_installed, tmp_path):
     spec = tmp_path / "smallest.yaml"
     spec.write_text(SPEC)

@@ -17,6 +17,8 @@ from services.spec import Sweep, load_spec
 from services.store import tracking
 from vit_core import train_pack
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 SMOKE = Path(__file__).parents[1] / "sweeps" / "smoke.yaml"
 runner = CliRunner()
 

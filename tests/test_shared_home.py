@@ -10,10 +10,13 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 from chaos import BIN, GRID, ROOT, KilledSweep, wait_gone
 from conftest import wait_until
 
 from services.store import state
+
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
 # the chaos grid's ViT alone, two models a pack: two trials
 TINY = (

@@ -28,11 +28,14 @@ SMOKE_CELLS = 4
 LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")  # a job's states before it has ended
 NODES = ("n1", "n2")  # one slurmd each (`slurmd -N NAME`), both this machine
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(d) is None for d in DAEMONS) or os.geteuid() != 0,
-    reason="needs Slurm and munge (make system-tools installs Debian's slurm-wlm and munge) and root, "
-    "which runs slurmd here",
-)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(
+        any(shutil.which(d) is None for d in DAEMONS) or os.geteuid() != 0,
+        reason="needs Slurm and munge (make system-tools installs Debian's slurm-wlm and munge) and root, "
+        "which runs slurmd here",
+    ),
+]
 
 # cred_expire=10: a requeued job may start again 11 s after it requeued (Slurm holds it back for the
 # credentials' lifetime, 120 s by default, which the requeue test waited out)

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from services import process
 from services.app.cli import app
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 BIN = Path(sys.executable).parent
 runner = CliRunner()
 

@@ -20,6 +20,8 @@ from mlflow.tracking import MlflowClient
 from services.store.tracking import PARENT_TAG, SWEEP_TAG
 from services.store.uris import UI_HOST, UI_PORT, embedded_uri, ui_address
 
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
+
 PROGRAM = os.path.relpath(BIN / "vitsweep", ROOT)  # as a user in the repository types it: .venv/bin/vitsweep
 SPEC = GRID.replace("chaos-grid", "ui-address")  # chaos's grid: two cells (vit, cnn), eight trainings
 UI = f"http://{UI_HOST}:{UI_PORT}"

@@ -6,11 +6,14 @@ measured": sample_complexity_premises 386 s -> 227 s in the sweep)."""
 
 import os
 
+import pytest
 import ray
 from ray import tune
 
 from services.execution.ray_start import start_ray, worker_runtime_env
 from services.process import WORKER_ENVIRONMENT
+
+pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
 
 def test_trials_run_under_the_workers_env(tmp_path, monkeypatch):
