@@ -25,3 +25,9 @@ def search_section(raw: dict, fields) -> dict:
     """A recorded spec's search section with only its own mode's ``fields``: sweeps recorded before
     the modes were classes of their own (2026-11-22) hold every mode's."""
     return {k: v for k, v in raw.items() if k in fields}
+
+
+def trial_config(config: dict) -> dict:
+    """A Ray Tune trial's config (services.search.packs.TrialConfig): before 2026-12-06 its pack and
+    a searcher's sampled values and resolved cell were keys of the config itself, not of ``trial``."""
+    return config.get("trial", config)

@@ -8,8 +8,10 @@ from conftest import model_record
 from ray.tune.search import Searcher
 
 from services.analysis import full_grid_size
+from services.execution import ray_tune
 from services.execution.ray_tune import PlanSearcher
 from services.search.nstar import Bracket
+from services.search.packs import TrialConfig
 from services.search.planners import planner
 from services.spec import parse_spec
 
@@ -83,11 +85,16 @@ def _searcher(cells: int) -> PlanSearcher:
         f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
         "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n"
     )
-    return PlanSearcher(planner(spec))
+    return PlanSearcher(planner(spec), "s-1")
+
+
+def _pack(config: dict) -> dict:
+    """The pack of a trial's config, as Pack.config writes it."""
+    return TrialConfig.of(config).pack.config()
 
 
 def _report(searcher: PlanSearcher, trial: str, config: dict, t: np.ndarray) -> None:
-    pack = config["pack"]
+    pack = _pack(config)
     records = [
         model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged")
         for n, s in zip(pack["n_train"], pack["seeds"])
@@ -99,8 +106,8 @@ def test_searcher_runs_cells_in_parallel_and_finishes():
     searcher = _searcher(cells=3)
     t = [thresholds(n, seed=n) for n in (15, 50, 200)]
     first = [searcher.suggest(f"t{i}") for i in range(5)]
-    assert {c["pack"]["cell"] for c in first if isinstance(c, dict)} == {0, 1, 2}  # every cell starts at once
-    assert all(len(c["pack"]["n_train"]) <= 80 for c in first if isinstance(c, dict))
+    assert {_pack(c)["cell"] for c in first if isinstance(c, dict)} == {0, 1, 2}  # every cell starts at once
+    assert all(len(_pack(c)["n_train"]) <= 80 for c in first if isinstance(c, dict))
     pending = {f"t{i}": c for i, c in enumerate(first) if isinstance(c, dict)}
     count = len(pending)
     while pending:
@@ -120,10 +127,10 @@ def test_a_failed_pack_ends_its_cell_only():
     searcher = _searcher(cells=2)
     configs = {f"t{i}": searcher.suggest(f"t{i}") for i in range(2)}
     searcher.on_trial_complete("t0", None, error=True)
-    assert configs["t0"]["pack"]["cell"] in searcher.search.failed
+    assert _pack(configs["t0"])["cell"] in searcher.search.failed
     assert searcher.suggest("t2") is None  # the other cell is still in flight
     _report(searcher, "t1", configs["t1"], [thresholds(30)] * 2)
-    assert searcher.suggest("t3")["pack"]["cell"] == configs["t1"]["pack"]["cell"]
+    assert _pack(searcher.suggest("t3"))["cell"] == _pack(configs["t1"])["cell"]
 
 
 def test_state_survives_save_and_restore(tmp_path):
@@ -138,27 +145,28 @@ def test_state_survives_save_and_restore(tmp_path):
     assert restored.search.cells[0].outcomes == searcher.search.cells[0].outcomes
 
 
-def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_path):
+def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_path, monkeypatch):
     """Ctrl-C when every trial in flight has reported but the next round is not planned yet left no
     trial unfinished, and such a sweep was recorded as whole (test_live_record's first run, once
     in four): whether the search ended is the searcher's to say, saved with its state."""
+    run = ray_tune._Run(None, None, None)  # what run_sweep registers for the sweep it runs
+    monkeypatch.setitem(ray_tune._RUNS, "s-1", run)
     searcher = _searcher(cells=1)
-    PlanSearcher.ran_to_end = False
     config = searcher.suggest("t0")
     _report(searcher, "t0", config, [thresholds(30)])  # its first round reported: nothing in flight
     searcher.save(str(tmp_path / "between.json"))
-    assert not searcher.finished and not PlanSearcher.ran_to_end
+    assert not searcher.finished and not run.ran_to_end
     count = 1
     while (config := searcher.suggest(f"t{count}")) != Searcher.FINISHED:
         _report(searcher, f"t{count}", config, [thresholds(30)])
         count += 1
-    assert searcher.finished and PlanSearcher.ran_to_end
+    assert searcher.finished and run.ran_to_end
     searcher.save(str(tmp_path / "ended.json"))
     for saved, ended in (("between.json", False), ("ended.json", True)):
-        PlanSearcher.ran_to_end = not ended
+        run.ran_to_end = not ended
         restored = _searcher(cells=1)
         restored.restore(str(tmp_path / saved))
-        assert restored.finished is ended and PlanSearcher.ran_to_end is ended
+        assert restored.finished is ended and run.ran_to_end is ended
     legacy = json.loads((tmp_path / "between.json").read_text())
     del legacy["search_finished"]  # a state saved before the searcher said: as those versions read it
     (tmp_path / "legacy.json").write_text(json.dumps(legacy))
@@ -190,20 +198,18 @@ def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the
         "search: {mode: sample_complexity, max_steps_cap: 300}\n",
         "spec",
     )
-    searcher = PlanSearcher(planner(spec))
-    config = searcher.suggest("t0")
-    assert searcher.suggest("t1") is None and "max_steps" not in config["pack"]
+    searcher = PlanSearcher(planner(spec), "s-1")
+    config = _pack(searcher.suggest("t0"))
+    assert searcher.suggest("t1") is None and "max_steps" not in config
     stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731
-    records = [
-        r for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"]) for r in stuck(n, s, config["pack"])
-    ]
+    records = [r for n, s in zip(config["n_train"], config["seeds"]) for r in stuck(n, s, config)]
     searcher.on_trial_complete("t0", {"records": json.dumps(records)})
     assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
-    retry = searcher.suggest("t2")["pack"]
+    retry = _pack(searcher.suggest("t2"))
     assert (retry["n_train"], retry["seeds"], retry["max_steps"]) == ([10], [1], 200)
     searcher.on_trial_complete("t2", {"records": json.dumps(stuck(10, 1, retry))})
-    retry = searcher.suggest("t3")["pack"]
+    retry = _pack(searcher.suggest("t3"))
     assert retry["max_steps"] == 300  # capped
     searcher.on_trial_complete("t3", {"records": json.dumps(stuck(10, 1, retry))})
     assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
-    assert "max_steps" not in searcher.suggest("t4")["pack"]  # no more retries: the search goes on
+    assert "max_steps" not in _pack(searcher.suggest("t4"))  # no more retries: the search goes on

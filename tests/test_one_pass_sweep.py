@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
-from services.search.packs import packs
+from services.search.packs import TrialConfig, packs
 from services.search.planners import planner
 from services.spec import SpecError, parse_spec, spec_from_dict
 
@@ -50,10 +50,10 @@ def test_one_pass_needs_no_n_train_and_multi_pass_says_it_does():
 
 def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     spec = parse_spec(BOTH)
-    searcher = PlanSearcher(planner(spec))
+    searcher = PlanSearcher(planner(spec), "s-1")
     suggested = {}
     while isinstance(config := searcher.suggest(f"t{len(suggested)}"), dict):
-        suggested[f"t{len(suggested)}"] = config["pack"]
+        suggested[f"t{len(suggested)}"] = TrialConfig.of(config).pack.config()
     one_pass = {i for i, c in enumerate(spec.cells) if spec.resolved_cell(c).one_pass}
     for trial, pack in suggested.items():
         if pack["cell"] in one_pass:  # every evaluated N of the run: the seeds fail below 600 and succeed from it
@@ -73,8 +73,9 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     while isinstance(
         config := searcher.suggest("next"), dict
     ):  # multi-pass cells extend down; one-pass cells never return
-        assert config["pack"]["cell"] not in one_pass
-        records = [model_record(n, s, "succeeded") for n, s in zip(config["pack"]["n_train"], config["pack"]["seeds"])]
+        pack = TrialConfig.of(config).pack
+        assert pack.cell not in one_pass
+        records = [model_record(n, s, "succeeded") for n, s in zip(pack.n_train, pack.seeds)]
         searcher.on_trial_complete("next", {"records": json.dumps(records)})
     assert searcher.suggest("last") == Searcher.FINISHED
 

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from services.analysis import full_grid_size
 from services.app.cli import app
+from services.search.packs import TrialConfig
 from services.spec import parse_spec
 from services.store.cache import vit_core_hash
 
@@ -38,8 +39,9 @@ def known_threshold(model: str, alpha: float, seed: int) -> float:
 
 def _synthetic_trainable(config: dict, sweep, cache) -> None:
     """Reports what train_pack_trial reports, with success decided by known_threshold."""
-    cell = sweep.trial_cell(config).cell
-    pack, alpha = config["pack"], cell.values["alpha_star"]
+    trial = TrialConfig.of(config)
+    cell, pack = trial.resolved_cell(sweep).cell, trial.pack
+    alpha = cell.values["alpha_star"]
     records = [
         model_record(
             n,
@@ -48,7 +50,7 @@ def _synthetic_trainable(config: dict, sweep, cache) -> None:
             iterations_to_zero=10,
             test_error=0.0,
         )
-        for n, s in zip(pack["n_train"], pack["seeds"])
+        for n, s in zip(pack.n_train, pack.seeds)
     ]
     tune.report(
         {

@@ -185,8 +185,9 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
 def _fails_on_cnn(config: dict, sweep, cache) -> None:
     """A trainable whose CNN packs raise, as a broken trial would."""
     from services.execution.trial import train_pack_trial
+    from services.search.packs import TrialConfig
 
-    if sweep.trial_cell(config).cell.model == "cnn":
+    if TrialConfig.of(config).resolved_cell(sweep).cell.model == "cnn":
         raise RuntimeError("injected failure")
     train_pack_trial(config, sweep, cache)
 

@@ -235,3 +235,16 @@ def test_a_type_error_does_not_hide_a_range_error():
         parse_spec('name: two\nmodels: [vit]\nn_train: [4]\nseeds: "ten"\ndata: {alpha_star: 2.0}\n')
     assert [p.path for p in error.value.problems] == ["seeds", "data.alpha_star"]
     assert "must lie in (0, 1)" in str(error.value) and "valid integer" in str(error.value)
+
+
+def test_a_trial_config_round_trips_and_reads_the_flat_form_older_sweeps_saved():
+    """A trial's config is one TrialConfig; Tune's saved state of a sweep begun before 2026-12-06 holds
+    its pack, sampled values and resolved cell at the top level, which a resumed sweep still reads."""
+    from services.search.packs import Pack, TrialConfig
+
+    pack = Pack(0, (8, 16), (0, 1), lr=(0.25, 0.5))
+    sampled = TrialConfig(pack, {"lr": 0.25}, {"values": {"lr": 0.25}, "n_values": [8, 16]})
+    for trial in (TrialConfig(pack), sampled):
+        assert TrialConfig.of(trial.as_config()) == trial
+    flat = {"pack": pack.config(), "sampled": sampled.sampled, "resolved": sampled.resolved}
+    assert TrialConfig.of(flat) == sampled and TrialConfig.of({"pack": pack.config()}) == TrialConfig(pack)

@@ -166,10 +166,10 @@ def _records(pack, truth) -> list[dict]:
 def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     spec = parse_spec(SPEC)
     whole = [p.config() for p in drive(TuningSearch(spec))]
-    first = PlanSearcher(planner(spec))
+    first = PlanSearcher(planner(spec), "s-1")
     head = [p.config() for p in drive(first.search, until=7)]
     state = json.loads(json.dumps(first.search.get_state()))
-    again = PlanSearcher(planner(spec))
+    again = PlanSearcher(planner(spec), "s-1")
     again.search.set_state(state)
     rest = [p.config() for p in drive(again.search)]
     assert head + rest == whole

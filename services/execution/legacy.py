@@ -11,5 +11,11 @@ def searcher_state(saved: dict) -> dict:
 
 
 def progress_state(saved: dict) -> dict:
-    """The progress callback's saved counts: before 2026-11-24 they had no ``train_s``."""
-    return {"train_s": 0.0} | saved
+    """The progress callback's saved counts: before 2026-11-24 they had no ``train_s``; before
+    2026-12-06 no ``sweep_id`` (None: the run of this process)."""
+    return {"train_s": 0.0, "sweep_id": None} | saved
+
+
+def searcher_attributes(pickled: dict) -> dict:
+    """PlanSearcher as Tune pickled it: before 2026-12-06 without ``sweep_id`` (None: the run of this process)."""
+    return {"sweep_id": None} | pickled

@@ -15,9 +15,11 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray import tune
@@ -25,21 +27,14 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.search import Searcher
 
 from services.execution import legacy
-from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, latest_budget
-from services.search.packs import Pack
+from services.results import SELECTION, CellResult, ModelRecord, SweepResult, latest_budget
+from services.search.packs import Pack, TrialConfig
 from services.search.planners import planner
 from services.search.rounds import RoundPlanner
 from services.store import state
 
 if TYPE_CHECKING:
     from services.spec import Sweep
-
-
-def trial_cell(sweep: "Sweep", config: dict) -> Cell:
-    """The cell a trial trains: its pack's cell, with the values a searcher sampled for it."""
-    cell = sweep.cells[config["pack"]["cell"]]
-    sampled = sweep.search.typed(config["sampled"]) if "sampled" in config else {}
-    return Cell(cell.model, {**cell.values, **sampled})
 
 
 def trial_slots(sweep: "Sweep") -> int:
@@ -77,19 +72,21 @@ def run_sweep(
         {"cpu": sweep.resources.cpus_per_trial, "gpu": sweep.resources.gpus_per_trial},
     )
     path = storage / sweep_id
-    _TrialDone.current = (on_trial_done, live, sweep)
-    follow = [_TrialDone(on_trial_done, live, sweep)] if on_trial_done or live else []
-    restored = resume and _restorable(path)
-    if restored:
-        with _quiet("ray.tune.analysis.experiment_analysis"):
-            tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        tuner = _new_tuner(sweep, trainable, sweep_id, storage, follow)
-    PlanSearcher.ran_to_end = False
-    with _loggers_as_given(not restored), _without_restore_advice():
-        grid = tuner.fit()
+    run = _RUNS[sweep_id] = _Run(on_trial_done, live, sweep)
+    try:
+        follow = [_TrialDone(sweep_id)] if on_trial_done or live else []
+        restored = resume and _restorable(path)
+        if restored:
+            with _quiet("ray.tune.analysis.experiment_analysis"):
+                tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True, resume_errored=True)
+        else:
+            tuner = _new_tuner(sweep, trainable, sweep_id, storage, follow)
+        with _loggers_as_given(not restored), _without_restore_advice():
+            grid = tuner.fit()
+    finally:
+        _RUNS.pop(sweep_id, None)
     result = _collect(sweep, grid)
-    result.search_stopped = not PlanSearcher.ran_to_end
+    result.search_stopped = not run.ran_to_end
     result.sweep_id, result.wall_s, result.storage = sweep_id, time.perf_counter() - start, str(path)
     result.slots = trial_slots(sweep)
     # a resumed sweep started when its earliest trial did, in an earlier run of the command
@@ -106,7 +103,7 @@ def _new_tuner(sweep: "Sweep", trainable, sweep_id: str, storage: Path, callback
         trainable,
         param_space={},
         tune_config=tune.TuneConfig(
-            search_alg=PlanSearcher(planner(sweep, slots)),
+            search_alg=PlanSearcher(planner(sweep, slots), sweep_id),
             num_samples=-1,
             # Tune starts a searcher's trials one at a time unless told how many may run at once
             # (a concurrency limit): all the cluster's slots, so a round's packs spread over its nodes
@@ -154,7 +151,8 @@ def _collect(sweep: "Sweep", grid: tune.ResultGrid) -> SweepResult:
         if trial.error is None and "records" not in (trial.metrics or {}):
             result.unfinished += 1  # stopped before it reported (Ctrl-C)
             continue
-        pack, cell = Pack.from_config(trial.config["pack"]), trial_cell(sweep, trial.config)
+        own = TrialConfig.of(trial.config)
+        pack, cell = own.pack, own.cell(sweep)
         target = cells.setdefault(cell.key, CellResult(cell))
         if trial.error is not None:
             cause = str(trial.error).strip().splitlines()[-1]
@@ -193,7 +191,7 @@ def _best_sample(sweep: "Sweep", grid: tune.ResultGrid, metric: str, direction: 
     if not done:
         return None
     top = max(done, key=lambda trial: sign * trial.metrics[metric])  # max keeps the first of equals
-    return {"values": trial_cell(sweep, top.config).values, metric: top.metrics[metric]}
+    return {"values": TrialConfig.of(top.config).cell(sweep).values, metric: top.metrics[metric]}
 
 
 def _note_times(cell: CellResult, metrics: dict) -> None:
@@ -245,7 +243,7 @@ def _restorable(path: Path) -> bool:
 
 
 def _trial_name(trial) -> str:
-    return f"{Pack.from_config(trial.config['pack']).name}_{trial.trial_id}"
+    return f"{TrialConfig.of(trial.config).pack.name}_{trial.trial_id}"
 
 
 def trial_status(path: Path) -> tuple[dict[str, int], int]:
@@ -264,27 +262,52 @@ def trial_status(path: Path) -> tuple[dict[str, int], int]:
     return counts, models
 
 
+@dataclass
+class _Run:
+    """One run of run_sweep, as the searcher and the callback that follow its sweep find it: Tune
+    pickles both with the sweep's state, and a restored sweep's are Tune's unpickled copies, which
+    look their run up by the sweep's id (_RUNS): a progress function or a live record does not
+    pickle. ``ran_to_end``: the search ran to its end (its planner answered FINISHED, in this run
+    or, saved with its state, an earlier one); Tune also stops on Ctrl-C between two rounds with
+    no trial left unfinished."""
+
+    fn: Callable | None
+    live: Any
+    sweep: "Sweep | None"
+    ran_to_end: bool = False
+
+
+_RUNS: dict[str, _Run] = {}  # sweep id -> its run in this process, while run_sweep runs it
+
+
+def _run_of(sweep_id: str | None) -> _Run:
+    """The run of sweep ``sweep_id`` (None, a state saved before 2026-12-06: this process's one
+    run); a run that follows nothing where this process runs no such sweep (a state only read)."""
+    if sweep_id in _RUNS:
+        return _RUNS[sweep_id]
+    if sweep_id is None and len(_RUNS) == 1:
+        return next(iter(_RUNS.values()))
+    return _Run(None, None, None)
+
+
 class PlanSearcher(Searcher):
     """Any search mode's round planner (services.search.rounds.RoundPlanner) as a Ray Tune
-    searcher: each suggestion is the trial config of a pack; its state is saved with Tune's experiment.
+    searcher for sweep ``sweep_id``: each suggestion is the trial config of a pack; its state is
+    saved with Tune's experiment, and whether the search ran to its end is told to its run (_Run)."""
 
-    Whether the search ran to its end (its planner answered FINISHED, in this run or, saved with
-    its state, an earlier one) is kept on the class too, ``PlanSearcher.ran_to_end``: Tune stops
-    on Ctrl-C between two rounds with no trial left unfinished, and a restored sweep's searcher is
-    Tune's unpickled copy, not one run_sweep holds."""
-
-    ran_to_end = False
-
-    def __init__(self, planner: RoundPlanner):
+    def __init__(self, planner: RoundPlanner, sweep_id: str):
         super().__init__(metric="success_rate", mode="max")
-        self.search, self.finished = planner, False
+        self.search, self.finished, self.sweep_id = planner, False, sweep_id
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(legacy.searcher_attributes(state))
 
     def suggest(self, trial_id: str) -> dict | str | None:
         pack = self.search.suggest(trial_id)
         if pack == self.search.FINISHED:
-            self.finished = PlanSearcher.ran_to_end = True
+            self.finished = _run_of(self.sweep_id).ran_to_end = True
             return Searcher.FINISHED
-        return None if pack is None else self.search.trial_config(trial_id, pack)
+        return None if pack is None else self.search.trial_config(trial_id, pack).as_config()
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         ok = not error and result and "records" in result
@@ -296,39 +319,38 @@ class PlanSearcher(Searcher):
 
     def restore(self, checkpoint_path: str) -> None:
         saved = legacy.searcher_state(json.loads(Path(checkpoint_path).read_text()))
-        self.finished = PlanSearcher.ran_to_end = saved.pop("search_finished")
+        self.finished = _run_of(self.sweep_id).ran_to_end = saved.pop("search_finished")
         self.search.set_state(saved)
 
 
 class _TrialDone(tune.Callback):
-    """Follows trials as they start and end: calls ``fn(trials_done, trials_failed, models_trained,
-    train_s, running_since)`` (a progress bar or progress lines; train_s: the seconds finished
-    trials spent training; running_since: when each running trial started, time.monotonic()),
-    and tells ``live`` (the sweep's live MLflow record) each trial's cell and records.
+    """Follows the trials of sweep ``sweep_id`` as they start and end: calls its run's
+    ``fn(trials_done, trials_failed, models_trained, train_s, running_since)`` (a progress bar or
+    progress lines; train_s: the seconds finished trials spent training; running_since: when each
+    running trial started, time.monotonic()), and tells its ``live`` (the sweep's live MLflow
+    record) each trial's cell and records. Tune pickles its run config with the experiment state:
+    its counts are saved, its run (_Run) is looked up again on a restore."""
 
-    Tune pickles its run config with the experiment state, and a function of the caller's (a
-    progress bar) does not pickle: a restored sweep's callback follows ``_TrialDone.current``,
-    what run_sweep was given this time."""
-
-    current: tuple = (None, None, None)  # (fn, live, spec)
-
-    def __init__(self, fn, live=None, sweep: "Sweep | None" = None):
-        self.fn, self.live, self.sweep = fn, live, sweep
+    def __init__(self, sweep_id: str):
+        self.sweep_id = sweep_id
         self.done, self.errored, self.models, self.train_s = 0, 0, 0, 0.0
-        self.running: dict[str, float] = {}
+        self._attach()
+
+    def _attach(self) -> None:
+        run = _run_of(self.sweep_id)
+        self.fn, self.live, self.sweep, self.running = run.fn, run.live, run.sweep, {}
 
     def __getstate__(self) -> dict:
-        return {"done": self.done, "errored": self.errored, "models": self.models, "train_s": self.train_s}
+        return {name: getattr(self, name) for name in ("sweep_id", "done", "errored", "models", "train_s")}
 
     def __setstate__(self, saved: dict) -> None:
-        # trials running when a state was saved start again
-        fn, live, sweep = _TrialDone.current
-        self.__dict__.update(legacy.progress_state(saved), fn=fn, live=live, sweep=sweep, running={})
+        self.__dict__.update(legacy.progress_state(saved))
+        self._attach()  # trials running when a state was saved start again
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.running[trial.trial_id] = time.monotonic()
         if self.live is not None:
-            self.live.started(trial_cell(self.sweep, trial.config))
+            self.live.started(TrialConfig.of(trial.config).cell(self.sweep))
         self._tell()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -337,13 +359,13 @@ class _TrialDone(tune.Callback):
         self.train_s += result.get("pack_wall_s", 0.0)
         if self.live is not None and "records" in result:
             records = [ModelRecord.from_dict(r) for r in json.loads(result["records"])]
-            curves = _curve_parts(Pack.from_config(trial.config["pack"]), result)
-            self.live.ended(trial_cell(self.sweep, trial.config), records, curves)
+            own = TrialConfig.of(trial.config)
+            self.live.ended(own.cell(self.sweep), records, _curve_parts(own.pack, result))
         self._count(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         if self.live is not None:
-            self.live.ended(trial_cell(self.sweep, trial.config), None)
+            self.live.ended(TrialConfig.of(trial.config).cell(self.sweep), None)
         self._count(trial, errored=True)
 
     def _count(self, trial, errored: bool) -> None:

@@ -9,7 +9,7 @@ from ray import tune
 
 from services.results import ModelRecord
 from services.search.optuna import trial_metrics
-from services.search.packs import Pack
+from services.search.packs import Pack, TrialConfig
 from services.spec import TrialSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys
 
@@ -23,8 +23,9 @@ def train_pack_trial(config: dict, sweep: TrialSweep, cache: str | None) -> None
 
     from vit_core import train_pack
 
-    pack = Pack.from_config(config["pack"])
-    data, model, training = sweep.trial_cell(config).configs
+    trial = TrialConfig.of(config)
+    pack = trial.pack
+    data, model, training = trial.resolved_cell(sweep).configs
     training = pack.training(training)  # a tuned setting's batch size at the cell's sample budget; a retry's budget
     lrs = list(pack.lr or [training.lr] * len(pack.seeds))
     torch.set_num_threads(max(1, int(sweep.cpus_per_trial)))

@@ -2,14 +2,14 @@
 interface, one trial per sample, each training every (N, seed) of the cell at the sampled values."""
 
 import base64
+import dataclasses
 import pickle
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from services.analysis import counted_success
-from services.results import Cell
-from services.search.packs import Pack, packs
+from services.search.packs import Pack, TrialConfig, packs
 from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
@@ -71,12 +71,10 @@ class OptunaPlanner(RoundPlanner):
         self.in_flight[trial_id] = self.pack
         return self.pack
 
-    def trial_config(self, trial_id: str, pack: Pack) -> dict:
+    def trial_config(self, trial_id: str, pack: Pack) -> TrialConfig:
         """The pack, the values sampled, and its cell with them resolved here (the trial has no schema)."""
-        sampled = self.asked[trial_id].params
-        cell = self.sweep.cells[pack.cell]
-        resolved = self.sweep.resolve(Cell(cell.model, {**cell.values, **self.search.typed(sampled)}))
-        return super().trial_config(trial_id, pack) | {"sampled": sampled, "resolved": resolved.to_config()}
+        trial = TrialConfig(pack, self.asked[trial_id].params)
+        return dataclasses.replace(trial, resolved=self.sweep.resolve(trial.cell(self.sweep)).to_config())
 
     def complete(self, trial_id: str, records: "list[ModelRecord] | None", metrics: dict | None = None) -> None:
         import optuna

@@ -4,9 +4,11 @@
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from services.results import SELECTION
-from services.spec import Sweep
+from services import legacy
+from services.results import SELECTION, Cell
+from services.spec import ResolvedCell, Sweep, TrialSweep
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,40 @@ class Pack:
     def name(self) -> str:
         """A short name for trial folders: its cell, N range and first seed."""
         return f"cell{self.cell}-n{self.n_train[0]}-{self.n_train[-1]}-s{self.seeds[0]}"
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """What one Ray Tune trial trains, the one form its config carries (a Tune config is a dict:
+    as_config writes it, of reads it): its pack and, for a searcher's trial, the values it sampled
+    and the cell they resolve to (ResolvedCell.to_config, resolved in the driver: a worker holds no
+    schema). The driver reads the trial's cell (cell), a worker its configs (resolved_cell)."""
+
+    pack: Pack
+    sampled: dict[str, Any] | None = None  # a searcher's values, as it handed them (None: the spec's cell)
+    resolved: dict | None = None  # the sampled cell resolved, ResolvedCell.to_config
+
+    def as_config(self) -> dict:
+        own = {"pack": self.pack.config()}
+        if self.sampled is not None:
+            own |= {"sampled": self.sampled, "resolved": self.resolved}
+        return {"trial": own}
+
+    @classmethod
+    def of(cls, config: dict) -> "TrialConfig":
+        own = legacy.trial_config(config)
+        return cls(Pack.from_config(own["pack"]), own.get("sampled"), own.get("resolved"))
+
+    def cell(self, sweep: "Sweep") -> Cell:
+        """The cell the trial trains: its pack's, with the values a searcher sampled for it."""
+        base = sweep.cells[self.pack.cell]
+        sampled = sweep.search.typed(self.sampled) if self.sampled is not None else {}
+        return Cell(base.model, {**base.values, **sampled})
+
+    def resolved_cell(self, sweep: TrialSweep) -> ResolvedCell:
+        """The cell's configs and N, on a worker: its pack's, or the sampled cell the driver resolved."""
+        base = sweep.cells[self.pack.cell]
+        return base if self.resolved is None else base.with_config(self.resolved)
 
 
 def packs(sweep: "Sweep", slots: int | None = None) -> list[Pack]:

@@ -2,7 +2,7 @@
 in (a pure object; services.execution.ray_tune adapts any of them to Ray Tune's Searcher)."""
 
 from services.search import legacy
-from services.search.packs import Pack, len_of_pack
+from services.search.packs import Pack, TrialConfig, len_of_pack
 
 
 class RoundPlanner:
@@ -33,9 +33,9 @@ class RoundPlanner:
         self.in_flight[trial_id] = pack
         return pack
 
-    def trial_config(self, trial_id: str, pack: Pack) -> dict:
-        """The config of the trial that trains ``pack``: {"pack": ...} (Optuna adds its sampled values)."""
-        return {"pack": pack.config()}
+    def trial_config(self, trial_id: str, pack: Pack) -> TrialConfig:
+        """What the trial that trains ``pack`` trains: the pack (Optuna adds its sampled values)."""
+        return TrialConfig(pack)
 
     def complete(self, trial_id: str, records: list | None, metrics: dict | None = None) -> None:
         """A trial ended with these records (and ``metrics``, what it reported besides); None: it

@@ -77,10 +77,3 @@ class TrialSweep:
     cells: tuple[ResolvedCell, ...]  # by a pack's cell index
     cpus_per_trial: float
     gpus_per_trial: float
-
-    def trial_cell(self, config: dict) -> ResolvedCell:
-        """The cell a trial trains: its pack's, or the one the driver resolved with the values a
-        searcher sampled for this trial (the config's ``resolved``: ResolvedCell.to_config)."""
-        base = self.cells[config["pack"]["cell"]]
-        own = config.get("resolved")
-        return base if own is None else base.with_config(own)
