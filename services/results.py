@@ -119,6 +119,28 @@ def model_of(r: ModelRecord) -> tuple:
     return (None if r.n_stable is not None else r.n_train, r.seed, r.lr, r.batch_size, r.phase)
 
 
+def trial_metrics(records: list[ModelRecord], max_steps: int) -> dict[str, float]:
+    """The metrics an Optuna search may optimise, over a trial's models: the success rate (over
+    the models that count, as everywhere; 0 when none does), the mean test error (1 for a
+    diverged model) and the median steps to zero test error (max_steps for a model that never
+    reached it)."""
+    counted = [v for r in records if (v := counted_success(r.outcome)) is not None]
+    return {
+        "success_rate": float(np.mean(counted)) if counted else 0.0,
+        "mean_test_error": float(np.nanmean([1.0 if r.diverged else r.test_error for r in records])),
+        "median_iterations_to_zero": float(
+            np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])
+        ),
+    }
+
+
+def in_spec_order(cells, spec_cells: list[Cell]) -> list["CellResult"]:
+    """Cell results in their spec's order, then a searcher's sampled cells by their values (not by
+    when their trials ended)."""
+    order = {cell.key: i for i, cell in enumerate(spec_cells)}
+    return sorted(cells, key=lambda c: (order.get(c.cell.key, len(order)), sorted(c.cell.values.items())))
+
+
 def latest_budget(records: list[ModelRecord]) -> list[ModelRecord]:
     """The records of each model's run with the largest step budget, where a model was trained
     again with a larger one (a multi-pass retry; a tuned one-pass run under a larger cap)."""
@@ -177,6 +199,12 @@ class CellResult:
     curve_parts: list[dict] = field(default_factory=list)  # per pack: curve -> N -> steps, sums, counts
     started_at: float | None = None  # epoch seconds: when its first pack started training (None: unknown)
     ended_at: float | None = None  # when its last pack finished
+
+    def add(self, records: list[ModelRecord], curves: list[dict]) -> None:
+        """A finished trial's records and curve parts: a model trained again under a larger budget
+        keeps that run's records alone (latest_budget)."""
+        self.records = latest_budget(self.records + records)
+        self.curve_parts += curves
 
     def curve_names(self) -> list[str]:
         return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]

@@ -27,7 +27,7 @@ from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.search import Searcher
 
 from services.execution import legacy
-from services.results import SELECTION, CellResult, ModelRecord, SweepResult, latest_budget
+from services.results import SELECTION, CellResult, ModelRecord, SweepResult, in_spec_order
 from services.search.packs import Pack, TrialConfig
 from services.search.planners import planner
 from services.search.rounds import RoundPlanner
@@ -143,8 +143,7 @@ def _loggers_as_given(given: bool):
 
 
 def _collect(sweep: "Sweep", grid: tune.ResultGrid) -> SweepResult:
-    """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell): the spec's
-    cells in its order, then sampled cells by their values (not by when their trials ended)."""
+    """The trials' results by cell (a grid cell, or one Optuna trial's sampled cell), in_spec_order."""
     cells: dict[str, CellResult] = {}
     result = SweepResult("", [], trainings=0, wall_s=0.0, storage="")
     for trial in grid:
@@ -160,20 +159,16 @@ def _collect(sweep: "Sweep", grid: tune.ResultGrid) -> SweepResult:
                 f"{cell.label} n_train={list(pack.n_train)} seeds={list(pack.seeds)}: {cause} (trial log: {trial.path})"
             )
             continue
-        target.records.extend(ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"]))
+        target.add(
+            [ModelRecord.from_dict(r) for r in json.loads(trial.metrics["records"])], _curve_parts(pack, trial.metrics)
+        )
         _note_times(target, trial.metrics)
-        target.curve_parts.extend(_curve_parts(pack, trial.metrics))
         result.trainings += trial.metrics["trainings"]
         result.cache_hits += trial.metrics.get("cache_hits", 0)
         result.train_s += trial.metrics.get("pack_wall_s", 0.0)
-    for cell in cells.values():
-        cell.records = latest_budget(cell.records)
     if (objective := sweep.mode.objective()) is not None:
         result.best = _best_sample(sweep, grid, *objective)
-    order = {cell.key: i for i, cell in enumerate(sweep.cells)}  # then a searcher's cells, by their values
-    result.cells = sorted(
-        cells.values(), key=lambda c: (order.get(c.cell.key, len(order)), sorted(c.cell.values.items()))
-    )
+    result.cells = in_spec_order(cells.values(), sweep.cells)
     return result
 
 

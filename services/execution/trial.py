@@ -7,8 +7,7 @@ import time
 import ray
 from ray import tune
 
-from services.results import ModelRecord
-from services.search.optuna import trial_metrics
+from services.results import ModelRecord, trial_metrics
 from services.search.packs import Pack, TrialConfig
 from services.spec import TrialSweep
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys

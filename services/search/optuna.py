@@ -6,30 +6,12 @@ import dataclasses
 import pickle
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from services.analysis import counted_success
 from services.search.packs import Pack, TrialConfig, packs
 from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
     from services.results import ModelRecord
     from services.spec import OptunaMode, Sweep
-
-
-def trial_metrics(records: "list[ModelRecord]", max_steps: int) -> dict[str, float]:
-    """The metrics an Optuna search may optimise, over a trial's models: the success rate (over
-    the models that count, as everywhere; 0 when none does), the mean test error (1 for a
-    diverged model) and the median steps to zero test error (max_steps for a model that never
-    reached it)."""
-    counted = [v for r in records if (v := counted_success(r.outcome)) is not None]
-    return {
-        "success_rate": float(np.mean(counted)) if counted else 0.0,
-        "mean_test_error": float(np.nanmean([1.0 if r.diverged else r.test_error for r in records])),
-        "median_iterations_to_zero": float(
-            np.median([r.iterations_to_zero if r.iterations_to_zero >= 0 else max_steps for r in records])
-        ),
-    }
 
 
 def distributions(search: "OptunaMode") -> dict:
@@ -46,7 +28,7 @@ def distributions(search: "OptunaMode") -> dict:
 
 class OptunaPlanner(RoundPlanner):
     """``num_samples`` trials of the sweep's one cell, each a pack of every (N, seed) at values
-    Optuna asks for; the ``metric`` the trial reported (services.execution.trial.trial_metrics)
+    Optuna asks for; the ``metric`` the trial reported (services.results.trial_metrics)
     is told to Optuna. A failed trial is told as failed, and the search goes on."""
 
     def __init__(self, sweep: "Sweep", slots: int | None = None):

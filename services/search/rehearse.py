@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.results import ModelRecord
-from services.search.optuna import trial_metrics
+from services.results import ModelRecord, trial_metrics
 from services.search.packs import Pack
 from services.search.rounds import RoundPlanner
 from services.spec import Sweep

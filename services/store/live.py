@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mlflow.entities import Metric
 
-from services.results import Cell, CellResult, ModelRecord, latest_budget
+from services.results import Cell, CellResult, ModelRecord, in_spec_order
 from services.spec import Sweep
 from services.store import run_values, tracking
 from services.store.logged import SummaryLog
@@ -151,8 +151,7 @@ class LiveRecord:
         if records is None:
             result.failures.append("a trial failed")
             return
-        result.records = latest_budget(result.records + records)
-        result.curve_parts += curves
+        result.add(records, curves)
         complete = [row for row in result.by_n() if row["models"] >= self.sweep.seeds]  # every seed reported
         metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
         metrics.append(Metric("trainings", len(result.records), run_values.now_ms(), 0))
@@ -165,11 +164,10 @@ class LiveRecord:
         """N* per cell, the fits and the figures of the sweep so far; the next refresh no sooner
         than REFRESH_S, or ten times what this one took."""
         began = time.monotonic()
-        order = {cell.key: i for i, cell in enumerate(self.sweep.cells)}
         measured = [c for c in self.cells.values() if c.measured()]  # a tuned cell still selecting has no N* yet
         if not measured:
             return
-        cells = sorted(measured, key=lambda c: (order.get(c.cell.key, len(order)), str(c.cell.values)))
+        cells = in_spec_order(measured, self.sweep.cells)
         made = self.so_far(cells)
         now = run_values.now_ms()
         for cell in cells:
