@@ -111,6 +111,7 @@ LAYERS = (
     ("services.stats",),  # the summary, its fits, the registered statistics
     ("services.report",),  # text, figures, frames, comparisons
     ("services.store",),  # state, cache, MLflow
+    ("services.estimate",),  # the plan: pilots, worlds, a search played out (no Ray)
     ("services.execution",),  # Ray: the only layer that imports it
     ("services.app",),  # runs, plan, the command line
 )

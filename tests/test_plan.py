@@ -16,10 +16,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from services.app import pilot as pilots
-from services.app import plan, timing, worlds
 from services.app.cli import app
-from services.search import rehearse
+from services.estimate import pilot as pilots
+from services.estimate import plan, rehearse, timing, worlds
 from services.search.planners import planner
 from services.spec import Sweep, load_spec
 from services.spec.modes import SampleComplexityMode, spread

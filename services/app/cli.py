@@ -192,7 +192,7 @@ def _refuse_beyond(sweep, home: Path, max_minutes: float) -> None:
 
 def _plan_here(sweep, home: Path, pilot_s: float | None = None):
     """The spec's plan on this machine's slots, kept under the home for the run to report."""
-    from services.app import plan, timing
+    from services.estimate import plan, timing
 
     made = plan.make_plan(sweep, home, timing.local_slots(sweep), pilot_s or plan.PILOT_S)
     plan.save(made, sweep, home)
@@ -221,7 +221,7 @@ def plan_command(
     the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
     The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
     sweep = _load_or_exit(path, seed_start)
-    from services.app import plan, timing
+    from services.estimate import plan, timing
 
     made = _plan_here(sweep, home, pilot_s)
     cluster = timing.slots_of(sweep, cpus, gpus) if cpus else None

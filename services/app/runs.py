@@ -21,8 +21,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from services.app import plan
 from services.app.printing import command
+from services.estimate import plan
 from services.results import CellResult, SweepResult
 from services.spec import Sweep
 from services.store import state

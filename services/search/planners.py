@@ -1,7 +1,7 @@
 """Each search mode's round planner, named by the mode itself (``Mode.planner``, "module:attribute",
 found here so that the spec layer never imports this one). The executor runs whichever it gets
 through one Ray Tune Searcher (services.execution.ray_tune.PlanSearcher); `vitsweep plan` plays
-it out (services.search.rehearse)."""
+it out (services.estimate.rehearse)."""
 
 import pkgutil
 from typing import TYPE_CHECKING

@@ -30,7 +30,7 @@ GROUP = "vitsweep.search_modes"
 
 @dataclasses.dataclass(frozen=True)
 class PilotRun:
-    """One pilot run of a cell (services.app.pilot): its training config, its models, each one's
+    """One pilot run of a cell (services.estimate.pilot): its training config, its models, each one's
     step size (None: the config's) and, multi-pass, its N (None: the grid's largest, the slowest)."""
 
     training: TrainConfig

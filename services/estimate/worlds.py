@@ -1,7 +1,7 @@
-"""Where a cell's runs stop, for `vitsweep plan` (services.app.plan): at their budget where none
+"""Where a cell's runs stop, for `vitsweep plan` (services.estimate.plan): at their budget where none
 stops early, as an earlier sweep of the name under the home recorded them, or as the cell's pilots
-saw (services.app.pilot, run as its search mode says: Mode.pilots). Its search is then played out
-in that world (services.search.rehearse)."""
+saw (services.estimate.pilot, run as its search mode says: Mode.pilots). Its search is then played out
+in that world (services.estimate.rehearse)."""
 
 import dataclasses
 import re
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.app.pilot import BLIND, Pilot, pilot, seen
-from services.app.timing import side_by_side, width
+from services.estimate.pilot import BLIND, Pilot, pilot, seen
+from services.estimate.rehearse import Seen, at_budget
+from services.estimate.timing import side_by_side, width
 from services.results import SweepResult, model_of
-from services.search.rehearse import Seen, at_budget
 from services.store import state
 
 if TYPE_CHECKING:

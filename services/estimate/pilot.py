@@ -1,6 +1,6 @@
 """A cell's pilot for `vitsweep plan`: a few models trained here as its search mode says
 (``Mode.pilots``), cut after an allowance, and the steps each took to stop, is foreseen to, or
-is guessed to (``Pilot``): the world its search is then played out in (services.search.rehearse)."""
+is guessed to (``Pilot``): the world its search is then played out in (services.estimate.rehearse)."""
 
 import math
 import time
@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.app.timing import TRIAL_S, Probe, train
-from services.search.rehearse import Seen
+from services.estimate.rehearse import Seen
+from services.estimate.timing import TRIAL_S, Probe, train
 
 if TYPE_CHECKING:
     from services.results import Cell

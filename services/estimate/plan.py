@@ -2,10 +2,10 @@
 
 Per cell: its first round's packs and trainings, the most trainings and model-steps its protocol
 allows (the budgets, from its search mode), and the work it is expected to take: its search mode's
-planner played out (services.search.rehearse) in worlds where each run stops as the cell's pilot
-models did (services.app.pilot: as its mode pilots it), or as an earlier sweep of the name under
+planner played out (services.estimate.rehearse) in worlds where each run stops as the cell's pilot
+models did (services.estimate.pilot: as its mode pilots it), or as an earlier sweep of the name under
 the home did, or at its budget where no run stops early; each pack at the step costs timed here
-(services.app.timing). The wall time on S slots is Ray Tune's own time plus the larger of the work
+(services.estimate.timing). The wall time on S slots is Ray Tune's own time plus the larger of the work
 over S and the longest cell's work over its packs (where trials share a GPU, at the pace of packs
 timed side by side on it); the bound ("at most") allows the trials to run IN_SWEEP slower than
 timed here. Like the time `run` reports, it counts from Ray Tune's start to the last trial's end:
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.app import worlds
-from services.app.timing import (
+from services.estimate import worlds
+from services.estimate.rehearse import Trained, rehearse
+from services.estimate.timing import (
     batch_steps,
     evaluations_s,
     gpu_share,
@@ -30,9 +31,8 @@ from services.app.timing import (
     timed_configs,
     timing_key,
 )
-from services.app.worlds import PILOT_S
+from services.estimate.worlds import PILOT_S
 from services.search.planners import first_packs, planner
-from services.search.rehearse import Trained, rehearse
 from services.store import state
 from services.store.files import write_atomic
 
