@@ -4,7 +4,7 @@ results without Ray or torch."""
 
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -305,6 +305,7 @@ class SweepResult:
     ended_at: float | None = None  # when its last trial was collected
     slots: int = 0  # trials the cluster ran at once (0: not known)
     estimated_s: float | None = None  # the wall time `vitsweep plan` estimated on these slots (None: not planned)
+    FORMAT: ClassVar[int] = 1  # to_json's format number, written in the file
 
     @property
     def busy_fraction(self) -> float | None:
@@ -327,11 +328,17 @@ class SweepResult:
             }
             for c in self.cells
         ]
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)} | {"cells": cells})
+        saved = {"format": self.FORMAT} | {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(saved | {"cells": cells})
 
     @classmethod
     def from_json(cls, text: str) -> "SweepResult":
-        saved = legacy.sweep_result(json.loads(text))
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "SweepResult":
+        """A result as to_json wrote it (older formats: services.legacy)."""
+        saved = legacy.sweep_result({k: v for k, v in saved.items() if k != "format"})
         cells = [
             CellResult(
                 Cell(c["model"], c["values"]),

@@ -34,6 +34,7 @@ from services.app.printing import (
 from services.app.progress import progress
 from services.app.train_command import train
 from services.store import state
+from services.store.files import CorruptFile
 from services.store.uris import UI_HOST, UI_PORT, embedded_uri, resolve_tracking_uri
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sample-complexity experiments for shallow ViTs.")
@@ -48,9 +49,18 @@ def main() -> None:
 
 
 def entry() -> None:
-    """The ``vitsweep`` command: the app, with the garbage collector frozen at exit (services.process)."""
+    """The ``vitsweep`` command: the app, with the garbage collector frozen at exit (services.process).
+    A file of the home that does not read back costs one line naming it and exit 2, not a traceback."""
     process.freeze_garbage_at_exit()
-    app()
+    try:
+        app()
+    except CorruptFile as corrupt:
+        print(
+            f"vitsweep: {corrupt.path} cannot be read ({corrupt.why}); nothing was started or changed. Move it out of "
+            "the home to go on without it (the result cache keeps every model trained), or put back a good copy.",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 @app.command()

@@ -11,6 +11,7 @@ multi-node cluster give a folder every node mounts at the same path.
 import dataclasses
 import hashlib
 import json
+import warnings
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 
 import vit_core
 from services.results import CURVES_KEPT
-from services.store.files import write_atomic
+from services.store.files import CorruptFile, read_json, write_atomic
 
 if TYPE_CHECKING:
     from vit_core.training import PackResult
@@ -89,18 +90,24 @@ class ResultCache:
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
+    FORMAT = 1  # an entry's format number, written in it
+    KEYS = ("n_train", "records", "eval_steps", "curves", "snapshots")  # what every reader of an entry reads
+
     def get(self, key: str) -> dict | None:
-        if self.folder is None:
+        """The entry at ``key``, or None: none there, or one that does not read back (truncated,
+        overwritten, a newer format), which its model is trained again to replace, with a warning."""
+        if self.folder is None or not (path := self._path(key)).exists():
             return None
         try:
-            return json.loads(self._path(key).read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            return read_json(path, "cache entry", self.FORMAT, self.KEYS)
+        except CorruptFile as corrupt:
+            warnings.warn(f"{corrupt}: its model is trained again", stacklevel=2)
             return None
 
     def put(self, key: str, entry: dict) -> None:
         if self.folder is None:
             return
-        write_atomic(self._path(key), json.dumps(entry))
+        write_atomic(self._path(key), json.dumps({"format": self.FORMAT} | entry))
 
     def __len__(self) -> int:
         return 0 if self.folder is None else sum(1 for _ in self.folder.glob("*/*.json"))

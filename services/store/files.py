@@ -1,8 +1,9 @@
-"""Files that a crash at any moment leaves old or new, never half written, and locks that a
-crash lets go."""
+"""Files that a crash at any moment leaves old or new, never half written, locks that a crash
+lets go, and JSON files read back only as the format they say they are (CorruptFile otherwise)."""
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,3 +28,29 @@ def locked(path: Path, wait: bool = True) -> Iterator[TextIO]:
     with path.open("a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         yield lock
+
+
+class CorruptFile(Exception):
+    """A file of a home that cannot be read as vitsweep wrote it: truncated, overwritten, or of a
+    newer vitsweep's format (``why``: which)."""
+
+    def __init__(self, path: Path, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"{path}: {why}")
+
+
+def read_json(path: Path, kind: str, fmt: int, required: tuple[str, ...] = ()) -> dict:
+    """The JSON object ``path`` holds, a ``kind`` file of format ``fmt`` at most (a file that names
+    none is format 1, as written before formats were named) with every key ``required``;
+    CorruptFile where it is not."""
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CorruptFile(path, f"not a JSON {kind} ({error})") from None
+    if not isinstance(data, dict):
+        raise CorruptFile(path, f"not a JSON {kind}: a {type(data).__name__}")
+    if not isinstance(found := data.get("format", 1), int) or found > fmt:
+        raise CorruptFile(path, f"a {kind} of format {found!r}; this vitsweep reads format {fmt} and older")
+    if missing := [key for key in required if key not in data]:
+        raise CorruptFile(path, f"a {kind} without {', '.join(missing)}")
+    return data

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 
 from services.results import SweepResult
 from services.store.cache import vit_core_hash
-from services.store.files import locked, write_atomic
+from services.store.files import CorruptFile, locked, read_json, write_atomic
 
 if TYPE_CHECKING:
     from services.spec import Sweep
 
 MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
+MARKER_FORMAT = 1  # the marker's keys: format, spec_key, recorded, uri_given, created
+MARKER_KEYS = ("spec_key", "recorded")
 
 
 def new_sweep_id(sweep: "Sweep", home: Path) -> str:
@@ -76,8 +78,9 @@ def folder(home: Path, sweep_id: str) -> Path:
 
 
 def markers(home: Path) -> list[tuple[str, dict]]:
-    """(sweep id, marker) of every sweep under ``home``, newest first."""
-    found = [(path.parent.name, json.loads(path.read_text())) for path in (home / "ray").glob(f"*/{MARKER}")]
+    """(sweep id, marker) of every sweep under ``home``, newest first; CorruptFile where one is
+    unreadable (which sweep it stands for cannot be told, so nothing goes on past it)."""
+    found = [(path.parent.name, _read_marker(path)) for path in (home / "ray").glob(f"*/{MARKER}")]
     return sorted(found, key=lambda item: (item[1].get("created", ""), item[0]), reverse=True)
 
 
@@ -96,6 +99,7 @@ def mark_sweep(sweep: "Sweep", sweep_id: str, home: Path, spec_text: str, uri_gi
         folder(home, sweep_id) / MARKER,
         json.dumps(
             {
+                "format": MARKER_FORMAT,
                 "spec_key": spec_key(sweep),
                 "recorded": None,
                 "uri_given": uri_given,
@@ -106,7 +110,11 @@ def mark_sweep(sweep: "Sweep", sweep_id: str, home: Path, spec_text: str, uri_gi
 
 
 def marker(home: Path, sweep_id: str) -> dict:
-    return json.loads((folder(home, sweep_id) / MARKER).read_text())
+    return _read_marker(folder(home, sweep_id) / MARKER)
+
+
+def _read_marker(path: Path) -> dict:
+    return read_json(path, "sweep marker", MARKER_FORMAT, MARKER_KEYS)
 
 
 def set_recorded(home: Path, sweep_id: str, parent_run_id: str) -> None:
@@ -124,9 +132,16 @@ def save_result(result: SweepResult, home: Path) -> None:
 
 
 def load_result(home: Path, sweep_id: str) -> SweepResult | None:
-    """A finished sweep's results, or None when it did not finish."""
+    """A finished sweep's results, or None when it did not finish; CorruptFile where the file is
+    unreadable (Tune's own state still holds every finished trial's results)."""
     path = folder(home, sweep_id) / RESULT
-    return SweepResult.from_json(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    saved = read_json(path, "sweep result", SweepResult.FORMAT, ("cells",))
+    try:
+        return SweepResult.from_dict(saved)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptFile(path, f"a sweep result that does not read back ({type(error).__name__}: {error})") from None
 
 
 def sweep_ids(home: Path) -> list[str]:
