@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.results import CellResult, ModelRecord
+from services.results import CellResult, ModelRecord, model_of
 from services.spec import Sweep
 from services.stats.base import Statistic
 from services.stats.rows import Summary
@@ -26,11 +26,11 @@ class LosingErrors:
 
 def losing_evaluations(records: list[ModelRecord]) -> list[ModelRecord]:
     """The one-pass records, per run in N order, whose test error is above 0 where the one before was 0."""
-    by_seed: dict[tuple, list[ModelRecord]] = {}
+    runs: dict[tuple, list[ModelRecord]] = {}
     for r in (r for r in records if r.n_stable is not None):
-        by_seed.setdefault((r.seed, r.lr, r.batch_size), []).append(r)
+        runs.setdefault(model_of(r), []).append(r)
     lost = []
-    for mine in by_seed.values():
+    for mine in runs.values():
         mine.sort(key=lambda r: r.n_train)
         lost += [r for before, r in zip(mine, mine[1:]) if before.test_error == 0 < r.test_error]
     return lost

@@ -84,22 +84,24 @@ def model_entries(result: "PackResult") -> list[dict]:
 class ResultCache:
     """A folder of model entries by key; ``ResultCache(None)`` stores nothing (cache off)."""
 
+    FORMAT = 1  # an entry's format number, written in it
+    KEYS = ("n_train", "records", "eval_steps", "curves", "snapshots")  # what every reader of an entry reads
+
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
 
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    FORMAT = 1  # an entry's format number, written in it
-    KEYS = ("n_train", "records", "eval_steps", "curves", "snapshots")  # what every reader of an entry reads
-
     def get(self, key: str) -> dict | None:
         """The entry at ``key``, or None: none there, or one that does not read back (truncated,
         overwritten, a newer format), which its model is trained again to replace, with a warning."""
-        if self.folder is None or not (path := self._path(key)).exists():
+        if self.folder is None:
             return None
         try:
-            return read_json(path, "cache entry", self.FORMAT, self.KEYS)
+            return read_json(self._path(key), "cache entry", self.FORMAT, self.KEYS)
+        except FileNotFoundError:
+            return None
         except CorruptFile as corrupt:
             warnings.warn(f"{corrupt}: its model is trained again", stacklevel=2)
             return None

@@ -253,7 +253,7 @@ def train_pack(
             decisive = (
                 first_zero_unknown | diverged | settled | ending | one_pass
             )  # one_pass: every zero counts for stability
-            at_zero = torch.from_numpy(rec.streak_start[pack.ids.numpy()] > 0).to(device) & one_pass
+            at_zero = torch.from_numpy(rec.at_zero(pack.ids)).to(device) & one_pass
             on_test = pack.test_metrics(decisive, (settled | ending | at_zero) & ~diverged)  # last, or losing zero
             extra = pack.model.metrics() if rec.extra else {}
             extra |= {name: on_test[name] for name in by_margin}
@@ -262,7 +262,7 @@ def train_pack(
             rec.snap(pack.ids, pack.model.snapshot())
             confirmed = rec.confirmed(step, pack.ids, train.stability_window if one_pass else 0.0).to(device)
             stay = torch.nonzero(~(diverged | settled | ending | confirmed)).squeeze(1)
-            stop = progress is not None and progress(step, len(stay), rec.at_zero(pack.ids[stay.cpu()]))
+            stop = progress is not None and progress(step, len(stay), int(rec.at_zero(pack.ids[stay.cpu()]).sum()))
             if len(stay) == 0 or stop:
                 break
             if len(stay) < pack.model.K:  # drop finished models: the pack gets smaller and faster

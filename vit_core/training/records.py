@@ -155,9 +155,9 @@ class _Recorder:
         self.settled[ids[settled.numpy()]] = True
         self.stopped_at[ids] = step
 
-    def at_zero(self, ids: Tensor) -> int:
-        """How many of the models ``ids`` are in a run of zero test error (begun after step 0)."""
-        return int((self.streak_start[ids.numpy()] > 0).sum())
+    def at_zero(self, ids: Tensor) -> np.ndarray:
+        """(len(ids),) bool: which of the models ``ids`` are in a run of zero test error (begun after step 0)."""
+        return self.streak_start[ids.numpy()] > 0
 
     def confirmed(self, step: int, ids: Tensor, window: float) -> Tensor:
         """(len(ids),) bool: the models whose test error has been 0 at every evaluation from their

@@ -154,7 +154,7 @@ class _TestScores:
         names = METRICS + (("by_margin",) if margins is not None else ())
         self.sums = {part: {name: self._zeros(K, name, device) for name in names} for part in ("subset", "rest")}
         self.valid = {part: torch.zeros(K, dtype=torch.bool, device=device) for part in ("subset", "rest")}
-        self.complete = torch.zeros(K, dtype=torch.bool, device=device)  # the rest's sums cover all of it
+        self.complete = torch.full((K,), self.n == size, device=device)  # the rest's sums cover all of it
 
     @staticmethod
     def _zeros(K: int, name: str, device) -> Tensor:
@@ -172,7 +172,7 @@ class _TestScores:
         extend = ((subset["error"] == 0) & decisive) | exact
         if self.n < self.total:
             self._score_rest(model, extend & ~(self.valid["rest"] & (self.complete | ~exact)), exact)
-        whole = extend & (self.complete | (self.n == self.total))
+        whole = extend & self.complete
         result = {name: subset[name] / self.n for name in METRICS}
         for name in METRICS:
             result[name][whole] = (subset[name][whole] + rest[name][whole]) / self.total
@@ -198,7 +198,6 @@ class _TestScores:
             active &= (self.sums["rest"]["error"] == 0) | exact
             start, size = stop, 2 * size
         self.complete[which] = reached[which] == self.total
-        self.valid["rest"][which] = True
 
     def _score(self, model: PackedModels, part: str, which: Tensor, start: int, stop: int, add: bool = False) -> None:
         """Score the models marked ``which`` on test samples ``start`` to ``stop`` (of the rest: in
