@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vit_core import ConfigError, TokenDataConfig, TokenKind, make_patterns, sample_tokens
-from vit_core.configs import SpatialDataConfig
+from vit_core.configs import SpatialDataConfig, binomial_kept
 from vit_core.oracle import oracle_rules
 from vit_core.seeding import Stream
 from vit_core.spatial import sample_patches
@@ -32,7 +32,7 @@ def test_statistics_match_alpha_star_alpha_confusion_and_tau(counts):
     assert (b.labels == 1).float().mean().item() == pytest.approx(0.5, abs=0.03)
 
 
-@pytest.mark.parametrize("counts", ["fixed", "binomial"])
+@pytest.mark.parametrize("counts", ["fixed", "binomial", "premised"])
 def test_labels_are_the_majority_vote_and_kinds_match_patterns(counts):
     cfg = TokenDataConfig(alpha_star=0.25, counts=counts, tau=0.3)
     b = sample_tokens(cfg, 500, seed=1)
@@ -238,6 +238,25 @@ def test_binomial_counts_mean_fraction_is_the_effective_alpha_star():
     assert data.effective_alpha_star == pytest.approx(0.05113, abs=1e-5)  # draws that lose the vote are redrawn
     wide = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.3, counts="binomial")
     assert wide.effective_alpha_star == pytest.approx(0.3, abs=1e-6)  # it never loses the vote there
+
+
+def test_premised_counts_keep_only_samples_that_meet_the_premises_on_their_own():
+    """Premised counts are binomial draws kept only where the sample itself has at least 4 relevant
+    tokens, confusion below 1/(2e) of them and no near tie; effective_alpha_star is their mean."""
+    data = TokenDataConfig(n_tokens=120, dim=8, n_patterns=4, tau=0.02, alpha_star=0.05, counts="premised")
+    kinds = sample_tokens(data, 20_000, seed=3).kinds
+    relevant, confusion = ((kinds == kind).sum(1).numpy() for kind in (TokenKind.RELEVANT, TokenKind.CONFUSION))
+    assert (relevant >= 4).all() and (confusion < relevant / (2 * np.e)).all() and (relevant - confusion >= 2).all()
+    sem = relevant.std() / 20_000**0.5
+    assert abs(relevant.mean() - 120 * data.effective_alpha_star) < 4 * sem
+    binomial = dataclasses.replace(data, counts="binomial")
+    assert data.effective_alpha_star > binomial.effective_alpha_star  # the kept draws have more relevant tokens
+    assert binomial_kept(120, 0.05, data.confusion, "premised")[0] == pytest.approx(0.528, abs=0.001)
+
+
+def test_a_reading_that_keeps_almost_no_draws_is_refused_by_name():
+    with pytest.raises(ConfigError, match="counts"):
+        TokenDataConfig(n_tokens=10, n_patterns=4, dim=8, alpha_star=0.02, counts="premised")
 
 
 def test_the_oracle_mean_token_rule_separates_fixed_counts_widely_and_binomial_ones_barely():

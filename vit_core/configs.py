@@ -24,6 +24,21 @@ if TYPE_CHECKING:
     from vit_core.image_config import ImageDataConfig
 
 NoisyKind = Literal["any", "irrelevant", "relevant", "confusion"]
+Counts = Literal["fixed", "binomial", "premised"]
+CONFUSION_BOUND = 1 / (2 * math.e)  # Theorem 1: alpha* >= alpha# / c with c < 1/(2e)
+TOKENS = 4  # "L large enough", our reading: alpha* L label-relevant tokens in an average sample at least
+MIN_KEPT = 1e-3  # the least share of binomial draws a reading of the counts may keep (else: a ConfigError)
+
+
+def kept_counts(counts: Counts, relevant, confusion):
+    """Which per-sample (label-relevant, confusion) counts a reading keeps (ints or numpy arrays):
+    ``binomial`` those where the label wins the vote; ``premised`` those that meet Theorem 1's
+    premises on their own: confusion below 1/(2e) of the relevant, at least TOKENS relevant tokens,
+    a vote margin of at least 2 (the first two imply it; it is the premise the near ties break)."""
+    vote = relevant > confusion
+    if counts != "premised":
+        return vote
+    return vote & (confusion < CONFUSION_BOUND * relevant) & (relevant >= TOKENS) & (relevant - confusion >= 2)
 
 
 @dataclass(frozen=True)
@@ -39,7 +54,11 @@ class TokenDataConfig:
     )
     confusion_ratio: float = param(1 / 6, "alpha# / alpha* when alpha_confusion is not given")
     tau: float = param(0.3, "bound on a token's noise norm (norm uniform on [0, tau])")
-    counts: Literal["fixed", "binomial"] = param("fixed", "per-sample token counts: fixed round(alpha*·L), or binomial")
+    counts: Counts = param(
+        "fixed",
+        "per-sample token counts: fixed round(alpha*·L); binomial (draws losing the vote redrawn); premised "
+        "(binomial draws kept only where the sample meets Theorem 1's premises on its own)",
+    )
     patterns: Literal["orthonormal", "gaussian"] = param("orthonormal", "orthonormal patterns, or random unit vectors")
     pattern_seed: int = param(0, "seed of the patterns, shared by every model")
     sparsify: SparsifyStrategy = param(
@@ -73,18 +92,18 @@ class TokenDataConfig:
     @property
     def effective_alpha_star(self) -> float:
         """The label-relevant fraction samples really have: fixed counts round it (small L moves
-        it); binomial counts keep only draws where label-relevant tokens win the vote, which
-        raises their mean a little (exactly: binomial_mean_relevant)."""
+        it); binomial and premised counts keep only some draws, which raises their mean (exactly:
+        binomial_kept)."""
         if self.counts == "fixed":
             return self.fixed_counts[0] / self.n_tokens
-        return binomial_mean_relevant(self.n_tokens, self.alpha_star, self.confusion) / self.n_tokens
+        return binomial_kept(self.n_tokens, self.alpha_star, self.confusion, self.counts)[1] / self.n_tokens
 
 
 @lru_cache(maxsize=256)
-def binomial_mean_relevant(L: int, alpha_star: float, confusion: float) -> float:
-    """E[n_rel | n_rel > n_conf] for n_rel ~ Bin(L, alpha*) and n_conf | n_rel ~ Bin(L - n_rel,
-    alpha# / (1 - alpha*)): the mean count of label-relevant tokens that ``counts="binomial"``
-    samples have (layout._counts redraws the rest)."""
+def binomial_kept(L: int, alpha_star: float, confusion: float, counts: Counts) -> tuple[float, float]:
+    """(P(kept), E[n_rel | kept]) for n_rel ~ Bin(L, alpha*), n_conf | n_rel ~ Bin(L - n_rel,
+    alpha# / (1 - alpha*)) and kept by ``kept_counts``: the share of draws a reading keeps, and the
+    mean count of label-relevant tokens its samples have (layout._counts redraws the rest)."""
 
     def log_pmf(k: int, n: int, p: float) -> float:
         if p <= 0:
@@ -94,10 +113,12 @@ def binomial_mean_relevant(L: int, alpha_star: float, confusion: float) -> float
 
     p_conf = confusion / (1 - alpha_star)
     weight = [
-        math.exp(log_pmf(r, L, alpha_star)) * sum(math.exp(log_pmf(c, L - r, p_conf)) for c in range(min(r, L - r + 1)))
+        math.exp(log_pmf(r, L, alpha_star))
+        * sum(math.exp(log_pmf(c, L - r, p_conf)) for c in range(min(r, L - r + 1)) if kept_counts(counts, r, c))
         for r in range(L + 1)
-    ]  # P(n_rel = r and n_conf < r)
-    return sum(r * w for r, w in enumerate(weight)) / sum(weight)
+    ]  # P(n_rel = r and kept)
+    kept = sum(weight)
+    return kept, (sum(r * w for r, w in enumerate(weight)) / kept if kept else math.nan)
 
 
 def _check(cfg: TokenDataConfig) -> None:
@@ -128,7 +149,10 @@ def _check(cfg: TokenDataConfig) -> None:
                 conf,
                 f"rounds to {n_conf} confusion tokens, not fewer than the {n_rel} label-relevant ones",
             )
-    irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts == "binomial"
+    if cfg.counts != "fixed" and (kept := binomial_kept(cfg.n_tokens, cfg.alpha_star, conf, cfg.counts)[0]) < MIN_KEPT:
+        at = f"alpha_star={cfg.alpha_star}, n_tokens={cfg.n_tokens}"
+        fail("counts", cfg.counts, f"keeps {kept:.1e} of the draws at {at} (needs >= {MIN_KEPT:g})")
+    irrelevant = cfg.n_tokens * (1 - cfg.alpha_star - conf) > 0.5 or cfg.counts != "fixed"
     if irrelevant and cfg.n_patterns < 3:
         fail("n_patterns", cfg.n_patterns, "needs >= 3 (2 discriminative + label-irrelevant ones)")
     if cfg.n_patterns < 2:

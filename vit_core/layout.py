@@ -5,6 +5,8 @@ draws the noise directions on top of this (with torch); oracle.py reads it witho
 Choices the paper leaves open (docs/science-choices.md): counts ``fixed`` put round(alpha*·L)
 and round(alpha#·L) tokens in every sample; ``binomial`` draws them per sample and redraws a
 draw where the confusion tokens are not fewer, so the label (the majority vote) always holds;
+``premised`` redraws, besides, every draw that fails Theorem 1's premises read per sample
+(configs.kept_counts);
 positions are shuffled uniformly; irrelevant tokens pick a pattern from 2..M-1 uniformly; noise
 norms are uniform on [0, tau], or tau_big for the noisy tokens.
 """
@@ -14,7 +16,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from vit_core.configs import TokenDataConfig
+from vit_core.configs import TokenDataConfig, kept_counts
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import top_k
 
@@ -61,10 +63,10 @@ def _counts(cfg: TokenDataConfig, n: int, rng: np.random.Generator) -> tuple[np.
     n_conf = np.empty(n, dtype=np.int64)
     todo = np.arange(n)
     p_conf = cfg.confusion / (1 - cfg.alpha_star)
-    while todo.size:  # keep draws where the label-relevant tokens win the vote
+    while todo.size:  # keep the draws the reading keeps (binomial: the label wins the vote), redraw the rest
         rel = rng.binomial(cfg.n_tokens, cfg.alpha_star, todo.size)
         conf = rng.binomial(cfg.n_tokens - rel, p_conf)
-        ok = rel > conf
+        ok = kept_counts(cfg.counts, rel, conf)
         n_rel[todo[ok]], n_conf[todo[ok]] = rel[ok], conf[ok]
         todo = todo[~ok]
     return n_rel, n_conf

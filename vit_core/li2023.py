@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
+from vit_core.configs import CONFUSION_BOUND, TOKENS, ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_rows
 from vit_core.fields import ConfigError
 from vit_core.image_config import ImageTokenConfig
@@ -20,8 +20,6 @@ from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import image_token_set, sparsified_name
 
 REFERENCE = Path(__file__).parent / "reference"
-CONFUSION_BOUND = 1 / (2 * math.e)  # Theorem 1: alpha* >= alpha# / c with c < 1/(2e)
-TOKENS = 4  # "L large enough", our reading: alpha* L label-relevant tokens in an average sample at least
 ORTHONORMAL = 1e-6  # the patterns' largest departure from orthonormality that still counts as orthonormal
 SPARSIFY_NAMES = {"noisy": "noisiest"}  # Fig 2(b)'s strategy -> our sparsify value, where they differ
 
