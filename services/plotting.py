@@ -10,6 +10,17 @@ def subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None =
     return fig, fig.subplots(rows, cols, **kw)
 
 
+def panels(n: int, cols: int, size: tuple[float, float]):
+    """A figure of n panels, at most ``cols`` a row, each ``size`` inches: (figure, the n axes in
+    reading order); the grid's spare panels are hidden."""
+    cols = max(1, min(cols, n))
+    rows = -(-n // cols)
+    fig, axes = subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
 def colours() -> list[str]:
     """Matplotlib's default colour cycle."""
     from matplotlib import rcParams

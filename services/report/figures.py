@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-from services.plotting import colours, subplots
+from services.plotting import colours, panels, subplots
 from services.report.compare import Comparison, PaperGrid
 from services.results import Cell, CellResult
 from services.spec import Sweep
@@ -127,9 +127,9 @@ def _forms_figure(summary: "Summary"):
     N (x) against the scaling value, with the four forms fitted to the headline N* (services.stats.forms),
     the preferred one drawn thick where the data decide it."""
     groups = summary.forms
-    fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+    fig, axes = panels(len(groups), 3, (6, 4.5))  # a row of three: one model's readings side by side
     scaling = summary.scaling
-    for ax, (group, forms) in zip(axes[0], groups.items()):
+    for ax, (group, forms) in zip(axes, groups.items()):
         rows = [r for r in summary.cells if r.label in forms.cells]
         values = np.array([r.alpha_effective for r in rows])
         others = [c for c in rows[0].criteria if c != summary.criterion]
@@ -200,8 +200,7 @@ def _success_figure(sweep: Sweep, summary: "Summary"):
 def _outcomes_figure(summary: "Summary"):
     """Per cell, the share of each outcome class at every N (stacked bars)."""
     rows = [r for r in summary.cells if r.outcomes] or summary.cells[:1]
-    cols = min(4, len(rows))
-    fig, axes = subplots(-(-len(rows) // cols), cols, figsize=(4 * cols, 3 * -(-len(rows) // cols)), squeeze=False)
+    fig, axes = panels(len(rows), 4, (4, 3))
     colours = {
         Outcome.SUCCEEDED: "tab:green",
         Outcome.FAILED_CONVERGED: "tab:red",
@@ -209,7 +208,7 @@ def _outcomes_figure(summary: "Summary"):
         Outcome.NOT_CONVERGED: "tab:orange",
         Outcome.DIVERGED: "black",
     }
-    for ax, r in zip(axes.flat, rows):
+    for ax, r in zip(axes, rows):
         ns = list(r.outcomes)
         bottom = np.zeros(len(ns))
         for name, colour in colours.items():
@@ -218,9 +217,7 @@ def _outcomes_figure(summary: "Summary"):
             bottom += share
         ax.set_xticks(range(len(ns)), ns, fontsize=7)
         ax.set(xlabel="N", ylabel="share of models", title=r.label + (" (flagged)" if r.flagged else ""), ylim=(0, 1))
-    for ax in list(axes.flat)[len(rows) :]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
