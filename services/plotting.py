@@ -1,6 +1,8 @@
 """Matplotlib's object API without pyplot (no backend to choose, no global figure state), loaded
 only where a figure is drawn."""
 
+DPI = 120  # every figure's resolution, in a report folder and in MLflow alike
+
 
 def subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):
     """pyplot.subplots without pyplot: (figure, axes)."""

@@ -66,15 +66,17 @@ def test_status_of_a_home_without_tune_state_loads_none_of_them(tmp_path):
 
 
 def test_report_and_export_load_no_ray(two_sweeps, tmp_path):
-    """Both compute the summary (export's cells table is its rows), whose premises are read from the
-    models as built and whose information floor draws the seeds' samples: vit_core, with torch, as
-    training does. Neither starts or imports Ray."""
+    """Read back as the run recorded them, the report and the cells need MLflow alone. Recomputed, the
+    summary's premises are read from the models as built and its information floor draws the seeds'
+    samples: vit_core, with torch, as training does. None of them starts or imports Ray."""
     home = str(two_sweeps)
-    with_torch = {"mlflow", "matplotlib", "torch"}
-    assert loaded_by("report", "--home", home, "--out", str(tmp_path / "report")) == with_torch
+    assert loaded_by("report", "--home", home, "--out", str(tmp_path / "report")) == {"mlflow"}
     assert (tmp_path / "report" / "summary.md").exists()  # it did write the report
-    assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == with_torch
-    assert (tmp_path / "models.csv").exists()
+    recomputed = loaded_by("report", "--home", home, "--out", str(tmp_path / "again"), "--recompute")
+    assert recomputed == {"mlflow", "matplotlib", "torch"}
+    assert loaded_by("export", "--home", home, "--table", "cells", "--out", str(tmp_path / "cells.csv")) == {"mlflow"}
+    assert loaded_by("export", "--home", home, "--out", str(tmp_path / "models.csv")) == {"mlflow"}
+    assert (tmp_path / "models.csv").exists() and (tmp_path / "cells.csv").exists()
 
 
 def import_graph() -> dict[str, set[str]]:

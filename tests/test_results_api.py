@@ -122,3 +122,35 @@ def test_paper_grid_puts_the_papers_figure_beside_each_sweep_and_finds_a_spec_by
     run = MlflowClient(embedded_uri(two_sweeps)).get_run(grid["mlflow_run_id"])
     assert run.data.tags[tracking.GRID_TAG] == "sweep-a, sweep-b"
     assert vitsweep.load_sweep(home=two_sweeps).sweep_id == "sweep-b"  # the grid's run is not a sweep
+
+
+def _report(home, out, *flags: str) -> tuple[list[str], str]:
+    """`vitsweep report sweep-a` into ``out``: (its lines but the one naming the folder, that line)."""
+    lines = _cli("report", "sweep-a", "--home", str(home), "--out", str(out), *flags).splitlines()
+    written = next(line for line in lines if line.startswith("report written to"))
+    return [line for line in lines if line != written], written
+
+
+def test_report_and_export_read_back_what_the_run_recorded_equal_to_recomputing_it(two_sweeps, tmp_path):
+    read, read_line = _report(two_sweeps, tmp_path / "read")
+    again, again_line = _report(two_sweeps, tmp_path / "again", "--recompute")
+    assert "as the sweep's run recorded it" in read_line and "(recomputed)" in again_line
+    assert read == again  # the same table, fits and notes
+    files = sorted(p.name for p in (tmp_path / "read").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "again").iterdir())
+    assert {"summary.md", "summary.html", "summary.json"} < set(files) and any(f.endswith(".png") for f in files)
+    for name in files:  # the figures too: MLflow holds them as the report folder draws them
+        assert (tmp_path / "read" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+    for flags in ((), ("--recompute",)):
+        out = tmp_path / f"cells{len(flags)}.csv"
+        _cli("export", "sweep-a", "--home", str(two_sweeps), "--table", "cells", "--out", str(out), *flags)
+    assert (tmp_path / "cells0.csv").read_bytes() == (tmp_path / "cells1.csv").read_bytes()
+
+
+def test_a_record_whose_report_view_is_of_another_format_is_recomputed(tmp_path):
+    from conftest import record_synthetic_sweep
+
+    _, _, uri, run_id = record_synthetic_sweep(tmp_path, "sweep-a")
+    MlflowClient(uri).log_dict(run_id, {"format": 0, "rows": []}, tracking.REPORT_VIEW)  # a format it cannot read
+    lines, written = _report(tmp_path, tmp_path / "out")
+    assert "(recomputed)" in written and any(line.startswith("| vit alpha_star=0.1") for line in lines)

@@ -56,7 +56,7 @@ def test_a_statistic_of_ones_own_reaches_the_json_the_report_the_figures_and_mlf
     summary = summarize(spec, "synthetic-1", result.cells)
     trained = {m: sum(len(c.records) for c in result.cells if c.cell.model == m) for m in spec.models}
     assert summary.to_dict()["trained_models"] == trained and all(trained.values())
-    assert f"models trained, vit: {trained['vit']}" in report.markdown(summary)
+    assert f"models trained, vit: {trained['vit']}" in report.markdown(report.view(summary))
     figs = figures.figures(spec, summary, result.cells)
     assert "trained_models.png" in figs and "success_rate_vs_n.png" in figs  # beside the built-in ones
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

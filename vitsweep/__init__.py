@@ -22,6 +22,6 @@ def load_sweep(sweep_id: str | None = None, home: str | Path = "runs", tracking_
     numbers `vitsweep report` prints. ``sweep_id``: None for the latest sweep in the store;
     ``tracking_uri``: an MLflow store or server, else the embedded SQLite store under ``home``.
     Raises LookupError when the store has no such sweep."""
-    from services.app import runs
+    from services.app import recorded
 
-    return runs.frames(tracking_uri or embedded_uri(Path(home)), sweep_id)
+    return recorded.frames(tracking_uri or embedded_uri(Path(home)), sweep_id)

@@ -1,5 +1,5 @@
 """The command line's commands that read what sweeps left: `report`, `export`, `compare`, `paper`
-and `status`. Each parses its arguments, calls services.app.recorded (or runs.frames, the
+and `status`. Each parses its arguments, calls services.app.recorded (its frames are the
 notebook API's) and prints what came back; services.app.cli registers them."""
 
 import json
@@ -11,7 +11,7 @@ import typer
 from services.app.printing import (
     print_comparison,
     print_paper_grid,
-    print_summary,
+    print_view,
     show,
     show_pages,
     show_table,
@@ -28,17 +28,22 @@ def report(
     as_json: bool = typer.Option(
         False, "--json", help="end stdout with one JSON object: exponent, n_star, and the rest"
     ),
+    recompute: bool = typer.Option(
+        False, "--recompute", help="recompute the summary from the records, redraw the figures (the code as it is now)"
+    ),
 ) -> None:
-    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table."""
+    """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table:
+    as its run recorded them at its end (--recompute: from its records, now)."""
     from services.app import recorded
 
     with _store(tracking_uri, home) as uri:
-        summary, folder = recorded.report(uri, sweep_id, out, home)
-    print_summary(summary)
-    show(f"report written to {folder}")
-    show_pages(uri, home, summary.sweep_id)
+        found = recorded.report(uri, sweep_id, out, home, recompute)
+    print_view(found.view)
+    how = "as the sweep's run recorded it; --recompute recomputes it" if found.recorded else "recomputed"
+    show(f"report written to {found.folder} ({how})")
+    show_pages(uri, home, found.sweep_id)
     if as_json:
-        print(json.dumps(summary.to_dict() | {"folder": str(folder)}))
+        print(json.dumps(found.summary | {"folder": str(found.folder)}))
 
 
 EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}
@@ -52,6 +57,9 @@ def export(
     ),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI; default: SQLite under --home"),
     home: Path = typer.Option(Path("runs"), "--home", help="the sweep home whose embedded MLflow store to read"),
+    recompute: bool = typer.Option(
+        False, "--recompute", help="cells: recompute the summary from the records (default: as the run recorded it)"
+    ),
 ) -> None:
     """Write a recorded sweep's per-model records or per-cell results as CSV or Parquet: the
     DataFrames vitsweep.load_sweep returns."""
@@ -59,14 +67,15 @@ def export(
         usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
     if table not in ("models", "cells"):
         usage(f"--table {table}: must be models or cells")
-    from services.app import runs
+    from services.app import recorded
 
     with _store(tracking_uri, home) as uri:
-        found = runs.frames(uri, sweep_id)
-    frame = getattr(found, table)
+        found_id, frame = (
+            recorded.cells_frame(uri, sweep_id, recompute) if table == "cells" else recorded.models_frame(uri, sweep_id)
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
-    print(f"{found.sweep_id}: {len(frame)} rows of {table} written to {out}")
+    print(f"{found_id}: {len(frame)} rows of {table} written to {out}")
 
 
 def compare(

@@ -53,4 +53,7 @@ def cell_log(row: CellRow) -> CellLog:
 
 def sweep_log(sweep: Sweep, summary: Summary, cells: list[CellResult]) -> SweepLog:
     """What a sweep's final record logs of its report: the parent's, its Markdown table, each cell's."""
-    return SweepLog(summary_log(sweep, summary, cells), report.markdown(summary), [cell_log(r) for r in summary.cells])
+    parent = summary_log(sweep, summary, cells)
+    view = report.view(summary, list(parent.figures))
+    cell_logs = [cell_log(r) for r in summary.cells]
+    return SweepLog(parent, report.markdown(view), cell_logs, view.to_dict())

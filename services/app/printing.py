@@ -16,6 +16,7 @@ from services.store.uris import embedded_uri, redact, ui_address
 
 if TYPE_CHECKING:
     from services.report.compare import Comparison, PaperGrid
+    from services.report.text import ReportView
     from services.stats.rows import Summary
 
 
@@ -62,16 +63,17 @@ def duration(seconds: float) -> str:
 
 def print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
-    from services.report.fits import fit_table
-    from services.report.text import notes, table_header, table_rows
+    from services.report.text import view
 
-    title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
-    title += f" (success: {summary.criterion})" if summary.criteria else ""
-    show_table(title, table_header(summary), table_rows(summary))
-    header, rows = fit_table(summary)
-    if rows:
-        show_table("N* fits", header, rows, left=("criterion", "group", "form"))
-    for line in notes(summary):
+    print_view(view(summary))
+
+
+def print_view(report: "ReportView") -> None:
+    """A report's text: its per-cell table, its fits table and its notes."""
+    show_table(report.title, report.header, report.rows)
+    if report.fits_rows:
+        show_table("N* fits", report.fits_header, report.fits_rows, left=("criterion", "group", "form"))
+    for line in report.notes:
         show(f"- {line}")
 
 

@@ -7,26 +7,101 @@ neither, nor Ray).
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from services.plotting import DPI
 from services.store import state
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from services.report.compare import Comparison, PaperGrid
-    from services.stats.rows import Summary
+    from services.report.frames import SweepFrames
+    from services.report.text import ReportView
 
 
-def report(uri: str, sweep_id: str | None, out: Path | None, home: Path) -> tuple["Summary", Path]:
-    """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID):
-    (the summary, the folder). LookupError when the store has no such sweep."""
+class Report(NamedTuple):
+    """A recorded sweep's report: its view (the text `report` prints), its summary as JSON
+    (Summary.to_dict), the folder of its figures and files, and whether it was read back as the
+    sweep's run recorded it (False: recomputed from the records now)."""
+
+    sweep_id: str
+    view: "ReportView"
+    summary: dict
+    folder: Path
+    recorded: bool
+
+
+def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, recompute: bool = False) -> Report:
+    """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID): as
+    its run recorded them at its end, unless ``recompute`` (or its run recorded no report view):
+    then the summary is recomputed from its records and the figures redrawn with the code as it is
+    now. LookupError when the store has no such sweep."""
+    from services.report.text import ReportView, view, write
+
+    def folder_of(found_id: str) -> Path:
+        return out or home / "reports" / found_id
+
+    if not recompute:
+        from services.store.recorded import recorded_report
+
+        found = recorded_report(uri, sweep_id, folder_of)
+        if found and (recorded := ReportView.from_dict(found.view)):
+            write(found.folder, recorded, found.summary)
+            return Report(found.sweep_id, recorded, found.summary, found.folder, True)
     from services.report import figures
-    from services.report.text import write
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep
 
     sweep, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(sweep, found_id, cells)
-    return summary, write(out or home / "reports" / found_id, summary, figures.figures(sweep, summary, cells))
+    document, drawn = summary.to_dict(), figures.figures(sweep, summary, cells)
+    text = view(summary, list(drawn))
+    return Report(found_id, text, document, write(folder_of(found_id), text, document, drawn), False)
+
+
+def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
+    """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
+    and its cells, its cells as its run recorded them where it did; LookupError: no such sweep."""
+    from services.report.frames import SweepFrames, cells_frame, models_frame
+    from services.store.tracking import load_sweep
+
+    loaded = load_sweep(uri, sweep_id)
+    found_id, rows = _cell_rows(uri, loaded[1], False, loaded)
+    return SweepFrames(found_id, models_frame(found_id, loaded[2]), cells_frame(found_id, rows))
+
+
+def models_frame(uri: str, sweep_id: str | None) -> tuple[str, "pd.DataFrame"]:
+    """(sweep id, one row per model record) of a recorded sweep; LookupError: no such sweep."""
+    from services.report.frames import models_frame as build
+    from services.store.tracking import load_sweep
+
+    _, found_id, cells = load_sweep(uri, sweep_id)
+    return found_id, build(found_id, cells)
+
+
+def cells_frame(uri: str, sweep_id: str | None, recompute: bool = False) -> tuple[str, "pd.DataFrame"]:
+    """(sweep id, one row per cell) of a recorded sweep: from the summary its run recorded at its
+    end, unless ``recompute`` (or its run recorded none): then from its records, now."""
+    from services.report.frames import cells_frame as build
+
+    found_id, rows = _cell_rows(uri, sweep_id, recompute)
+    return found_id, build(found_id, rows)
+
+
+def _cell_rows(uri: str, sweep_id: str | None, recompute: bool, loaded: tuple | None = None) -> tuple[str, list[dict]]:
+    """(sweep id, its summary's cell rows as JSON holds them): as its run recorded them, unless
+    ``recompute`` or it recorded none; then summarized from ``loaded`` (load_sweep's), or loaded now."""
+    if not recompute:
+        from services.store.recorded import recorded_summary
+
+        if found := recorded_summary(uri, sweep_id):
+            return found[0], found[1]["cells"]
+    from services.stats.summarize import summarize
+    from services.store.tracking import load_sweep
+
+    summary = summarize(*(loaded or load_sweep(uri, sweep_id)))
+    return summary.sweep_id, summary.to_dict()["cells"]
 
 
 def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
@@ -67,7 +142,7 @@ def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tup
 def _written(folder: Path, figure, names: tuple[str, str], document: dict) -> Path:
     """``folder``, with ``figure`` and ``document`` (JSON) written into it under ``names`` (figure, JSON)."""
     folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(folder / names[0], dpi=120)
+    figure.savefig(folder / names[0], dpi=DPI)
     (folder / names[1]).write_text(json.dumps(document, indent=2))
     return folder
 

@@ -29,7 +29,6 @@ from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.report.frames import SweepFrames
     from services.results import CellResult
     from services.stats.rows import Summary
     from services.store.live import LiveRecord
@@ -389,17 +388,6 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
                 continue
         left += 1
     return logged, left
-
-
-def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
-    """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
-    and its cells; LookupError when the store has no such sweep."""
-    from services.report.frames import frames as build
-    from services.stats.summarize import summarize
-    from services.store.tracking import load_sweep
-
-    sweep, found_id, cells = load_sweep(uri, sweep_id)
-    return build(summarize(sweep, found_id, cells), cells)
 
 
 def _check_cluster(ray_address: str | None) -> None:

@@ -8,7 +8,6 @@ from typing import NamedTuple
 import pandas as pd
 
 from services.results import CellResult
-from services.stats.rows import Summary
 
 CELL_COLUMNS = (  # CellRow fields that are one value each (per-N rates, outcomes and per-seed lists stay out)
     "alpha_effective",
@@ -44,19 +43,24 @@ class SweepFrames(NamedTuple):
     cells: pd.DataFrame
 
 
-def frames(summary: Summary, cells: list[CellResult]) -> SweepFrames:
-    """The DataFrames of a sweep's cells and its summary (services.stats.summarize.summarize)."""
+def models_frame(sweep_id: str, cells: list[CellResult]) -> pd.DataFrame:
+    """One row per model record of the sweep's ``cells``."""
     records = [
-        {"sweep_id": summary.sweep_id, "cell": c.cell.label, "model": c.cell.model, **c.cell.values, **r.as_dict()}
+        {"sweep_id": sweep_id, "cell": c.cell.label, "model": c.cell.model, **c.cell.values, **r.as_dict()}
         for c in cells
         for r in c.records
     ]
-    rows = []
-    for row in summary.cells:
-        lo, hi = row.n_star_ci95 or (None, None)
-        rows.append(
-            {"sweep_id": summary.sweep_id, "cell": row.label, "model": row.model, **row.values}
-            | {name: getattr(row, name) for name in CELL_COLUMNS}
+    return pd.DataFrame(records)
+
+
+def cells_frame(sweep_id: str, rows: list[dict]) -> pd.DataFrame:
+    """One row per cell, from the summary's cell rows as JSON holds them (Summary.to_dict()["cells"])."""
+    out = []
+    for row in rows:
+        lo, hi = row["n_star_ci95"] or (None, None)
+        out.append(
+            {"sweep_id": sweep_id, "cell": row["label"], "model": row["model"], **row["values"]}
+            | {name: row[name] for name in CELL_COLUMNS}
             | {"n_star_ci_lo": lo, "n_star_ci_hi": hi}
         )
-    return SweepFrames(summary.sweep_id, pd.DataFrame(records), pd.DataFrame(rows).convert_dtypes())  # N*: Int64
+    return pd.DataFrame(out).convert_dtypes()  # N*: Int64

@@ -2,9 +2,12 @@
 report folder that holds them with the figures."""
 
 import json
+from dataclasses import asdict, dataclass
 from html import escape
 from pathlib import Path
+from typing import ClassVar
 
+from services.plotting import DPI
 from services.report.fits import fit_lines, fit_table, form_lines, other_criteria
 from services.search.selection import SMALLEST_BATCH
 from services.stats import statistics
@@ -286,48 +289,99 @@ def notes(summary: "Summary") -> list[str]:
     return lines
 
 
-def markdown(summary: "Summary") -> str:
+@dataclass(frozen=True)
+class ReportView:
+    """What a report shows of a summary, as text: the per-cell table, the fits table and the notes,
+    with the printed title and the Markdown heading. A sweep's record holds it (``to_dict``), so
+    `report` prints a recorded sweep and writes its Markdown and HTML without recomputing them."""
+
+    FORMAT: ClassVar[int] = 1  # what ``to_dict`` writes; from_dict reads this format only
+
+    sweep_id: str
+    title: str  # printed above the table
+    heading: str  # the Markdown's line under the sweep id
+    header: list[str]
+    rows: list[list[str]]
+    fits_header: list[str]
+    fits_rows: list[list[str]]
+    notes: list[str]
+    figures: list[str]  # the figures' file names, in the order the HTML shows them
+
+    def to_dict(self) -> dict:
+        return {"format": self.FORMAT} | asdict(self)
+
+    @classmethod
+    def from_dict(cls, document: dict) -> "ReportView | None":
+        """The view a record holds; None where it was written in another format."""
+        if document.get("format") != cls.FORMAT:
+            return None
+        return cls(**{k: v for k, v in document.items() if k != "format"})
+
+
+def view(summary: "Summary", figures: tuple[str, ...] | list[str] = ()) -> ReportView:
+    """The report of a summary as text (the tables' cells and the notes rendered once), beside its
+    ``figures`` (file names)."""
+    title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
+    title += f" (success: {summary.criterion})" if summary.criteria else ""
+    heading = f"N*: the smallest N from which the success rate stays >= {summary.success_rate}"
+    heading += f" (success: {CRITERION_WORDS[summary.criterion]})." if summary.criteria else "."
+    fits_header, fits_rows = fit_table(summary)
+    return ReportView(
+        summary.sweep_id,
+        title,
+        heading,
+        table_header(summary),
+        table_rows(summary),
+        fits_header,
+        fits_rows,
+        notes(summary),
+        list(figures),
+    )
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def markdown(report: ReportView) -> str:
     """The summary table and the notes as Markdown."""
-    lines = [
-        f"# {summary.sweep_id}",
-        "",
-        f"N*: the smallest N from which the success rate stays >= {summary.success_rate}"
-        + (f" (success: {CRITERION_WORDS[summary.criterion]})." if summary.criteria else "."),
-        "",
-        "| " + " | ".join(table_header(summary)) + " |",
-        "|" + " --- |" * len(table_header(summary)),
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
-    header, rows = fit_table(summary)
-    if rows:
-        lines += ["", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join([*lines, "", *[f"- {line}" for line in notes(summary)]]) + "\n"
+    lines = [f"# {report.sweep_id}", "", report.heading, "", *_markdown_table(report.header, report.rows)]
+    if report.fits_rows:
+        lines += ["", *_markdown_table(report.fits_header, report.fits_rows)]
+    return "\n".join([*lines, "", *[f"- {line}" for line in report.notes]]) + "\n"
 
 
-def write(folder: Path, summary: "Summary", figs: dict) -> Path:
-    """The figures, summary.md, summary.html and summary.json in ``folder``."""
+def summary_json(document: dict) -> str:
+    """A summary's JSON (Summary.to_dict) as its report folder and its record hold it."""
+    return json.dumps(document, indent=1)
+
+
+def write(folder: Path, report: ReportView, document: dict, figs: dict | None = None) -> Path:
+    """summary.md, summary.html and summary.json (``document``: Summary.to_dict) in ``folder``, with
+    ``figs`` (name -> matplotlib figure) drawn there; None: the report's figures lie there already."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, fig in figs.items():
-        fig.savefig(folder / name, dpi=120)
-    text = markdown(summary)
-    (folder / "summary.md").write_text(text)
-    (folder / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
-    (folder / "summary.html").write_text(_html(summary, list(figs)))
+    for name, fig in (figs or {}).items():
+        fig.savefig(folder / name, dpi=DPI)
+    (folder / "summary.md").write_text(markdown(report))
+    (folder / "summary.json").write_text(summary_json(document))
+    (folder / "summary.html").write_text(html(report))
     return folder
 
 
-def _html(summary: "Summary", images: list[str]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in table_header(summary))
-    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in table_rows(summary))
-    header, rows = fit_table(summary)
-    fit_head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    fit_body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
-    fit_html = f"<table border=1><tr>{fit_head}</tr>{fit_body}</table>" if rows else ""
-    fits = "".join(f"<li>{escape(line)}</li>" for line in notes(summary))
-    pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in images)
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table border=1><tr>{head}</tr>{body}</table>"
+
+
+def html(report: ReportView) -> str:
+    """The report as one HTML page, its figures (files beside it) below."""
+    fit_html = _html_table(report.fits_header, report.fits_rows) if report.fits_rows else ""
+    fits = "".join(f"<li>{escape(line)}</li>" for line in report.notes)
+    pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in report.figures)
     return (
         "<!doctype html><meta "
-        f"charset=utf-8><title>{escape(summary.sweep_id)}</title><h1>{escape(summary.sweep_id)}</h1>"
-        f"<table border=1><tr>{head}</tr>{body}</table>{fit_html}<ul>{fits}</ul>{pictures}"
+        f"charset=utf-8><title>{escape(report.sweep_id)}</title><h1>{escape(report.sweep_id)}</h1>"
+        f"{_html_table(report.header, report.rows)}{fit_html}<ul>{fits}</ul>{pictures}"
     )

@@ -2,11 +2,12 @@
 the store knows no statistics or report, only what it is handed to log."""
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, NamedTuple
 
 from vit_core.family import Premise
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class SummaryLog(NamedTuple):
@@ -15,7 +16,7 @@ class SummaryLog(NamedTuple):
 
     metrics: dict[str, float]
     summary: dict
-    figures: dict[str, Figure]
+    figures: dict[str, "Figure"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,10 @@ class CellLog:
 @dataclass(frozen=True)
 class SweepLog:
     """What a sweep's final record logs of its report: the parent's summary, its Markdown table,
-    and each cell's log, in the order of the result's cells."""
+    each cell's log, in the order of the result's cells, and the report as text (what `report`
+    prints back without recomputing)."""
 
     parent: SummaryLog
     markdown: str
     cells: list[CellLog]
+    view: dict  # services.report.text.ReportView.to_dict()

@@ -11,21 +11,24 @@ import json
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import yaml
-from matplotlib.figure import Figure
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
+from services.plotting import DPI
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import Sweep, spec_from_dict
 from services.store import legacy, provenance, run_values
 from services.store.files import locked
 from services.store.logged import CellLog, SummaryLog, SweepLog
 from services.store.uris import redact
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000  # MLflow's limits per log_batch request
 
@@ -47,6 +50,7 @@ SPEC_FILE, RESOLVED_SPEC_FILE, MODELS_FILE, CURVES_FILE = (
     "curves.json",
 )
 SUMMARY_MD, SUMMARY_JSON, TUNING_FILE = "summary.md", "summary.json", "tuning.json"
+REPORT_VIEW = "report_view.json"  # the report as text (services.report.text.ReportView), logged at a sweep's end
 PREMISES_FILE = "premises.json"  # a cell's theory premises, each met or not, with their numbers
 COMPARE_TAG, COMPARE_FIGURE, COMPARE_JSON = "vitsweep.compare", "compare_n_star.png", "compare.json"
 GRID_TAG, GRID_FIGURE, GRID_JSON = "vitsweep.paper_grid", "paper_grid.png", "paper_grid.json"
@@ -230,6 +234,7 @@ def record_sweep(
             client.delete_run(child.info.run_id)  # cell of a trial that ran again with another sample
     log_report(client, pid, log.parent)
     client.log_text(pid, log.markdown, SUMMARY_MD)
+    client.log_dict(pid, log.view, REPORT_VIEW)
     failed = any(c.failures for c in result.cells)
     client.set_terminated(pid, "FAILED" if failed else "FINISHED", _ms(result.ended_at))
     client.set_tag(pid, RECORD_TAG, WHOLE)  # last: the record is whole
@@ -239,7 +244,7 @@ def record_sweep(
 def log_report(client: MlflowClient, parent_id: str, summary: SummaryLog) -> None:
     """The sweep's figures and summary JSON on its parent run (mid-sweep: the sweep so far)."""
     for name, fig in summary.figures.items():
-        client.log_figure(parent_id, fig, name)
+        client.log_figure(parent_id, fig, name, save_kwargs={"dpi": DPI})
     client.log_dict(parent_id, summary.summary, SUMMARY_JSON)
 
 
@@ -335,7 +340,7 @@ def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResu
 
 
 def record_comparison(
-    tracking_uri: str, sweep_a: str, sweep_b: str, difference: dict[str, float | None], document: dict, figure: Figure
+    tracking_uri: str, sweep_a: str, sweep_b: str, difference: dict[str, float | None], document: dict, figure: "Figure"
 ) -> str:
     """A run of its own for `vitsweep compare A B`, in sweep B's experiment: B's exponent minus A's
     per group (``difference``, metrics), the overlaid figure and the comparison's JSON
@@ -356,7 +361,7 @@ def record_comparison(
     return run.info.run_id
 
 
-def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figure: Figure) -> str:
+def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figure: "Figure") -> str:
     """A run of its own for `vitsweep paper A [B ...]`, in the last sweep's experiment: the figure
     (the paper's boundary over every sweep's N*) and the grid's JSON (``document``). Returns the run's id."""
     client = client_of(tracking_uri)

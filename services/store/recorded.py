@@ -1,0 +1,63 @@
+"""A whole sweep's report as its run recorded it at its end (services.store.tracking's names): read
+back in about a second, where recomputing the summary and redrawing the figures takes tens."""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from mlflow.tracking import MlflowClient
+
+from services.store.tracking import REPORT_VIEW, SUMMARY_JSON, SWEEP_TAG, artifact_text, client_of, parent_run
+
+
+class RecordedReport(NamedTuple):
+    """What a sweep's run recorded of its report: the view (services.report.text.ReportView as a
+    dict), the summary (Summary.to_dict), and the folder the view's figures were downloaded into."""
+
+    sweep_id: str
+    view: dict
+    summary: dict
+    folder: Path
+
+
+class _Recorded(NamedTuple):
+    client: MlflowClient
+    run_id: str
+    sweep_id: str
+
+
+def _recorded(tracking_uri: str, sweep_id: str | None) -> _Recorded | None:
+    """A whole sweep's parent run and its files, where it recorded its report's view at its end
+    (then its summary JSON is the final one, in today's form); None else. LookupError: no such sweep."""
+    client = client_of(tracking_uri)
+    parent = parent_run(client, tracking_uri, sweep_id)
+    names = {a.path for a in client.list_artifacts(parent.info.run_id) if not a.is_dir}
+    if REPORT_VIEW not in names or SUMMARY_JSON not in names:
+        return None
+    return _Recorded(client, parent.info.run_id, parent.data.tags[SWEEP_TAG])
+
+
+def recorded_report(tracking_uri: str, sweep_id: str | None, folder_of: Callable[[str], Path]) -> RecordedReport | None:
+    """A whole sweep's report as recorded: the view and summary read, the figures downloaded into
+    ``folder_of(its sweep id)``; None where its run recorded no view."""
+    found = _recorded(tracking_uri, sweep_id)
+    if found is None:
+        return None
+    view, summary = (
+        json.loads(artifact_text(found.client, found.run_id, name)) for name in (REPORT_VIEW, SUMMARY_JSON)
+    )
+    folder = folder_of(found.sweep_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in view.get("figures", []):
+        found.client.download_artifacts(found.run_id, name, dst_path=str(folder))
+    return RecordedReport(found.sweep_id, view, summary, folder)
+
+
+def recorded_summary(tracking_uri: str, sweep_id: str | None) -> tuple[str, dict] | None:
+    """(sweep id, Summary.to_dict) as a whole sweep's run recorded it at its end; None where its run
+    recorded no view."""
+    found = _recorded(tracking_uri, sweep_id)
+    if found is None:
+        return None
+    return found.sweep_id, json.loads(artifact_text(found.client, found.run_id, SUMMARY_JSON))
