@@ -64,15 +64,15 @@ def measure(tree: Path, home: Path, sweep: list[str], scratch: Path, repeat: int
 def same_output(new: dict, base: dict) -> dict[str, bool]:
     """Whether each command's output is the same under both trees (the report's folder line aside)."""
 
-    def lines(text: str) -> list[str]:
+    def lines(run: dict) -> list[str]:
+        text = run["stdout"].replace(str(run["folder"]), "FOLDER")  # export names the file it wrote
         return [line for line in text.splitlines() if not line.startswith("report written to")]
 
     def files(folder: Path) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
     return {
-        name: lines(new[name]["stdout"]) == lines(base[name]["stdout"])
-        and files(new[name]["folder"]) == files(base[name]["folder"])
+        name: lines(new[name]) == lines(base[name]) and files(new[name]["folder"]) == files(base[name]["folder"])
         for name in COMMANDS
     }
 
