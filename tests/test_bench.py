@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
@@ -113,7 +114,12 @@ def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary == json.loads(run.stdout.strip().splitlines()[-1])
     assert not summary["cuda"] and summary["fallback"]
-    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {"ended": "exit 0", "trainings": 8}
+    readings = len(yaml.safe_load((ROOT / "sweeps" / "sample_complexity.yaml").read_text())["axes"]["counts"])
+    trainings = 2 * readings * 2  # the toy: ViT and CNN at one alpha*, every reading of the main job, 2 seeds
+    assert summary["steps"] == {"ended": "exit 0", "rows": 1} and summary["job"] == {
+        "ended": "exit 0",
+        "trainings": trainings,
+    }
     (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
     assert (row["workload"], row["model"], row["compiled"]) == ("W2", "cnn", False) and row["model_steps_per_s"] > 0
     assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"
