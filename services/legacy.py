@@ -1,6 +1,15 @@
-"""The readers of what an older vitsweep wrote that the bottom layers use (results, spec), each
-with the date its format changed: plain functions on the saved dicts that return them as today's
-code reads them (no imports). Drop one when no store of its age is left to read."""
+"""Every reader of what an older vitsweep wrote, in one place: plain functions (no imports) on the
+saved dicts, or on what MLflow returns, that give them back as today's code reads them. Each says
+the date its format changed; files written since 2026-12-06 also say their format by number
+(``"format"``: the home's marker, result.json, cache entries, a report's view), read by their own
+classes. Drop a reader when no home, store or sweep of its age is left to read.
+
+Sections: results and specs (services.results, services.spec), round planners' states
+(services.search), MLflow records (services.store.tracking), Ray Tune trial state
+(services.execution.ray_tune)."""
+
+
+# Results and specs
 
 
 def record_row(row: dict) -> dict:
@@ -31,3 +40,55 @@ def trial_config(config: dict) -> dict:
     """A Ray Tune trial's config (services.search.packs.TrialConfig): before 2026-12-06 its pack and
     a searcher's sampled values and resolved cell were keys of the config itself, not of ``trial``."""
     return config.get("trial", config)
+
+
+# Round planners' saved states
+
+
+def planner_state(saved: dict) -> dict:
+    """A round planner's saved state: before 2026-11-24 it had no ``failed`` cells."""
+    return {"failed": []} | saved
+
+
+def bracket_states(cells: list[dict]) -> tuple[list[dict], set[int]]:
+    """The N* search's saved brackets, and the cells that had failed: before 2026-11-24 a bracket
+    held its cell's ``failed`` flag itself."""
+    cells = [dict(c) for c in cells]
+    return cells, {i for i, c in enumerate(cells) if c.pop("failed", False)}
+
+
+# MLflow records
+
+
+def cell_of_run(tags: dict, run_name: str, cell_tag: str, by_label: dict):
+    """The cell of a child run: its ``cell_tag`` where it has one; a run recorded before that tag
+    existed (2026-11-23) is matched by its name, the cell's label (``by_label``: label -> cell)."""
+    return None if cell_tag in tags else by_label[run_name]
+
+
+def whole_record(marker: str | None, status: str) -> bool:
+    """Whether a sweep's parent run holds its whole record: its record tag says so; a parent
+    logged before sweeps were recorded live (2026-11-25) has no such tag, and was whole once its
+    status left RUNNING (set last)."""
+    return marker == "whole" if marker is not None else status != "RUNNING"
+
+
+# Ray Tune trial state (the searcher's and the progress callback's)
+
+
+def searcher_state(saved: dict) -> dict:
+    """PlanSearcher's saved state: before 2026-11-25 it did not say whether its search had ended;
+    then, as those versions read it, it had ended where no pack was queued or in flight."""
+    ended = not saved.get("queue") and not saved.get("in_flight")
+    return {"search_finished": ended} | saved
+
+
+def progress_state(saved: dict) -> dict:
+    """The progress callback's saved counts: before 2026-11-24 they had no ``train_s``; before
+    2026-12-06 no ``sweep_id`` (None: the run of this process)."""
+    return {"train_s": 0.0, "sweep_id": None} | saved
+
+
+def searcher_attributes(pickled: dict) -> dict:
+    """PlanSearcher as Tune pickled it: before 2026-12-06 without ``sweep_id`` (None: the run of this process)."""
+    return {"sweep_id": None} | pickled

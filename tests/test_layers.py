@@ -155,8 +155,8 @@ def test_no_module_of_services_or_vit_core_imports_itself_back():
 
 
 def test_each_folder_of_services_is_its_own_layer():
-    """A folder's modules sit in its layer (a legacy reader too: beside what reads it), and a module
-    of services/ itself at the bottom: no module is placed in a layer other than its folder's."""
+    """A folder's modules sit in its layer, and a module of services/ itself (the readers of older
+    formats among them) at the bottom: no module is placed in a layer other than its folder's."""
     placed = [
         name
         for name in import_graph()

@@ -26,7 +26,7 @@ from ray import tune
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.search import Searcher
 
-from services.execution import legacy
+from services import legacy
 from services.results import SELECTION, CellResult, ModelRecord, SweepResult, in_spec_order
 from services.search.packs import Pack, TrialConfig
 from services.search.planners import planner

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from services import legacy
 from services.analysis import counted_success, stable_n_star
 from services.results import ModelRecord
-from services.search import legacy
 from services.search.packs import Pack, cut, pack_cost
 from services.search.rounds import RoundPlanner
 from vit_core.outcomes import Outcome

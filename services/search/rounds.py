@@ -1,7 +1,7 @@
 """The shape every search mode's planner has: rounds of packs per cell, planned as results come
 in (a pure object; services.execution.ray_tune adapts any of them to Ray Tune's Searcher)."""
 
-from services.search import legacy
+from services import legacy
 from services.search.packs import Pack, TrialConfig, len_of_pack
 
 

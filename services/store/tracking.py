@@ -19,10 +19,11 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
+from services import legacy
 from services.plotting import DPI
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import Sweep, spec_from_dict
-from services.store import legacy, provenance, run_values
+from services.store import provenance, run_values
 from services.store.files import locked
 from services.store.logged import CellLog, SummaryLog, SweepLog
 from services.store.uris import redact
