@@ -149,18 +149,15 @@ def run(
 
     try:
         with progress(sweep, progress_every) as follow:
-            out = runs.run(
-                sweep,
-                spec_text(path, seed_start),
-                home,
-                resolve_tracking_uri(sweep, tracking_uri, home),
-                tracking_uri is not None,
-                ray_address,
-                None if no_cache else (cache or home / "cache"),
-                new,
-                follow,
-                runs.stderr,
+            options = runs.RunOptions(
+                home=home,
+                uri=resolve_tracking_uri(sweep, tracking_uri, home),
+                uri_given=tracking_uri is not None,
+                ray_address=ray_address,
+                cache=None if no_cache else (cache or home / "cache"),
+                new=new,
             )
+            out = runs.run(sweep, spec_text(path, seed_start), options, progress=follow, say=runs.stderr)
     except runs.Interrupted as stopped:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopped already: one more Ctrl-C has nothing left to stop
         print(stopped, file=sys.stderr)

@@ -37,7 +37,7 @@ def report(
     from services.app import recorded
 
     with _store(tracking_uri, home) as uri:
-        found = recorded.report(uri, sweep_id, out, home, recompute)
+        found = recorded.report(uri, sweep_id, out, home, recompute=recompute)
     print_view(found.view)
     how = "as the sweep's run recorded it; --recompute recomputes it" if found.recorded else "recomputed"
     show(f"report written to {found.folder} ({how})")
@@ -70,9 +70,10 @@ def export(
     from services.app import recorded
 
     with _store(tracking_uri, home) as uri:
-        found_id, frame = (
-            recorded.cells_frame(uri, sweep_id, recompute) if table == "cells" else recorded.models_frame(uri, sweep_id)
-        )
+        if table == "cells":
+            found_id, frame = recorded.cells_frame(uri, sweep_id, recompute=recompute)
+        else:
+            found_id, frame = recorded.models_frame(uri, sweep_id)
     out.parent.mkdir(parents=True, exist_ok=True)
     getattr(frame, EXPORT_FORMATS[out.suffix.lower()])(out, index=False)
     print(f"{found_id}: {len(frame)} rows of {table} written to {out}")

@@ -32,7 +32,7 @@ class Report(NamedTuple):
     recorded: bool
 
 
-def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, recompute: bool = False) -> Report:
+def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, recompute: bool = False) -> Report:
     """A recorded sweep's figures and summary written to ``out`` (default HOME/reports/SWEEP_ID): as
     its run recorded them at its end, unless ``recompute`` (or its run recorded no report view):
     then the summary is recomputed from its records and the figures redrawn with the code as it is
@@ -80,7 +80,7 @@ def models_frame(uri: str, sweep_id: str | None) -> tuple[str, "pd.DataFrame"]:
     return found_id, build(found_id, cells)
 
 
-def cells_frame(uri: str, sweep_id: str | None, recompute: bool = False) -> tuple[str, "pd.DataFrame"]:
+def cells_frame(uri: str, sweep_id: str | None, *, recompute: bool = False) -> tuple[str, "pd.DataFrame"]:
     """(sweep id, one row per cell) of a recorded sweep: from the summary its run recorded at its
     end, unless ``recompute`` (or its run recorded none): then from its records, now."""
     from services.report.frames import cells_frame as build

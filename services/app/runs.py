@@ -1,4 +1,4 @@
-"""What `vitsweep run`, `sync` and `export` do, without the command line: the flow from a spec to a
+"""What `vitsweep run` and `sync` do, without the command line: the flow from a spec to a
 recorded sweep, with its state explicit (``Stage``) so that every path is testable (`report`,
 `compare`, `paper` and `status`: services.app.recorded).
 
@@ -29,7 +29,6 @@ from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.results import CellResult
     from services.stats.rows import Summary
     from services.store.live import LiveRecord
     from services.store.logged import SummaryLog
@@ -106,6 +105,20 @@ class RayDidNotStart(Exception):
             )
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How a spec's sweep runs, beside the spec: its home, its MLflow store (``uri_given``: named by
+    the user, so the sweep's marker keeps it), the cluster (None: a local Ray unless RAY_ADDRESS), the
+    result cache (None: none) and whether to start a new sweep whatever the home holds."""
+
+    home: Path
+    uri: str
+    uri_given: bool = False
+    ray_address: str | None = None
+    cache: Path | None = None
+    new: bool = False
+
+
 @dataclass
 class Found:
     """What a home holds of a spec's sweeps, so what running it will do: its stage, the sweep it
@@ -137,26 +150,16 @@ def find(sweep: Sweep, home: Path, new: bool) -> Found:
     return Found(Stage.FINISHED, sweep_id, result) if result else Found(Stage.RESUME, sweep_id)
 
 
-def run(
-    sweep: Sweep,
-    spec_text: str,
-    home: Path,
-    uri: str,
-    uri_given: bool,
-    ray_address: str | None,
-    cache: Path | None,
-    new: bool,
-    progress: Progress,
-    say: Callable[[str], None],
-) -> Ran:
+def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress, say: Callable[[str], None]) -> Ran:
     """Run, resume, log or show this spec's sweep (see the module's docstring); state.Running,
-    nothing done, where another process drives a sweep of this spec under ``home``."""
+    nothing done, where another process drives a sweep of this spec under its home."""
+    home, uri, uri_given, new = options.home, options.uri, options.uri_given, options.new
     home.mkdir(parents=True, exist_ok=True)
     with state.driving(sweep, home):
         step, stop_ray = find(sweep, home, new), None
         result = step.result
         if step.stage is not Stage.FINISHED:
-            _check_cluster(ray_address)
+            _check_cluster(options.ray_address)
             reachable = warn_if_unreachable(
                 uri, f"training goes on; results are kept under {home} and logged when it is back", say
             )
@@ -171,7 +174,7 @@ def run(
             live = _live_record(sweep, step.sweep_id, uri, home, spec_text, say) if reachable else None
             try:
                 result, stop_ray = train(
-                    sweep, step.sweep_id, home, ray_address, cache, step.stage is Stage.RESUME, progress, live
+                    sweep, step.sweep_id, options, resume=step.stage is Stage.RESUME, progress=progress, live=live
                 )
             except BaseException as stopped:
                 with _deaf_to_ctrl_c():  # a Ctrl-C more, here, would leave the record RUNNING and the user no word
@@ -208,9 +211,8 @@ def run(
 def train(
     sweep: Sweep,
     sweep_id: str,
-    home: Path,
-    ray_address: str | None,
-    cache: Path | None,
+    options: RunOptions,
+    *,
     resume: bool,
     progress: Progress,
     live: "LiveRecord | None" = None,
@@ -225,6 +227,7 @@ def train(
     from services.search.planners import trial_count
     from services.store.live import SYSTEM_METRICS_S
 
+    home, ray_address = options.home, options.ray_address
     try:
         stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
     except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
@@ -243,7 +246,7 @@ def train(
                     train_pack_trial,
                     on_trial_done=progress.advance,
                     resume=resume,
-                    cache=cache,
+                    cache=options.cache,
                     live=live,
                 )
             finally:

@@ -15,7 +15,7 @@ from services.spec.tuning import Tuning
 from vit_core.family import Family
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
 class Sweep:
     """A checked spec resolved once: models x the product of their axes, each cell resolved into
     vit_core's configs and the N it trains at, with ``seeds`` seeds from ``seed_start``."""
@@ -44,24 +44,24 @@ class Sweep:
         """``spec`` resolved: every cell's configs (ConfigError where vit_core refuses one: parse_spec checks first)."""
         cells = tuple(spec.cells)
         return cls(
-            spec,
-            spec.FAMILY,
-            spec.name,
-            tuple(spec.models),
-            cells,
-            spec.search if spec.tuning is None else Tuned(spec.tuning, spec.search),
-            spec.search,
-            spec.tuning,
-            spec.swept,
-            spec.seeds,
-            spec.seed_start,
-            spec.success_rate,
-            spec.criterion,
-            spec.max_not_converged,
-            spec.resources,
-            spec.tracking,
-            {c.key: spec.resolve(c) for c in cells},
-            {m: spec.tuning_of(m) for m in spec.models},
+            spec=spec,
+            family=spec.FAMILY,
+            name=spec.name,
+            models=tuple(spec.models),
+            cells=cells,
+            mode=spec.search if spec.tuning is None else Tuned(spec.tuning, spec.search),
+            search=spec.search,
+            tuning=spec.tuning,
+            swept=spec.swept,
+            seeds=spec.seeds,
+            seed_start=spec.seed_start,
+            success_rate=spec.success_rate,
+            criterion=spec.criterion,
+            max_not_converged=spec.max_not_converged,
+            resources=spec.resources,
+            tracking=spec.tracking,
+            _resolved={c.key: spec.resolve(c) for c in cells},
+            _tunings={m: spec.tuning_of(m) for m in spec.models},
         )
 
     @property
