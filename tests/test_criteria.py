@@ -174,3 +174,27 @@ def test_the_fits_are_one_table_the_headline_criterion_first():
     header, rows = fit_table(summary)
     assert header[:2] == ["criterion", "group"] and [r[0] for r in rows] == ["stable", "iterate", "first_zero"]
     assert rows[0][1:] == ["cnn - vit", "+0.20 [-0.80, +1.20]", "-"]
+
+
+def test_the_forms_are_one_table_per_criterion_the_headline_first_each_fit_a_row():
+    """Each fitted form a row (its k and c with CIs, log-rms, held-out error), not a sentence per group."""
+    from test_forms import ALPHA, cells_on
+
+    from services.report.fits import form_table
+    from services.stats.forms import fit_forms
+
+    fitted = fit_forms(
+        list(ALPHA),
+        cells_on(lambda a: 20 * (a - 0.03) ** -2, np.random.default_rng(3)),
+        lambda o, c: o.n_star(0.5, c),
+        2.0,
+    )
+    summary = _summary({}, {"first_zero": {"vit": fitted}})
+    summary.criterion, summary.forms = "iterate", {"vit": fitted}
+    header, rows = form_table(summary)
+    assert header[:2] == ["criterion", "group"] and header[3:] == ["k [95% CI]", "c [95% CI]", "log-rms", "held out"]
+    assert [r[0] for r in rows] == ["iterate"] * 4 + ["first_zero"] * 4
+    assert {r[2] for r in rows} == {f.form for f in fitted.fits} and all(len(r) == len(header) for r in rows)
+    free = next(f for f in fitted.fits if f.form == "shifted, k free")
+    row = next(r for r in rows if r[2] == "shifted, k free")
+    assert row[3].startswith(f"{free.k.value:.2f} [") and row[4].startswith(f"{free.c.value:.3f} [")

@@ -69,10 +69,9 @@ def print_summary(summary: "Summary") -> None:
 
 
 def print_view(report: "ReportView") -> None:
-    """A report's text: its per-cell table, its fits table and its notes."""
-    show_table(report.title, report.header, report.rows)
-    if report.fits_rows:
-        show_table("N* fits", report.fits_header, report.fits_rows, left=("criterion", "group", "form"))
+    """A report's text: its tables (the per-cell one, the fits, the forms) and its notes."""
+    for table in report.tables:
+        show_table(table.title, table.header, table.rows, left=tuple(table.left))
     for line in report.notes:
         show(f"- {line}")
 

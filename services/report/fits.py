@@ -62,25 +62,23 @@ def fit_table(summary: "Summary") -> tuple[list[str], list[list[str]]]:
     return ["criterion", "group", f"k of N* ~ ({x})^k, or a difference of k [95% CI]", "form"], rows
 
 
-def form_lines(summary: "Summary") -> list[str]:
-    """Per group and statistic: the four forms fitted (services.stats.forms) and the one the data prefer."""
-    lines, name = [], summary.scaling.name if summary.scaling else "x"
-    by_key = {"forms": summary.forms} | {f"forms {c}": summary.criteria[c].forms for c in other_criteria(summary)}
-    for key, groups in by_key.items():
-        what = f"N* ({key.removeprefix('forms ') if key != 'forms' else summary.criterion})"
-        for group, forms in groups.items():
-            parts = [
-                f"{f.form}: k = {fmt(f.k.value, '.2f')} {fmt(f.k.ci95, '.2f')}, c = {fmt(f.c.value, '.3f')} "
-                f"{fmt(f.c.ci95, '.3f')}, log-rms {fmt(f.rms, '.3f')}, held out {fmt(f.held_out, '.3f')}"
-                for f in forms.fits
-            ]
-            lines.append(
-                f"{what} in the theorem's form {what} = K ({name} - c)^-k, {group}: "
-                + "; ".join(parts)
-                + f"; {_preference(forms)} (the error of log {what} at each {name} held out in turn)"
-                + _against_theory(summary, " (k fixed: the theory's exponent)", forms.cells)
-            )
-    return lines
+def form_table(summary: "Summary") -> tuple[list[str], list[list[str]]]:
+    """The theorem's forms fitted to N* (services.stats.forms) as one table (header, rows): per
+    criterion, the headline's first, per group each form's k and c with their CIs, its log-rms and
+    its held-out error (of log N* at each value held out in turn); which form the data prefer is
+    the fits table's."""
+    criteria = {summary.criterion: summary.forms} | {c: summary.criteria[c].forms for c in other_criteria(summary)}
+    rows = [
+        [criterion, group, f.form]
+        + [f"{fmt(f.k.value, '.2f')} {fmt(f.k.ci95, '.2f')}", f"{fmt(f.c.value, '.3f')} {fmt(f.c.ci95, '.3f')}"]
+        + [fmt(f.rms, ".3f"), fmt(f.held_out, ".3f")]
+        for criterion, groups in criteria.items()
+        for group, forms in groups.items()
+        for f in forms.fits
+    ]
+    name = summary.scaling.name if summary.scaling else "x"
+    header = ["criterion", "group", f"form: N* = K ({name} - c)^-k", "k [95% CI]", "c [95% CI]", "log-rms", "held out"]
+    return header, rows
 
 
 def _preference(forms) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from services.plotting import DPI
-from services.report.fits import fit_lines, fit_table, form_lines, other_criteria
+from services.report.fits import fit_lines, fit_table, form_table, other_criteria
 from services.search.selection import SMALLEST_BATCH
 from services.stats import statistics
 from services.stats.base import fmt
@@ -266,7 +266,6 @@ def notes(summary: "Summary") -> list[str]:
     lines = [
         *verdict_lines(summary),
         *fit_lines(summary),
-        *form_lines(summary),
         *_floor_lines(summary),
         *_sample_lines(summary),
         *_kept_lines(summary),
@@ -290,20 +289,28 @@ def notes(summary: "Summary") -> list[str]:
 
 
 @dataclass(frozen=True)
-class ReportView:
-    """What a report shows of a summary, as text: the per-cell table, the fits table and the notes,
-    with the printed title and the Markdown heading. A sweep's record holds it (``to_dict``), so
-    `report` prints a recorded sweep and writes its Markdown and HTML without recomputing them."""
+class TableView:
+    """One table of a report: its title (printed above it), header, rows, and the columns a
+    terminal aligns left (the others, numbers, right)."""
 
-    FORMAT: ClassVar[int] = 1  # what ``to_dict`` writes; from_dict reads this format only
-
-    sweep_id: str
-    title: str  # printed above the table
-    heading: str  # the Markdown's line under the sweep id
+    title: str
     header: list[str]
     rows: list[list[str]]
-    fits_header: list[str]
-    fits_rows: list[list[str]]
+    left: list[str]
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """What a report shows of a summary, as text: its tables (the per-cell one first, then the fits
+    and the forms), its notes, the Markdown heading and the figures' names. A sweep's record holds
+    it (``to_dict``), so `report` prints a recorded sweep and writes its Markdown and HTML without
+    recomputing them."""
+
+    FORMAT: ClassVar[int] = 2  # what ``to_dict`` writes; from_dict reads this format only (1: two tables' fields)
+
+    sweep_id: str
+    heading: str  # the Markdown's line under the sweep id
+    tables: list[TableView]
     notes: list[str]
     figures: list[str]  # the figures' file names, in the order the HTML shows them
 
@@ -315,7 +322,8 @@ class ReportView:
         """The view a record holds; None where it was written in another format."""
         if document.get("format") != cls.FORMAT:
             return None
-        return cls(**{k: v for k, v in document.items() if k != "format"})
+        fields = {k: v for k, v in document.items() if k != "format"}
+        return cls(**fields | {"tables": [TableView(**t) for t in fields["tables"]]})
 
 
 def view(summary: "Summary", figures: tuple[str, ...] | list[str] = ()) -> ReportView:
@@ -325,18 +333,12 @@ def view(summary: "Summary", figures: tuple[str, ...] | list[str] = ()) -> Repor
     title += f" (success: {summary.criterion})" if summary.criteria else ""
     heading = f"N*: the smallest N from which the success rate stays >= {summary.success_rate}"
     heading += f" (success: {CRITERION_WORDS[summary.criterion]})." if summary.criteria else "."
-    fits_header, fits_rows = fit_table(summary)
-    return ReportView(
-        summary.sweep_id,
-        title,
-        heading,
-        table_header(summary),
-        table_rows(summary),
-        fits_header,
-        fits_rows,
-        notes(summary),
-        list(figures),
-    )
+    tables = [TableView(title, table_header(summary), table_rows(summary), ["cell"])]
+    left = ["criterion", "group", "form"]
+    for name, (header, rows) in (("N* fits", fit_table(summary)), ("N* in the theorem's form", form_table(summary))):
+        if rows:
+            tables.append(TableView(name, header, rows, [h for h in header if h in left or h.startswith("form")]))
+    return ReportView(summary.sweep_id, heading, tables, notes(summary), list(figures))
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -345,10 +347,11 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def markdown(report: ReportView) -> str:
-    """The summary table and the notes as Markdown."""
-    lines = [f"# {report.sweep_id}", "", report.heading, "", *_markdown_table(report.header, report.rows)]
-    if report.fits_rows:
-        lines += ["", *_markdown_table(report.fits_header, report.fits_rows)]
+    """The tables and the notes as Markdown (the per-cell table under the heading, each other under its title)."""
+    first, *others = report.tables
+    lines = [f"# {report.sweep_id}", "", report.heading, "", *_markdown_table(first.header, first.rows)]
+    for table in others:
+        lines += ["", f"**{table.title}**", "", *_markdown_table(table.header, table.rows)]
     return "\n".join([*lines, "", *[f"- {line}" for line in report.notes]]) + "\n"
 
 
@@ -377,11 +380,13 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 
 def html(report: ReportView) -> str:
     """The report as one HTML page, its figures (files beside it) below."""
-    fit_html = _html_table(report.fits_header, report.fits_rows) if report.fits_rows else ""
-    fits = "".join(f"<li>{escape(line)}</li>" for line in report.notes)
+    first, *others = report.tables
+    tables = _html_table(first.header, first.rows)
+    tables += "".join(f"<h2>{escape(t.title)}</h2>{_html_table(t.header, t.rows)}" for t in others)
+    notes = "".join(f"<li>{escape(line)}</li>" for line in report.notes)
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in report.figures)
     return (
         "<!doctype html><meta "
         f"charset=utf-8><title>{escape(report.sweep_id)}</title><h1>{escape(report.sweep_id)}</h1>"
-        f"{_html_table(report.header, report.rows)}{fit_html}<ul>{fits}</ul>{pictures}"
+        f"{tables}<ul>{notes}</ul>{pictures}"
     )
