@@ -151,7 +151,7 @@ def _sample_lines(summary: "Summary") -> list[str]:
         ]
         seen[r.setting] = [
             f"test set vote margins, {r.setting}: {sets}; samples per set at margin {counts} (means; smallest "
-            f"{m.smallest}: at margin 1 one token decides the label)"
+            f"{m.smallest}" + ("; at margin 1 one token decides the label)" if m.smallest <= 1 else ")")
         ] * (m.smallest < len(m.margins))  # only where some sample sits below the last bin
         if any(share < 1 for met in (m.train_share, m.test_share) for share in met.values()):
             seen[r.setting].append(
