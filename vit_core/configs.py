@@ -30,15 +30,28 @@ TOKENS = 4  # "L large enough", our reading: alpha* L label-relevant tokens in a
 MIN_KEPT = 1e-3  # the least share of binomial draws a reading of the counts may keep (else: a ConfigError)
 
 
+def sample_premises(relevant, confusion) -> dict:
+    """Theorem 1's premises on alpha* and alpha# read per sample from its (label-relevant, confusion)
+    counts (ints or numpy arrays), by name: its own confusion ratio below 1/(2e), at least TOKENS
+    label-relevant tokens, a vote that no single token decides (margin >= 2; the first two imply it,
+    and it is the premise the near ties break)."""
+    return {
+        "confusion": confusion < CONFUSION_BOUND * relevant,
+        "tokens": relevant >= TOKENS,
+        "margin >= 2": relevant - confusion >= 2,
+    }
+
+
 def kept_counts(counts: Counts, relevant, confusion):
     """Which per-sample (label-relevant, confusion) counts a reading keeps (ints or numpy arrays):
-    ``binomial`` those where the label wins the vote; ``premised`` those that meet Theorem 1's
-    premises on their own: confusion below 1/(2e) of the relevant, at least TOKENS relevant tokens,
-    a vote margin of at least 2 (the first two imply it; it is the premise the near ties break)."""
+    ``binomial`` those where the label wins the vote; ``premised`` those that also meet every
+    premise of ``sample_premises``."""
     vote = relevant > confusion
     if counts != "premised":
         return vote
-    return vote & (confusion < CONFUSION_BOUND * relevant) & (relevant >= TOKENS) & (relevant - confusion >= 2)
+    for met in sample_premises(relevant, confusion).values():
+        vote = vote & met
+    return vote
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vit_core.configs import CONFUSION_BOUND, TOKENS, ModelConfig, TokenDataConfig, check_fits_data
+from vit_core.configs import CONFUSION_BOUND, TOKENS, ModelConfig, TokenDataConfig, check_fits_data, sample_premises
 from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_rows
 from vit_core.fields import ConfigError
 from vit_core.image_config import ImageTokenConfig
@@ -157,12 +157,7 @@ class Li2023(Family):
         least TOKENS label-relevant tokens, and a vote that no single token decides (margin >= 2)."""
         from vit_core.data import vote_counts
 
-        relevant, confusion = vote_counts(data, n, seed, stream)
-        return {
-            "confusion": confusion < CONFUSION_BOUND * relevant,
-            "tokens": relevant >= TOKENS,
-            "margin >= 2": relevant - confusion >= 2,
-        }
+        return sample_premises(*vote_counts(data, n, seed, stream))
 
     def difficulty(self, data: TokenDataConfig) -> dict[str, float]:
         """The oracle mean-token and single-token rules' error (and the first's margin): vit_core.oracle."""
