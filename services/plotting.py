@@ -1,7 +1,7 @@
 """Matplotlib's object API without pyplot (no backend to choose, no global figure state), loaded
 only where a figure is drawn."""
 
-DPI = 120  # every figure's resolution, in a report folder and in MLflow alike
+DPI = 120  # a figure's resolution in a report folder, and a sweep's figures' in MLflow too (not yet a comparison's)
 
 
 def subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):

@@ -45,10 +45,10 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
     if not recompute:
         from services.store.recorded import recorded_report
 
-        found = recorded_report(uri, sweep_id, folder_of)
-        if found and (recorded := ReportView.from_dict(found.view)):
-            write(found.folder, recorded, found.summary)
-            return Report(found.sweep_id, recorded, found.summary, found.folder, True)
+        found = recorded_report(uri, sweep_id, folder_of, ReportView.from_dict)
+        if found:
+            write(found.folder, found.view, found.summary)
+            return Report(found.sweep_id, found.view, found.summary, found.folder, True)
     from services.report import figures
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep

@@ -4,7 +4,7 @@ back in about a second, where recomputing the summary and redrawing the figures 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mlflow.tracking import MlflowClient
 
@@ -12,11 +12,12 @@ from services.store.tracking import REPORT_VIEW, SUMMARY_JSON, SWEEP_TAG, artifa
 
 
 class RecordedReport(NamedTuple):
-    """What a sweep's run recorded of its report: the view (services.report.text.ReportView as a
-    dict), the summary (Summary.to_dict), and the folder the view's figures were downloaded into."""
+    """What a sweep's run recorded of its report: the view (as the caller's reader read it: a
+    services.report.text.ReportView), the summary (Summary.to_dict), and the folder the view's
+    figures were downloaded into."""
 
     sweep_id: str
-    view: dict
+    view: Any
     summary: dict
     folder: Path
 
@@ -28,8 +29,8 @@ class _Recorded(NamedTuple):
 
 
 def _recorded(tracking_uri: str, sweep_id: str | None) -> _Recorded | None:
-    """A whole sweep's parent run and its files, where it recorded its report's view at its end
-    (then its summary JSON is the final one, in today's form); None else. LookupError: no such sweep."""
+    """A whole sweep's parent run, where it recorded its report's view at its end (then its summary
+    JSON is the final one, in today's form); None else. LookupError: no such sweep."""
     client = client_of(tracking_uri)
     parent = parent_run(client, tracking_uri, sweep_id)
     names = {a.path for a in client.list_artifacts(parent.info.run_id) if not a.is_dir}
@@ -38,18 +39,24 @@ def _recorded(tracking_uri: str, sweep_id: str | None) -> _Recorded | None:
     return _Recorded(client, parent.info.run_id, parent.data.tags[SWEEP_TAG])
 
 
-def recorded_report(tracking_uri: str, sweep_id: str | None, folder_of: Callable[[str], Path]) -> RecordedReport | None:
-    """A whole sweep's report as recorded: the view and summary read, the figures downloaded into
-    ``folder_of(its sweep id)``; None where its run recorded no view."""
+def recorded_report(
+    tracking_uri: str, sweep_id: str | None, folder_of: Callable[[str], Path], read_view: Callable[[dict], Any]
+) -> RecordedReport | None:
+    """A whole sweep's report as recorded: its view as ``read_view`` reads the recorded dict, the
+    summary read and the view's figures (``figures``) downloaded into ``folder_of(its sweep id)``;
+    None, with nothing downloaded, where its run recorded no view or ``read_view`` gives None (a
+    view of another format)."""
     found = _recorded(tracking_uri, sweep_id)
     if found is None:
         return None
-    view, summary = (
-        json.loads(artifact_text(found.client, found.run_id, name)) for name in (REPORT_VIEW, SUMMARY_JSON)
-    )
+    recorded = json.loads(artifact_text(found.client, found.run_id, REPORT_VIEW))
+    view = read_view(recorded)
+    if view is None:
+        return None
+    summary = json.loads(artifact_text(found.client, found.run_id, SUMMARY_JSON))
     folder = folder_of(found.sweep_id)
     folder.mkdir(parents=True, exist_ok=True)
-    for name in view.get("figures", []):
+    for name in recorded.get("figures", []):
         found.client.download_artifacts(found.run_id, name, dst_path=str(folder))
     return RecordedReport(found.sweep_id, view, summary, folder)
 
