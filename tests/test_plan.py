@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from services.app.cli import app
 from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
+from services.search.nstar import SampleComplexityMode
 from services.search.planners import planner
 from services.spec import Sweep, load_spec
-from services.spec.modes import SampleComplexityMode, spread
+from services.spec.modes import spread
 
 ROOT = Path(__file__).parents[1]
 SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))

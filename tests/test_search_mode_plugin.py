@@ -1,5 +1,5 @@
-"""A search mode of one's own, installed as a package: its schema and budget (a Mode naming its
-round planner) and the planner, found through an entry point of group vitsweep.search_modes, as
+"""A search mode of one's own, installed as a package: one strategy class (a Mode: its schema, budget
+and ``make_planner``) and its planner, found through an entry point of group vitsweep.search_modes, as
 the built-in modes are. `vitsweep validate`, `plan` and `run` find it with no code of the user's
 calling anything: its spec validates, its plan plays its planner out, and it runs through Ray Tune
 into MLflow as the built-in modes do."""
@@ -46,10 +46,12 @@ class SmallestMode(Mode):
     mode: Literal["smallest"]
     skip: int = 0
     planned: ClassVar[bool] = False
-    planner: ClassVar[str] = "smallest_mode:SmallestPlanner"
 
     def first_trainings(self, sweep, cell) -> int:
         return sweep.seeds
+
+    def make_planner(self, sweep, slots=None) -> "SmallestPlanner":
+        return SmallestPlanner(sweep, slots)
 
 
 class SmallestPlanner(RoundPlanner):

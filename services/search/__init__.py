@@ -1,2 +1,5 @@
-"""How a sweep chooses what to train: each search mode's round planner (planners), the packs they
-plan (packs, rounds), and the planners themselves (grid, optuna, nstar, tuning, tuning_multi_pass)."""
+"""How a sweep chooses what to train: the built-in search strategies, each beside its round planner
+(grid, nstar, optuna, tuned), the planner a sweep's strategy makes (planners), the packs they plan
+(packs, rounds) and tuning's planners (tuning, tuning_multi_pass)."""
+
+import services.spec  # noqa: F401  # first, whatever is imported: its entry points load this package's strategies whole

@@ -1,12 +1,24 @@
-"""Search mode ``grid``: one round holding every pack of the sweep (services.search.packs)."""
+"""Search mode ``grid``: the strategy (its section and budget are a Mode's) and its planner, one
+round holding every pack of the sweep (services.search.packs)."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from services.search.packs import Pack, pack_cost, packs
 from services.search.rounds import RoundPlanner
+from services.spec import Mode
 
 if TYPE_CHECKING:
     from services.spec import Sweep
+
+
+class GridMode(Mode):
+    """grid: every cell of the axes at every N of n_train (one pass: at its sample budget)."""
+
+    mode: Literal["grid"] = "grid"
+    fixed: ClassVar[bool] = True
+
+    def make_planner(self, sweep: "Sweep", slots: int | None = None) -> "GridPlanner":
+        return GridPlanner(sweep, slots)
 
 
 class GridPlanner(RoundPlanner):

@@ -15,15 +15,18 @@ packs (new Tune trials); cells run their rounds independently and in parallel. P
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from pydantic import Field
 
 from services import legacy
-from services.analysis import counted_success, stable_n_star
-from services.results import ModelRecord
+from services.analysis import counted_success, full_grid_size, stable_n_star
+from services.results import Cell, ModelRecord
 from services.search.packs import Pack, cut, pack_cost
 from services.search.rounds import RoundPlanner
+from services.spec import Mode, Problem
+from services.spec.resolved import SweepView
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -157,3 +160,58 @@ class NStarSearch(RoundPlanner):
         cells, failed = legacy.bracket_states(state["cells"])
         self.failed |= failed
         self.cells = [Bracket.from_state(c) for c in cells]
+
+
+class SampleComplexityMode(Mode):
+    """sample_complexity: per cell, find N* adaptively, starting from n_train (services.search.nstar)."""
+
+    mode: Literal["sample_complexity"]
+    precision: float = Field(0.1, gt=0, le=1, description="stop once N* is bracketed within this relative width")
+    factor: float = Field(2.0, gt=1, description="grid step when N* lies beyond an end of n_train")
+    n_max: int | None = Field(None, ge=1, description="never train above this N (default: 16x the largest n_train)")
+    max_steps_cap: int | None = Field(
+        None,
+        ge=1,
+        description="a model whose training error is not 0 when its step budget runs out trains again with twice "
+        "the budget, up to this many steps (None: never)",
+    )
+
+    def problems(self, sweep: SweepView) -> list[Problem]:
+        if self.n_max is not None and self.n_max < sweep.largest_n:
+            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({sweep.largest_n})")]
+        return []
+
+    def most_n(self, sweep: SweepView, cell: Cell) -> int:
+        """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
+        1 + precision up to n_max."""
+        return len(sweep.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(sweep), self.precision)
+
+    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
+        """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
+        return (
+            super().most_trainings(sweep, cell)
+            if sweep.resolved_cell(cell).one_pass
+            else self.most_n(sweep, cell) * sweep.seeds
+        )
+
+    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
+        """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
+        searched = not sweep.resolved_cell(cell).one_pass
+        return (searched and self.max_steps_cap) or sweep.resolved_cell(cell).training.max_steps
+
+    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
+        """Multi-pass: a round per N it may try, each maybe followed by retries that double the
+        step budget up to max_steps_cap (one pass: its one round)."""
+        if sweep.resolved_cell(cell).one_pass:
+            return 1
+        budget, cap = sweep.resolved_cell(cell).training.max_steps, self.max_steps_cap or 0
+        return self.most_n(sweep, cell) * (1 + max(0, math.ceil(math.log2(cap / budget))) if cap > budget else 1)
+
+    def n_limit(self, sweep: SweepView) -> int:
+        return self.n_max or 16 * sweep.largest_n
+
+    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
+        return f"{first} trainings in the first round of the adaptive N* search (at most {most})"
+
+    def make_planner(self, sweep: "Sweep", slots: int | None = None) -> "NStarSearch":
+        return NStarSearch(sweep, slots)

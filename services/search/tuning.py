@@ -78,15 +78,15 @@ class TuningSearch(RoundPlanner):
         self.samplers = [self._sampler(i) for i in range(len(sweep.cells))]
         self.planned: dict[int, list[Setting]] = {}  # cell -> the settings of its selection round in flight
 
-    def _sampler(self, cell: int) -> "OptunaSettings | None":
-        if self.tuning.sampler != "optuna":
-            return None
-        return OptunaSettings(self.tunings[cell], self.p, self.bases[cell], self.caps[cell][-1], self.cells[cell])
+    def _sampler(self, cell: int) -> "SettingsSampler":
+        """How the cell's settings are chosen: the grid's rule, or Optuna's TPE (``tuning.sampler``)."""
+        kind = OptunaSettings if self.tuning.sampler == "optuna" else GridSettings
+        return kind(self.tunings[cell], self.p, self.bases[cell], self.caps[cell], self.window, self.cells[cell])
 
     def next_round(self, index: int) -> list[Pack]:
         """A selection round, the measurement round once selection is over, or nothing (done)."""
         cell = self.cells[index]
-        if index in self.planned and self.samplers[index] is not None:
+        if index in self.planned:
             self.samplers[index].tell(self.planned[index])
         self.planned.pop(index, None)
         if cell.phase == DONE:
@@ -94,43 +94,13 @@ class TuningSearch(RoundPlanner):
         if cell.phase == MEASUREMENT:
             cell.phase = DONE
             return []
-        new = self._selection_round(index, cell)
+        new = self.samplers[index].ask()
         if new:
             self.planned[index] = [s for s, _ in new]
             return self._packs(index, new, self.tuning.selection_seed_list(self.sweep.seed_start), SELECTION)
         chosen = best(cell.table(), self.p)
         cell.chosen, cell.phase = [chosen.batch_size, chosen.lr], MEASUREMENT
         return self._packs(index, [(chosen, self.caps[index][-1])], self.sweep.measurement_seeds, MEASUREMENT)
-
-    def _selection_round(self, index: int, cell: CellTuning) -> list[tuple[Setting, int]]:
-        """The (setting, sample cap) pairs to train next on the selection seeds; [] once
-        selection is over: Optuna's next settings; else the grid, then the settings that could
-        still win at the next cap, then the best setting's untried neighbours."""
-        caps = self.caps[index]
-        if self.samplers[index] is not None:
-            return [(s, caps[-1]) for s in self.samplers[index].ask()]
-        if not cell.runs:
-            return [(s, caps[0]) for s in self.tunings[index].settings(self.bases[index])]
-        table = cell.table()
-        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
-        best_star = min(stars, default=None)
-        further = [
-            (s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, best_star, caps)) is not None
-        ]
-        if further:
-            return further
-        return [(s, caps[0]) for s in neighbours(cell.extensions, best(table, self.p), set(table), self.tunings[index])]
-
-    def _further(self, setting: Setting, runs: dict[int, Run], best_star: int | None, caps: list[int]) -> int | None:
-        """The next cap for a setting whose N* is not known yet and could still be the smallest,
-        ``best_star`` being the smallest N* known of the cell's settings (None: it is known,
-        cannot win, or had the last cap)."""
-        budget = max(r.budget for r in runs.values())
-        if n_star_of_runs(runs, self.p) is not None or not any(r.open for r in runs.values()):
-            return None
-        if best_star is not None and budget * setting.batch_size >= self.window * best_star:  # N* > cap / W >= best
-            return None
-        return next((c for c in caps if c // setting.batch_size > budget), None)
 
     def _packs(self, index: int, settings: list[tuple[Setting, int]], seeds: list[int], phase: str) -> list[Pack]:
         """The packs of one round: per batch size, its (eta, seed) models, each with its setting's
@@ -170,18 +140,62 @@ class TuningSearch(RoundPlanner):
         self.planned = {int(i): [Setting(*s) for s in v] for i, v in state["planned"].items()}
 
 
-class OptunaSettings:
-    """Optuna's TPE sampler over one cell's settings (``sampler: optuna``), asked ``parallel``
-    settings at a time until ``num_samples``, each run at the cell's whole sample budget ``cap``.
-    Its objective is log N* on the selection seeds; a setting without one scores as twice the cap.
-    Rebuilt from the cell's runs on restore (Optuna's add_trial), so a resumed search asks what it
-    would have asked."""
+class SettingsSampler:
+    """How a cell's settings are chosen (``tuning.sampler``), shaped as Optuna's ask and tell: ``ask``
+    gives the next selection round's (setting, sample cap) pairs ([] once selection is over),
+    ``tell`` hands back the settings of a round that ended (their runs are in ``cell``). Built
+    from the cell's runs alone, so a restored search asks what it would have asked."""
 
-    def __init__(self, tuning, p: float, base: Setting, cap: int, cell: CellTuning):
+    def __init__(self, tuning, p: float, base: Setting, caps: list[int], window: float, cell: CellTuning):
+        self.tuning, self.p, self.base, self.caps, self.window, self.cell = tuning, p, base, caps, window, cell
+
+    def ask(self) -> list[tuple[Setting, int]]:
+        raise NotImplementedError
+
+    def tell(self, settings: list[Setting]) -> None:
+        """What a round's settings gave (a grid reads it from the cell's runs when it asks)."""
+
+
+class GridSettings(SettingsSampler):
+    """The grid (``sampler: grid``): every combination of the values under the first cap, then the
+    settings that could still win at the next cap, then the best setting's untried neighbours."""
+
+    def ask(self) -> list[tuple[Setting, int]]:
+        caps = self.caps
+        if not self.cell.runs:
+            return [(s, caps[0]) for s in self.tuning.settings(self.base)]
+        table = self.cell.table()
+        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
+        best_star = min(stars, default=None)
+        further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, best_star)) is not None]
+        if further:
+            return further
+        return [(s, caps[0]) for s in neighbours(self.cell.extensions, best(table, self.p), set(table), self.tuning)]
+
+    def _further(self, setting: Setting, runs: dict[int, Run], best_star: int | None) -> int | None:
+        """The next cap for a setting whose N* is not known yet and could still be the smallest,
+        ``best_star`` being the smallest N* known of the cell's settings (None: it is known,
+        cannot win, or had the last cap)."""
+        budget = max(r.budget for r in runs.values())
+        if n_star_of_runs(runs, self.p) is not None or not any(r.open for r in runs.values()):
+            return None
+        if best_star is not None and budget * setting.batch_size >= self.window * best_star:  # N* > cap / W >= best
+            return None
+        return next((c for c in self.caps if c // setting.batch_size > budget), None)
+
+
+class OptunaSettings(SettingsSampler):
+    """Optuna's TPE sampler over one cell's settings (``sampler: optuna``), asked ``parallel``
+    settings at a time until ``num_samples``, each run at the cell's whole sample budget (its last
+    cap). Its objective is log N* on the selection seeds; a setting without one scores as twice
+    that. Rebuilt from the cell's runs on restore (Optuna's add_trial)."""
+
+    def __init__(self, tuning, p: float, base: Setting, caps: list[int], window: float, cell: CellTuning):
         import optuna
 
+        super().__init__(tuning, p, base, caps, window, cell)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.tuning, self.p, self.base, self.cap, self.cell = tuning, p, base, cap, cell
+        self.cap = caps[-1]
         self.distributions = tuning.distributions()
         self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=tuning.seed))
         self.pending: dict[Setting, list] = {}
@@ -198,8 +212,8 @@ class OptunaSettings:
         star = n_star_of_runs(runs, self.p)
         return math.log(star if star is not None else 2 * self.cap)
 
-    def ask(self) -> list[Setting]:
-        """The next round's settings (fewer when Optuna repeats one); [] after num_samples."""
+    def ask(self) -> list[tuple[Setting, int]]:
+        """The next round's settings at the whole budget (fewer when Optuna repeats one); [] after num_samples."""
         asked = []
         for _ in range(min(self.tuning.parallel, self.tuning.num_samples - self.cell.asked)):
             trial = self.study.ask(self.distributions)
@@ -209,7 +223,7 @@ class OptunaSettings:
             self.pending.setdefault(setting, []).append(trial)
             asked.append(setting)
         self.cell.asked += len(asked)
-        return sorted(set(asked))
+        return [(s, self.cap) for s in sorted(set(asked))]
 
     def tell(self, settings: list[Setting]) -> None:
         """Give Optuna the selection N* of a round's settings."""

@@ -1,27 +1,26 @@
-"""The search modes: how a sweep chooses the N (and, tuned, the settings) its cells train at. Each
-mode is its schema, its budget (trainings and steps a cell may take), its problems, its words, how
-its cells are piloted for `vitsweep plan` (``pilots``) and its round planner (``planner``: a
-"module:attribute" of the search layer, found when the sweep is planned or run, so that this
-layer never imports that one). Modes are found by entry points of group ``vitsweep.search_modes``
-(the built-in ones in pyproject.toml, as any other package's). ``Sweep.mode`` is the sweep's
-mode: its search section's, or Tuned (services.spec.tuned) where a tuning section searches every cell."""
+"""The search strategy's shape: how a sweep chooses the N (and, tuned, the settings) its cells train
+at. A strategy (``Mode``, shaped like Optuna's ``BaseSampler``) is one class: its spec section (its
+fields), its budget (trainings and steps a cell may take), its problems, its words, how its cells
+are piloted for `vitsweep plan` (``pilots``) and its round planner (``make_planner``). Strategies
+are found by entry points of group ``vitsweep.search_modes``, the built-in ones too (pyproject.toml:
+each beside its planner in services.search), so this layer imports none of them. ``Sweep.mode`` is
+the sweep's strategy: its search section's, or the ``tuning`` strategy wrapping it where a tuning
+section searches every cell (``tuned``)."""
 
 import dataclasses
 import functools
-import math
 import operator
 import typing
 import warnings
 from importlib.metadata import entry_points
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Protocol
 
-from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, Discriminator, Tag
 
-from services.analysis import full_grid_size
 from services.results import Cell
 from services.spec.base import FORBID, Problem
 from services.spec.resolved import SweepView
-from vit_core.fields import ConfigError
+from services.spec.tuning import Tuning
 from vit_core.train_config import TrainConfig
 
 SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
@@ -45,33 +44,25 @@ def spread(values, models: int) -> tuple:
     return tuple(ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models))
 
 
-class Range(BaseModel):
-    """A field's search range for Optuna."""
+class Planner(Protocol):
+    """What a strategy's round planner answers the executor and the plan (services.search.rounds.RoundPlanner)."""
 
-    model_config = FORBID
-    low: float
-    high: float
-    log: bool = Field(False, description="sample on a log scale")
-    integer: bool = Field(False, description="sample integers")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "Range":
-        if not self.low < self.high:
-            raise ValueError(f"low={self.low} must be below high={self.high}")
-        if self.log and self.low <= 0:
-            raise ValueError(f"low={self.low}: a log scale needs low > 0")
-        return self
+    def suggest(self, trial_id: str) -> Any: ...
+    def complete(self, trial_id: str, records: list | None, metrics: dict | None = None) -> None: ...
+    def get_state(self) -> dict: ...
+    def set_state(self, state: dict) -> None: ...
 
 
 class Mode(BaseModel):
-    """A search section: what every mode has (a grid's budget), which each mode may change."""
+    """A search strategy: its section's fields, and what every strategy has (a grid's budget),
+    which each may change; ``make_planner`` is each one's own."""
 
     model_config = FORBID
     mode: str
     samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
     fixed: ClassVar[bool] = False  # whether every training is known before the sweep starts
     planned: ClassVar[bool] = True  # whether its first round is the n_train grid's packs (services.search.packs)
-    planner: ClassVar[str]  # "module:attribute" of its round planner, called with (Sweep, slots)
+    section: ClassVar[bool] = True  # whether a spec's search section may name it (tuning: a tuning section's)
 
     @property
     def name(self) -> str:
@@ -126,121 +117,14 @@ class Mode(BaseModel):
         """What `vitsweep validate` says of the sweep's size."""
         return f"{first} trainings"
 
-
-class GridMode(Mode):
-    """grid: every cell of the axes at every N of n_train (one pass: at its sample budget)."""
-
-    mode: Literal["grid"] = "grid"
-    fixed: ClassVar[bool] = True
-    planner: ClassVar[str] = "services.search.grid:GridPlanner"
+    def make_planner(self, sweep: Any, slots: int | None = None) -> Planner:
+        """The sweep's round planner (a services.search.rounds.RoundPlanner for the resolved Sweep),
+        its packs sized for ``slots`` trials at once."""
+        raise NotImplementedError(f"search mode {self.mode} has no round planner")
 
 
-class SampleComplexityMode(Mode):
-    """sample_complexity: per cell, find N* adaptively, starting from n_train (services.search.nstar)."""
-
-    mode: Literal["sample_complexity"]
-    planner: ClassVar[str] = "services.search.nstar:NStarSearch"
-    precision: float = Field(0.1, gt=0, le=1, description="stop once N* is bracketed within this relative width")
-    factor: float = Field(2.0, gt=1, description="grid step when N* lies beyond an end of n_train")
-    n_max: int | None = Field(None, ge=1, description="never train above this N (default: 16x the largest n_train)")
-    max_steps_cap: int | None = Field(
-        None,
-        ge=1,
-        description="a model whose training error is not 0 when its step budget runs out trains again with twice "
-        "the budget, up to this many steps (None: never)",
-    )
-
-    def problems(self, sweep: SweepView) -> list[Problem]:
-        if self.n_max is not None and self.n_max < sweep.largest_n:
-            return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({sweep.largest_n})")]
-        return []
-
-    def most_n(self, sweep: SweepView, cell: Cell) -> int:
-        """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
-        1 + precision up to n_max."""
-        return len(sweep.resolved_cell(cell).n_values) + full_grid_size(1, self.n_limit(sweep), self.precision)
-
-    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
-        """Multi-pass: every N of a geometric grid of ratio 1 + precision up to n_max (it trains far fewer)."""
-        return (
-            super().most_trainings(sweep, cell)
-            if sweep.resolved_cell(cell).one_pass
-            else self.most_n(sweep, cell) * sweep.seeds
-        )
-
-    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
-        """Multi-pass: a model that did not converge may train again, up to max_steps_cap."""
-        searched = not sweep.resolved_cell(cell).one_pass
-        return (searched and self.max_steps_cap) or sweep.resolved_cell(cell).training.max_steps
-
-    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
-        """Multi-pass: a round per N it may try, each maybe followed by retries that double the
-        step budget up to max_steps_cap (one pass: its one round)."""
-        if sweep.resolved_cell(cell).one_pass:
-            return 1
-        budget, cap = sweep.resolved_cell(cell).training.max_steps, self.max_steps_cap or 0
-        return self.most_n(sweep, cell) * (1 + max(0, math.ceil(math.log2(cap / budget))) if cap > budget else 1)
-
-    def n_limit(self, sweep: SweepView) -> int:
-        return self.n_max or 16 * sweep.largest_n
-
-    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
-        return f"{first} trainings in the first round of the adaptive N* search (at most {most})"
-
-
-class OptunaMode(Mode):
-    """optuna: tune fields of one cell with Optuna (ask and tell), each trial training every
-    (N, seed) of the cell with the sampled values."""
-
-    mode: Literal["optuna"]
-    metric: Literal["success_rate", "mean_test_error", "median_iterations_to_zero"] = Field(
-        "success_rate",
-        description="the objective, over the models of a trial (success_rate: over those that count, as everywhere; "
-        "median_iterations_to_zero counts max_steps for a model that never reaches zero)",
-    )
-    direction: Literal["max", "min"] = "max"
-    num_samples: int = Field(20, ge=1, description="Optuna trials")
-    seed: int = Field(0, description="seed of Optuna's sampler")
-    space: dict[str, Range] = Field(default_factory=dict, description="field -> range")
-
-    planned: ClassVar[bool] = False
-    planner: ClassVar[str] = "services.search.optuna:OptunaPlanner"
-
-    @property
-    def samples(self) -> int:
-        return self.num_samples
-
-    def trials(self, first_packs: int) -> int | None:
-        return self.num_samples
-
-    def objective(self) -> tuple[str, str] | None:
-        return self.metric, self.direction
-
-    def typed(self, sampled: dict[str, Any]) -> dict[str, Any]:
-        """A trial's sampled values as its fields take them: integers where a range is of integers
-        (Optuna, and Tune's saved state, may hand back floats)."""
-        return {k: int(v) if self.space[k].integer else v for k, v in sampled.items()}
-
-    def problems(self, sweep: SweepView) -> list[Problem]:
-        """Optuna tunes the fields of `space` in one cell, one pack per trial."""
-        problems = []
-        if not self.space:
-            problems.append(Problem("search.space", {}, "optuna needs at least one field to tune"))
-        if len(sweep.cells) != 1:
-            problems.append(Problem("models", sweep.models, "optuna tunes one cell: one model and no axes"))
-        per_trial = len(sweep.resolved_cell(sweep.cells[0]).n_values) * sweep.seeds
-        if per_trial > sweep.resources.models_per_pack:
-            problems.append(
-                Problem(
-                    "resources.models_per_pack",
-                    sweep.resources.models_per_pack,
-                    f"an optuna trial trains all {per_trial} (N, seed) pairs in one pack",
-                )
-            )
-        return problems + [p for name, bounds in self.space.items() for p in _space_problems(sweep, name, bounds)]
-
-
-SEARCH_MODES: dict[str, type[Mode]] = {}  # the installed modes by name (load_modes)
+STRATEGIES: dict[str, type[Mode]] = {}  # every installed strategy by name (load_modes)
+SEARCH_MODES: dict[str, type[Mode]] = {}  # those a search section may name, grid first
 
 
 def mode_name(mode: type[Mode]) -> str:
@@ -249,8 +133,9 @@ def mode_name(mode: type[Mode]) -> str:
 
 
 def load_modes() -> dict[str, type[Mode]]:
-    """The installed search modes (SEARCH_MODES, filled again), grid first, the others by name: a
-    mode that fails to load is left out with a warning that names its entry point and why."""
+    """The installed search modes a section may name (SEARCH_MODES, filled again, and STRATEGIES
+    with the tuning one), grid first, the others by name: a strategy that fails to load is left out
+    with a warning that names its entry point and why."""
     found = {}
     for point in entry_points(group=GROUP):
         try:
@@ -261,9 +146,22 @@ def load_modes() -> dict[str, type[Mode]]:
             warnings.warn(f"search mode {point.name} ({point.value}, group {GROUP}) left out: {error}", stacklevel=2)
             continue
         found[point.name] = mode
+    STRATEGIES.clear()
+    STRATEGIES.update(sorted(found.items(), key=lambda item: (item[0] != "grid", item[0])))
     SEARCH_MODES.clear()
-    SEARCH_MODES.update(sorted(found.items(), key=lambda item: (item[0] != "grid", item[0])))
+    SEARCH_MODES.update((name, mode) for name, mode in STRATEGIES.items() if mode.section)
     return SEARCH_MODES
+
+
+def default_search() -> Mode:
+    """A spec's search where it names none: the grid."""
+    return SEARCH_MODES["grid"](mode="grid")
+
+
+def tuned(search: Mode, tuning: Tuning) -> Mode:
+    """The strategy of a sweep whose tuning section searches every cell: the installed ``tuning``
+    strategy, each cell's settings chosen before its N* is measured with ``search``."""
+    return STRATEGIES["tuning"](mode="tuning", tuning=tuning, search=search)
 
 
 def _search_mode(value: Any) -> str | None:
@@ -280,20 +178,3 @@ def search_union() -> Any:
         _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
     )
     return Annotated[functools.reduce(operator.or_, modes), tag]
-
-
-def _space_problems(sweep: SweepView, name: str, bounds: Range) -> list[Problem]:
-    """What is wrong with one field Optuna tunes: not a field, set elsewhere, or an end vit_core refuses."""
-    section = sweep.spec.section_of(name)
-    if not section or name in SPEC_ONLY:
-        return [Problem(f"search.space.{name}", name, "not a data, model or training field")]
-    problems = []
-    if name in sweep.swept or name in getattr(sweep.spec, section).model_fields_set:
-        problems.append(Problem(f"search.space.{name}", name, f"also set in {section} or axes: keep one"))
-    for end in ("low", "high"):
-        value = int(getattr(bounds, end)) if bounds.integer else getattr(bounds, end)
-        try:
-            sweep.resolve(Cell(sweep.models[0], {**sweep.cells[0].values, name: value}))  # a probe, not kept
-        except (ConfigError, TypeError) as error:
-            problems.append(Problem(f"search.space.{name}.{end}", value, getattr(error, "allowed", str(error))))
-    return problems

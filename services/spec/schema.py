@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdap
 from services import legacy
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, GridMode, Mode, load_modes, search_union
+from services.spec.modes import SEARCH_MODES, SPEC_ONLY, Mode, default_search, load_modes, search_union
 from services.spec.resolved import ResolvedCell
 from services.spec.tuning import Tuning, TuningSpace
 from vit_core.family import Family, families
@@ -149,7 +149,7 @@ class SweepSpec(BaseModel):
         description="flag a cell where more than this share of an N's models did not "
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
-    search: Mode = Field(default_factory=GridMode)  # each family's spec: one of SEARCH_MODES (spec_class)
+    search: Mode = Field(default_factory=default_search)  # each family's spec: one of SEARCH_MODES (spec_class)
     tuning: Tuning | None = Field(
         None, description="one pass: search these training settings inside every cell, N* at each cell's best"
     )
@@ -283,7 +283,7 @@ def spec_class(family: Family) -> type[SweepSpec]:
         "model": (model, Field(default_factory=model)),
         "axes": (axes, Field(default_factory=axes)),
         "per_model": (dict[kind, grid], Field(default_factory=dict, description=PER_MODEL)),
-        "search": (search_union(), Field(default_factory=GridMode, description=_search_words())),
+        "search": (search_union(), Field(default_factory=default_search, description=_search_words())),
     }
     if family.scaling and family.scaling.rule:
         fields[family.scaling.rule] = (

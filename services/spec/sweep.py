@@ -7,10 +7,9 @@ import dataclasses
 from functools import cached_property
 
 from services.results import Cell
-from services.spec.modes import Mode
+from services.spec.modes import Mode, tuned
 from services.spec.resolved import ResolvedCell, TrialSweep
 from services.spec.schema import Resources, SweepSpec, Tracking
-from services.spec.tuned import Tuned
 from services.spec.tuning import Tuning
 from vit_core.family import Family
 
@@ -25,7 +24,7 @@ class Sweep:
     name: str
     models: tuple[str, ...]
     cells: tuple[Cell, ...]  # in a stable order: a pack's cell is an index into it
-    mode: Mode | Tuned  # the search section's, or Tuned where a tuning section searches every cell
+    mode: Mode  # the search section's, or the tuning strategy wrapping it where a tuning section searches every cell
     search: Mode
     tuning: Tuning | None
     swept: dict[str, list]  # every axis some model sweeps, in spec order, with its first model's values
@@ -49,7 +48,7 @@ class Sweep:
             name=spec.name,
             models=tuple(spec.models),
             cells=cells,
-            mode=spec.search if spec.tuning is None else Tuned(spec.tuning, spec.search),
+            mode=spec.search if spec.tuning is None else tuned(spec.search, spec.tuning),
             search=spec.search,
             tuning=spec.tuning,
             swept=spec.swept,

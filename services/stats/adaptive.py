@@ -3,7 +3,8 @@ same N range (a tuned cell's: its measurement's, on the seeds the grid would use
 
 from services.analysis import full_grid_size
 from services.results import SELECTION, CellResult
-from services.spec import SampleComplexityMode, Sweep
+from services.search.nstar import SampleComplexityMode
+from services.spec import Sweep
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary
 

@@ -7,7 +7,8 @@ import time
 from mlflow.entities import Metric
 
 from services.results import SweepResult
-from services.spec import OptunaMode, Sweep
+from services.search.optuna import OptunaMode
+from services.spec import Sweep
 from vit_core.outcomes import OUTCOMES
 
 PER_N = ("success_rate", "mean_test_error", "median_iterations_to_zero", "settled", "mean_attention_mass", *OUTCOMES)

@@ -1,30 +1,36 @@
-"""The mode of a sweep with a tuning section (Tuned): every cell's (B, eta) chosen on selection
-seeds, then its N* measured; its budget, problems and pilots (services.spec.modes has the search
-sections' modes; services.search.tuning and tuning_multi_pass its planners)."""
+"""The strategy of a sweep with a tuning section (Tuned, entry point ``tuning``): every cell's
+(B, eta) chosen on selection seeds, then its N* measured; its budget, problems, pilots and planner
+(services.search.tuning one pass's, tuning_multi_pass multi-pass's)."""
 
 import dataclasses
 import math
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from services.results import Cell
-from services.spec.base import Problem
-from services.spec.modes import Mode, OptunaMode, PilotRun, SampleComplexityMode, spread
+from services.search.nstar import SampleComplexityMode
+from services.search.optuna import OptunaMode
+from services.search.rounds import RoundPlanner
+from services.search.tuning import TuningSearch
+from services.search.tuning_multi_pass import MultiPassTuning
+from services.spec import Mode, PilotRun, Problem, Setting, Tuning
+from services.spec.modes import spread
 from services.spec.resolved import SweepView
-from services.spec.tuning import Setting, Tuning
+
+if TYPE_CHECKING:
+    from services.spec import Sweep
 
 
-@dataclasses.dataclass(frozen=True)
-class Tuned:
-    """The mode of a sweep with a tuning section: every cell's (B, eta) chosen on selection seeds,
-    then its N* measured (one pass: under growing sample caps; multi-pass: an N* search of
-    ``search`` per setting)."""
+class Tuned(Mode):
+    """The strategy of a sweep with a tuning section: every cell's (B, eta) chosen on selection
+    seeds, then its N* measured (one pass: under growing sample caps; multi-pass: an N* search of
+    ``search`` per setting). Made by services.spec.modes.tuned, never named by a search section."""
 
+    mode: Literal["tuning"] = "tuning"
     tuning: Tuning
     search: Mode
-    name: ClassVar[str] = "tuning"
     fixed: ClassVar[bool] = False
     planned: ClassVar[bool] = False
-    planner: ClassVar[str] = "services.search.planners:tuned"
+    section: ClassVar[bool] = False
 
     def pilots(self, sweep: SweepView, cell: Cell, models: int) -> list[PilotRun]:
         """At the grid's smallest batch size (one pass: and at its largest, for a run's samples to
@@ -117,6 +123,10 @@ class Tuned:
 
     def objective(self) -> tuple[str, str] | None:
         return None
+
+    def make_planner(self, sweep: "Sweep", slots: int | None = None) -> RoundPlanner:
+        """One pass's (successive caps) or multi-pass's (an N* search per setting)."""
+        return TuningSearch(sweep) if sweep.resolved_cell(sweep.cells[0]).one_pass else MultiPassTuning(sweep)
 
     def problems(self, sweep: SweepView) -> list[Problem]:
         """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's
