@@ -16,7 +16,8 @@ from services.report.text import span
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats import paper
-from services.stats.summarize import NStar, n_star_fit_inputs, summarize
+from services.stats.fitting import NStar, fit_inputs, flagged
+from services.stats.summarize import summarize
 from vit_core.family import Scaling, families
 
 AGREE, DIFFER, UNDETERMINED = "agree", "differ", "undetermined"
@@ -118,7 +119,7 @@ def compare(a: tuple[Sweep, str, list[CellResult]], b: tuple[Sweep, str, list[Ce
             mine = tuple(o.as_defined(c) for c, o in zip(criteria, outcomes))
             pair.ratio = n_star_ratio(*outcomes, *p, criteria=mine)
             pair.verdict = verdict(pair.ratio.ci95, 1.0)
-    inputs = [n_star_fit_inputs(sweep[0], summary, sweep[2]) for sweep, summary in zip((a, b), summaries)]
+    inputs = [fit_inputs(sweep[0], sweep[2], flagged(sweep[0], sweep[2])) for sweep in (a, b)]
     difference = {
         group: slope_difference(inputs[0][group], inputs[1][group], NStar(p[0], criteria[0]), NStar(p[1], criteria[1]))
         for group in inputs[0]

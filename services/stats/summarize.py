@@ -1,34 +1,24 @@
-"""A sweep's results as numbers: N* per cell with its bracket and CI, the exponents of N* and of
-the steps to zero error in the family's x (and in 1/eta) with bootstrap CIs, and every registered
-statistic (services.stats). What a sweep varies decides what is computed: a scaling axis gives
-the N* and T exponents, an lr axis the T-against-eta exponent. No I/O: the same summary comes from
-a sweep that just ran and from one read back from MLflow.
+"""A sweep's results as numbers: a row per cell (N* under each criterion with its bracket and CI,
+premises, vote margins, the plug-in rule's N, what tuning chose), and every registered statistic
+(services.stats), the fits among them: the exponents of N* and of the steps to zero error in the
+family's x (n_star_fits, local_exponent, steps_exponent, t_star_exponent) and in 1/eta
+(lr_exponent), each a unit that says when it applies. No I/O: the same summary comes from a sweep
+that just ran and from one read back from MLflow.
 """
 
-from dataclasses import dataclass, replace
-from functools import cache, partial
+import dataclasses
+from functools import cache
 
 import numpy as np
 
-from services.analysis import (
-    CRITERIA,
-    Difference,
-    Fit,
-    Outcomes,
-    fit_exponent,
-    local_slopes,
-    n_star_ci,
-    paired_slope_difference,
-)
-from services.ratios import paired_n_star_ratio
+from services.analysis import Outcomes, n_star_ci
 from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, Sweep
 from services.stats import paper, statistics
-from services.stats.forms import Forms, fit_forms
+from services.stats.fitting import not_converged_share
 from services.stats.rows import (
     CellRow,
-    CriterionFits,
     CriterionRow,
     FloorRow,
     LostRow,
@@ -136,7 +126,7 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
         row.tuning = _tuning_row(sweep, cell) if cell.records else None
         return row
     by_n = cell.by_n()
-    row.not_converged_share = max((r["not_converged"] + r["diverged"]) / r["models"] for r in by_n)
+    row.not_converged_share = not_converged_share(cell)
     row.outcomes = {str(r["n"]): {name: r[name] for name in OUTCOMES} for r in by_n}
     row.flagged = row.not_converged_share > sweep.max_not_converged  # above it, N* says little
     o, p = cell.outcomes(), sweep.success_rate
@@ -241,174 +231,18 @@ def _window_row(training, cell: CellResult) -> WindowRow | None:
     )
 
 
-def _fits(cells: list[CellResult], flagged: set[str], axis: str, x_of, statistic) -> dict:
-    """Per group of cells differing only in ``axis``: the log-log slope of statistic against x
-    (cells that failed or are ``flagged``, by label, left out)."""
-    return {
-        name: replace(
-            fit_exponent([x_of(c) for c in members], [c.outcomes() for c in members], statistic),
-            cells=[c.cell.label for c in members],
-        )
-        for name, members in _groups(cells, flagged, axis).items()
-    }
-
-
-def _groups(cells: list[CellResult], flagged: set[str], axis: str) -> dict[str, list[CellResult]]:
-    """The cells a fit along ``axis`` uses, per group of cells differing only in it (at least two
-    values of it; cells that failed, are flagged, have nothing measured or whose model does not
-    sweep it (a per_model axis) left out)."""
-    groups: dict[str, list[CellResult]] = {}
-    for c in cells:
-        if axis in c.cell.values and c.measured() and not c.failures and c.cell.label not in flagged:
-            groups.setdefault(c.cell.group((axis,)), []).append(c)
-    return {name: members for name, members in groups.items() if len({c.cell.values[axis] for c in members}) >= 2}
-
-
-@dataclass(frozen=True)
-class NStar:
-    """What the N* exponent is fitted on: a cell's N* at threshold p under ``criterion`` (the stable
-    one where the cell defines no other: multi-pass) where it is known (None where it is censored),
-    over the given columns (seeds) of its outcomes; ``draws``: over many resamples at once."""
-
-    p: float
-    criterion: str = "stable"
-
-    def __call__(self, outcomes: Outcomes, columns) -> int | None:
-        return outcomes.n_star_known(self.p, columns, outcomes.as_defined(self.criterion))
-
-    def draws(self, outcomes: Outcomes, columns: np.ndarray) -> np.ndarray:
-        return outcomes.n_star_draws(self.p, columns, outcomes.as_defined(self.criterion), known=True)
-
-
-def _forms(sweep: Sweep, cells: list[CellResult], flagged: set[str], statistic) -> dict[str, Forms]:
-    """Per group of cells differing only in the scaling field: the statistic fitted in the theory's
-    shifted form and as a power law (services.stats.forms), k fixed at the model's claimed exponent and free."""
-    scaling, out = sweep.family.scaling, {}
-    for name, members in _groups(cells, flagged, scaling.field).items():
-        values = [sweep.family.scaling_value(sweep.resolved_cell(c.cell).data) for c in members]
-        theory = sweep.family.theory.get(members[0].cell.model)
-        forms = fit_forms(
-            values, [c.outcomes() for c in members], statistic, theory and theory.exponent, scaling.inverse
-        )
-        if forms is not None:
-            out[name] = replace(forms, cells=[c.cell.label for c in members])
-    return out
-
-
-def _model_pairs(sweep: Sweep, groups: dict[str, str]) -> list[tuple[str, str]]:
-    """Each (earlier, later) pair of the sweep's models (spec order) among ``groups``' models."""
-    models = [m for m in sweep.models if m in groups]
-    return [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
-
-
-def _by_rest(names) -> dict[str, dict[str, str]]:
-    """Names of the form "model rest" (a group or a cell's label) by their rest, then by model."""
-    out: dict[str, dict[str, str]] = {}
-    for name in names:
-        model, _, rest = name.partition(" ")
-        out.setdefault(rest, {})[model] = name
-    return out
-
-
-def _differences(sweep: Sweep, inputs: dict[str, tuple], exponent: dict[str, Fit], statistic) -> dict[str, Difference]:
-    """Each later model's N* exponent minus each earlier one's (spec order: "cnn - vit"), per value
-    of the other axes, with a paired bootstrap CI: their cells share seeds, resampled together."""
-    out = {}
-    for rest, groups in _by_rest(inputs).items():
-        for a, b in _model_pairs(sweep, groups):
-            ga, gb = groups[a], groups[b]
-            estimate = paired_slope_difference(inputs[ga], inputs[gb], statistic)
-            name = f"{b} - {a}" + (f" {rest}" if rest else "")
-            cells = exponent[ga].cells + exponent[gb].cells
-            out[name] = Difference(estimate.value, estimate.ci95, pair=f"{b} - {a}", cells=cells)
-    return out
-
-
-def _ratios(sweep: Sweep, cells: list[CellResult], criterion: str) -> dict[str, dict]:
-    """Per pair of models ("cnn / vit") and setting both measured: the later model's N* over the
-    earlier one's under ``criterion``, with a paired bootstrap CI (they share seeds)."""
-    by_label = {c.cell.label: c for c in cells if c.measured() and not c.failures}
-    out: dict[str, dict] = {}
-    for rest, labels in _by_rest(by_label).items():
-        for a, b in _model_pairs(sweep, labels):
-            oa, ob = by_label[labels[a]].outcomes(), by_label[labels[b]].outcomes()
-            if criterion in oa.criteria and criterion in ob.criteria:
-                ratio = paired_n_star_ratio(oa, ob, sweep.success_rate, criterion)
-                out.setdefault(f"{b} / {a}", {})[rest or "all"] = ratio
-    return out
-
-
-def _criterion_fits(sweep: Sweep, cells: list[CellResult], flagged: set[str], criterion: str) -> CriterionFits:
-    """N* under one criterion fitted along the scaling field: exponents, differences, forms, ratios."""
-    axis, statistic = sweep.family.scaling.field, NStar(sweep.success_rate, criterion)
-    exponent = _fits(cells, flagged, axis, partial(_x, sweep), statistic)
-    inputs = _fit_inputs(sweep, cells, flagged)
-    return CriterionFits(
-        exponent,
-        _differences(sweep, inputs, exponent, statistic),
-        _forms(sweep, cells, flagged, statistic) if sweep.family.scaling.shifted else {},
-        _ratios(sweep, cells, criterion),
-    )
-
-
-def scaled(sweep: Sweep) -> bool:
-    """Whether the sweep varies its family's scaling field (Paper A: alpha*): what N* is fitted on."""
-    return sweep.family.scaling is not None and sweep.family.scaling.field in sweep.swept
-
-
-def n_star_fit_inputs(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict[str, tuple]:
-    """What the N* exponent of each group is fitted on: (x per cell, the cells' outcomes), x the
-    family's scaling variable (Paper A: 1/alpha*_eff)."""
-    if not scaled(sweep):
-        return {}
-    return _fit_inputs(sweep, cells, {r.label for r in summary.cells if r.flagged})
-
-
-def _x(sweep: Sweep, cell: CellResult) -> float:
-    """The family's scaling variable x at a cell (Paper A: 1/alpha*_eff)."""
-    return sweep.family.scaling.x(sweep.family.scaling_value(sweep.resolved_cell(cell.cell).data))
-
-
-def _fit_inputs(sweep: Sweep, cells: list[CellResult], flagged: set[str]) -> dict[str, tuple]:
-    return {
-        name: ([_x(sweep, c) for c in members], [c.outcomes() for c in members])
-        for name, members in _groups(cells, flagged, sweep.family.scaling.field).items()
-    }
-
-
 def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
-    """Every statistic of the report, from the cells' results (no I/O)."""
-    p, criterion = sweep.success_rate, sweep.criterion
+    """Every statistic of the report, from the cells' results (no I/O): a row per cell, then every
+    registered unit's entries (services.stats.statistics), the fits among them; an entry the
+    Summary has a field for fills it, the others are its ``stats``."""
+    p = sweep.success_rate
     rows = [_cell_row(sweep, c) for c in cells]
-    flagged = {r.label for r in rows if r.flagged}
-    names = ("exponent", "iterations_exponent", "t_star_exponent", "lr_exponent", "forms", "exponent_difference")
-    fits: dict[str, dict] = {name: {} for name in (*names, "local_exponent")}
-    criteria: dict[str, CriterionFits] = {}
-    if scaled(sweep):
-        axis, scaling, x = sweep.family.scaling.field, sweep.family.scaling, partial(_x, sweep)
-        one_pass = [c for c in cells if sweep.resolved_cell(c.cell).one_pass]
-        if one_pass:
-            criteria = {c: _criterion_fits(sweep, one_pass, flagged, c) for c in CRITERIA}
-        headline = (
-            criteria[criterion] if len(one_pass) == len(cells) else _criterion_fits(sweep, cells, flagged, criterion)
-        )
-        fits |= {"exponent": headline.exponent, "exponent_difference": headline.exponent_difference}
-        fits["forms"] = headline.forms
-        fits["iterations_exponent"] = _fits(cells, flagged, axis, x, lambda o, cols: o.steps(cols))
-        fits["t_star_exponent"] = _fits(
-            one_pass, flagged, axis, x, lambda o, cols: o.t_star(p, cols, o.as_defined(criterion))
-        )
-        fits["local_exponent"] = {
-            name: [
-                replace(slope, between=[round(scaling.x(v), 4) for v in slope.between])
-                for slope in local_slopes(values, outcomes, NStar(p, criterion))
-            ]
-            for name, (values, outcomes) in _fit_inputs(sweep, cells, flagged).items()
-        }
-    if "lr" in sweep.swept:
-        fits["lr_exponent"] = _fits(
-            cells, flagged, "lr", lambda c: 1 / sweep.resolved_cell(c.cell).training.lr, lambda o, cols: o.steps(cols)
-        )
+    entries = {
+        name: value
+        for unit in statistics()
+        for name, value in (unit.compute(sweep, cells) if unit.applies(sweep) else unit.empty()).items()
+    }
+    fields = {f.name for f in dataclasses.fields(Summary)}
     protocols = {r.protocol for r in rows}
     summary = Summary(
         sweep_id,
@@ -417,7 +251,7 @@ def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
         p,
         sweep.max_not_converged,
         rows,
-        **fits,
+        **{name: value for name, value in entries.items() if name in fields},
         theory={
             "exponent": {m: t.claim for m, t in sweep.family.theory.items()},
             "iterations_exponent": sweep.family.iterations_exponent,
@@ -427,18 +261,13 @@ def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
             for m in sweep.models
             if m in sweep.family.reference
         },
-        stats={
-            name: value
-            for unit in statistics()
-            for name, value in (unit.compute(sweep, cells) if unit.applies(sweep) else unit.empty()).items()
-        },
+        stats={name: value for name, value in entries.items() if name not in fields},
         n_star={r.label: r.n_star for r in rows},
         protocol=protocols.pop() if len(protocols) == 1 else {r.label: r.protocol for r in rows},
         family=sweep.family.name,
         error_bound={str(r.n_test): round(error_bound(r.n_test), 6) for r in rows},
         seeds=sorted({r.seed for c in cells for r in c.measured()}),
-        criterion=criterion if criteria else "stable",
-        criteria=criteria,
+        criterion=sweep.criterion if entries["criteria"] else "stable",
     )
     summary.verdict = verdict(summary)
     return summary
