@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.kinds import KINDS
+from vit_core.li2023.kinds import KINDS
 
 
 def main() -> None:

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from vit_core import ConfigError, TokenDataConfig, TokenKind, make_patterns, sample_tokens
-from vit_core.configs import SpatialDataConfig, binomial_kept
-from vit_core.oracle import oracle_rules
+from vit_core.jelassi2022.configs import SpatialDataConfig
+from vit_core.jelassi2022.spatial import sample_patches
+from vit_core.li2023.configs import binomial_kept
+from vit_core.li2023.oracle import oracle_rules
 from vit_core.seeding import Stream
-from vit_core.spatial import sample_patches
 
 
 def _nearest_pattern(cfg, batch):

@@ -43,7 +43,7 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "vit_core").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "vit_core").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_vit_core_is_torch_and_numpy_only(path):
     assert imports(path) <= {"torch", "numpy", "vit_core", *sys.stdlib_module_names}
 

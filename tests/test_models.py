@@ -194,17 +194,17 @@ class _RenamedViT(ShallowViT):
 
 
 def test_a_kind_declared_once_with_attention_is_built_checked_costed_and_recorded_as_the_vit(monkeypatch):
-    """A kind with attention declared in vit_core.kinds.KINDS alone (here, by the test) is allowed
-    by ModelConfig and the family, gets W_Q and W_K, the aligned init's check of attn_dim, delta
+    """A kind with attention declared in vit_core.li2023.kinds.KINDS, its class in models.PACKS (here, by
+    the test), is allowed by ModelConfig and the family, gets W_Q and W_K, the aligned init's check of attn_dim, delta
     and the ViT's cost, and train_pack records its attention mass: the ViT's numbers, as its network is."""
     from vit_core import TrainConfig, train_pack
     from vit_core.fields import ConfigError
-    from vit_core.kinds import KINDS, Kind
-    from vit_core.li2023 import Li2023
-    from vit_core.models import initial_errors
+    from vit_core.li2023.family import Li2023
+    from vit_core.li2023.kinds import KINDS, Kind
+    from vit_core.li2023.models import PACKS, initial_errors
 
-    declared = Kind("the ViT, declared by a test", attention=True, model=f"{__name__}:_RenamedViT")
-    monkeypatch.setitem(KINDS, "renamed_vit", declared)
+    monkeypatch.setitem(KINDS, "renamed_vit", Kind("the ViT, declared by a test", attention=True))
+    monkeypatch.setitem(PACKS, "renamed_vit", _RenamedViT)
     new, vit = ModelConfig(kind="renamed_vit", width=16), ModelConfig(kind="vit", width=16)
     patterns = make_patterns(DATA)
     assert Li2023.kinds() == ("vit", "cnn", "renamed_vit")

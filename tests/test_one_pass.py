@@ -172,7 +172,7 @@ def test_the_window_is_zero_or_above_one():
 def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_size):
     """Chunks are whole blocks: the samplers are asked for consecutive, disjoint, block-aligned
     ranges of the stream, whatever B (at B = 1 each block used to be made twice)."""
-    from vit_core.data import BLOCK
+    from vit_core.tokens import BLOCK
     from vit_core.training import batches as train
 
     asked = []
@@ -195,7 +195,7 @@ def test_a_model_that_did_not_move_since_its_last_scoring_is_not_scored_again(mo
     """On the hinge loss, a model whose mini-batches since its last evaluation all had zero loss
     got zero gradients, so its test metrics are kept, not recomputed: the records are those of
     scoring every model at every evaluation, for fewer samples scored."""
-    from vit_core.models import PackedModel
+    from vit_core.li2023.models import PackedModel
     from vit_core.training.loop import _Training
 
     train = dataclasses.replace(ONE_PASS, batch_size=1, max_steps=400, eval_every=1, eval_ratio=1.1, stability_window=4)

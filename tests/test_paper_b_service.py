@@ -17,7 +17,7 @@ from services.spec import parse_spec
 from services.stats import structure
 from services.stats.summarize import summarize
 from services.store.cache import curve_sums
-from vit_core.configs import SpatialDataConfig, bayes_error
+from vit_core.jelassi2022.configs import SpatialDataConfig, bayes_error
 
 runner = CliRunner()
 TINY = """name: tiny_b

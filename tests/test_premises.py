@@ -7,11 +7,11 @@ import math
 import numpy as np
 import torch
 
-from vit_core.configs import ModelConfig, TokenDataConfig
-from vit_core.floor import both_labels_from, nearest_centroid_zero_error, plug_in_floor
-from vit_core.layout import make_patterns
-from vit_core.li2023 import Li2023
-from vit_core.models import alignment_error, initial_errors
+from vit_core.li2023.configs import ModelConfig, TokenDataConfig
+from vit_core.li2023.family import Li2023
+from vit_core.li2023.floor import both_labels_from, nearest_centroid_zero_error, plug_in_floor
+from vit_core.li2023.layout import make_patterns
+from vit_core.li2023.models import alignment_error, initial_errors
 
 DATA = TokenDataConfig(n_tokens=120, dim=40, n_patterns=10, alpha_star=0.3, tau=0.1)
 SEEDS = list(range(4))

@@ -79,7 +79,7 @@ def family(monkeypatch):
     """li2023_images, registered as its entry point would (a checkout not reinstalled since lacks it)."""
     from services.spec.schema import refresh
     from vit_core.family import families
-    from vit_core.li2023 import Li2023Images
+    from vit_core.li2023.family import Li2023Images
 
     monkeypatch.setitem(families(), "li2023_images", Li2023Images())
     refresh()
@@ -124,7 +124,7 @@ def test_each_image_rule_removes_the_patches_it_says(fashion):
 def test_scores_after_removal_read_the_trained_attention_and_k_0_changes_nothing(fashion, family):
     import torch
 
-    from vit_core.configs import ModelConfig
+    from vit_core.li2023.configs import ModelConfig
     from vit_core.seeding import Stream
     from vit_core.sparsify import image_keep, sparsified_name
     from vit_core.train_config import TrainConfig
@@ -152,7 +152,7 @@ def test_scores_after_removal_read_the_trained_attention_and_k_0_changes_nothing
 
 def test_the_family_refuses_an_aligned_init_and_bad_rules(fashion, family):
     from vit_core import ConfigError
-    from vit_core.configs import ModelConfig
+    from vit_core.li2023.configs import ModelConfig
 
     with pytest.raises(ConfigError, match="init"):
         family.check(_images(fashion[0]), ModelConfig())

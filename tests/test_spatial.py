@@ -8,10 +8,10 @@ import torch
 from conftest import write_idx
 
 from vit_core import ConfigError
-from vit_core.configs import PositionalConfig, SpatialDataConfig, bayes_error, patch_sets, set_matrix
-from vit_core.positional import ACTIVATIONS
+from vit_core.jelassi2022.configs import PositionalConfig, SpatialDataConfig, bayes_error, patch_sets, set_matrix
+from vit_core.jelassi2022.positional import ACTIVATIONS
+from vit_core.jelassi2022.spatial import feature, sample_patches, teacher
 from vit_core.seeding import Stream
-from vit_core.spatial import feature, sample_patches, teacher
 from vit_core.train_config import TrainConfig
 from vit_core.training import build, sample, train_pack
 

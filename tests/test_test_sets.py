@@ -11,10 +11,10 @@ import torch
 from services.analysis import n_star_ci
 from services.results import ModelRecord, confirmed_onwards, outcomes_of
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
-from vit_core.data import sample_tokens
 from vit_core.family import family_of
-from vit_core.layout import MARGIN_ERRORS, TokenKind
+from vit_core.li2023.data import sample_tokens
 from vit_core.seeding import Stream
+from vit_core.tokens import MARGIN_ERRORS, TokenKind
 
 NEAR_TIES = TokenDataConfig(n_tokens=60, dim=8, n_patterns=4, tau=0.02, counts="binomial", alpha_star=0.1)
 VIT = ModelConfig(kind="vit", width=32, value_dim=8, init_error=0.02)
@@ -91,7 +91,7 @@ def test_the_ci_of_n_star_covers_the_n_star_another_draw_of_test_sets_gives(two_
 def _scored_run(train: TrainConfig, monkeypatch, whole: bool) -> tuple[list[dict], int]:
     """The records of 4 ViTs on NEAR_TIES and the test samples their scoring took; ``whole``: every
     evaluation that goes past the screen scores the whole test set (no model leaves at its first error)."""
-    from vit_core.models import PackedModel
+    from vit_core.li2023.models import PackedModel
     from vit_core.training.scoring import _TestScores
 
     scored, head, rest = [], PackedModel.head, _TestScores._score_rest

@@ -111,7 +111,7 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
     set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's."""
     import dataclasses
 
-    from vit_core.models import PackedModel
+    from vit_core.li2023.models import PackedModel
     from vit_core.seeding import Stream
     from vit_core.training.scoring import _TestScores, evaluate
 

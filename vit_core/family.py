@@ -128,7 +128,7 @@ class Family:
     sparsification_quantity: ClassVar[str] = "test_loss"  # the final test metric a swept sparsify_k is read by
 
     def sample(self, data: Any, n: int, seed: int, stream: Stream, start: int) -> Any:
-        """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.data.TokenBatch``."""
+        """Samples [start, start + n) of a seed's ``stream`` as a ``vit_core.tokens.TokenBatch``."""
         raise NotImplementedError
 
     def sample_on(self, data: Any, n: int, seed: int, stream: Stream, start: int, device: Any) -> Any:
@@ -220,7 +220,7 @@ class Family:
     @classmethod
     def kinds(cls) -> tuple[str, ...]:
         """The model kinds: the values the model config's ``kind`` field allows (its Literal, or
-        the registry its ``param`` names: Paper A's vit_core.kinds.KINDS)."""
+        the registry its ``param`` names: Paper A's vit_core.li2023.kinds.KINDS)."""
         return choices_of(cls.model, "kind")
 
 

@@ -1,7 +1,7 @@
 """The config of real images (vit_core.images samples them): which image set, its binary task and
 how images become patches, for Paper B's models (ImageDataConfig) and for Paper A's, with the token
 sparsification measured on the test images (ImageTokenConfig). Plain dataclasses and numpy, as
-vit_core.configs."""
+vit_core.li2023.configs."""
 
 from dataclasses import dataclass
 from pathlib import Path

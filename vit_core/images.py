@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vit_core.data import TokenBatch
 from vit_core.fields import ConfigError
 from vit_core.image_config import CIFAR_TRAIN, IDX_RANKS, ImageDataConfig, fashion_file
-from vit_core.layout import TokenKind
 from vit_core.seeding import Stream, numpy_rng
+from vit_core.tokens import TokenBatch, TokenKind
 
 
 def _patches(cfg: ImageDataConfig, images: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The training config shared by every family: SGD, evaluation and the budget rule (a model reads
 at most batch_size · max_steps samples, its sample budget, which a tuned batch size keeps). Plain
-dataclasses, no torch, like vit_core.configs: a spec is validated without loading torch."""
+dataclasses, no torch, like vit_core.li2023.configs: a spec is validated without loading torch."""
 
 import dataclasses
 from dataclasses import dataclass

@@ -1,5 +1,5 @@
 """``vitsweep train``: one pack trained without Ray, every (N, seed) pair of one model kind at
-once, on vit_core.configs' token data and model configs (the default family's). Its flags are
+once, on vit_core.li2023.configs' token data and model configs (the default family's). Its flags are
 made from the fields of the config dataclasses, so their defaults and help texts live in one
 place; the scaling field it reports is the data's family's (Family.scaling)."""
 
@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.app.printing import show_table
-from vit_core.configs import ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.family import family_of
 from vit_core.fields import ConfigError
+from vit_core.li2023.configs import ModelConfig, TokenDataConfig, check_fits_data
 from vit_core.train_config import TrainConfig
 
 CONFIGS = {"Data": TokenDataConfig, "Model": ModelConfig, "Training": TrainConfig}

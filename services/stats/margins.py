@@ -11,7 +11,7 @@ from services.results import CellResult, ModelRecord, model_of
 from services.spec import Sweep
 from services.stats.base import Statistic
 from services.stats.rows import Summary
-from vit_core.layout import MARGIN_BINS, MARGIN_ERRORS
+from vit_core.tokens import MARGIN_BINS, MARGIN_ERRORS
 
 
 @dataclass

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vit_core.data import BLOCK, TokenBatch
 from vit_core.family import family_of
 from vit_core.seeding import Stream, numpy_rng
+from vit_core.tokens import BLOCK, TokenBatch
 from vit_core.train_config import TrainConfig
 
 DataConfig = Any  # an installed family's data config (vit_core.family)

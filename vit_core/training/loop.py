@@ -32,8 +32,8 @@ from torch import Tensor
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from vit_core.family import family_of
-from vit_core.layout import MARGIN_ERRORS
 from vit_core.packed import PackedModels, missing_members
+from vit_core.tokens import MARGIN_ERRORS
 from vit_core.train_config import TrainConfig
 from vit_core.training.batches import DataConfig, FreshBatches, TrainSets, test_margins, test_set
 from vit_core.training.records import PackResult, _Recorder

@@ -6,8 +6,8 @@ import functools
 import torch
 from torch import Tensor
 
-from vit_core.configs import PositionalConfig, SpatialDataConfig
-from vit_core.positional import ATTENTION, PRETRAIN_SEEDS
+from vit_core.jelassi2022.configs import PositionalConfig, SpatialDataConfig
+from vit_core.jelassi2022.positional import ATTENTION, PRETRAIN_SEEDS
 from vit_core.train_config import TrainConfig
 from vit_core.training.loop import train_pack
 

@@ -7,11 +7,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from vit_core.data import TokenBatch
-from vit_core.layout import MARGIN_BINS, MARGIN_ERRORS, TokenKind
 from vit_core.packed import PackedModels, attention_mass
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import image_keep, sparsified_name
+from vit_core.tokens import MARGIN_BINS, MARGIN_ERRORS, TokenBatch, TokenKind
 from vit_core.train_config import TrainConfig
 from vit_core.training.records import METRICS
 

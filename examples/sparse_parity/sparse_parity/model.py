@@ -8,9 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from sparse_parity import MLPConfig, ParityData
-from vit_core.data import BLOCK, TokenBatch, TokenKind, blocks_of
 from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, numpy_rng, stream_seed
+from vit_core.tokens import BLOCK, TokenBatch, TokenKind, blocks_of
 
 
 def support(data: ParityData) -> np.ndarray:

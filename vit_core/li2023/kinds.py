@@ -1,15 +1,14 @@
-"""Paper A's model kinds, each declared once: what its network has and the pack class that builds it.
+"""Paper A's model kinds: what each one's network has (each one's pack class: vit_core.li2023.models.PACKS).
 
 ``ModelConfig.kind`` is one of KINDS (its help and allowed values are read from here). The init
-and the initial errors (vit_core.models), the aligned init's checks (configs.check_fits_data) and
-a sample's cost (vit_core.li2023) ask the kind's declaration what it has, never its name; the
-attention mass is recorded for any pack whose forward returns an attention map. A new kind is one
-entry here (or ``KINDS[name] = Kind(...)`` elsewhere, as a test does) and its class. No torch: a
-spec is validated without it.
+and the initial errors (vit_core.li2023.models), the aligned init's checks (configs.check_fits_data)
+and a sample's cost (vit_core.li2023.family) ask the kind's declaration what it has, never its
+name; the attention mass is recorded for any pack whose forward returns an attention map. A new
+kind is one entry here (or ``KINDS[name] = Kind(...)`` elsewhere, as a test does) and its class in
+models.PACKS, by value. No torch here: a spec is validated without it.
 """
 
 from dataclasses import dataclass
-from importlib import import_module
 
 
 @dataclass(frozen=True)
@@ -21,12 +20,6 @@ class Kind:
 
     help: str  # what the kind is, in ModelConfig.kind's help
     attention: bool
-    model: str  # its pack class (a vit_core.models.PackedModel) as "module:Class", loaded where a pack is built
-
-    def pack_class(self) -> type:
-        """The pack class, imported only here: it needs torch."""
-        module, name = self.model.split(":")
-        return getattr(import_module(module), name)
 
     def attention_cost(self, n_tokens: int, dim: int) -> int:
         """Multiply-adds of the attention on one sample: its query side L·d·d and its scores and
@@ -36,8 +29,8 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "vit": Kind("eq. (1) with attention", attention=True, model="vit_core.models:ShallowViT"),
-    "cnn": Kind("the same network without it", attention=False, model="vit_core.models:ShallowCNN"),
+    "vit": Kind("eq. (1) with attention", attention=True),
+    "cnn": Kind("the same network without it", attention=False),
 }  # ModelConfig.kind -> its declaration
 
 

@@ -7,7 +7,7 @@ tokens (fraction alpha_star on average) carry its own class's pattern and its *c
 tokens (fraction alpha_confusion, the paper's alpha#) carry the other one.
 
 Where each token goes (labels, kinds, patterns, noise norms, counts ``fixed`` or ``binomial``) is
-drawn by vit_core.layout with numpy; this module adds the noise directions, with torch. Choices
+drawn by vit_core.li2023.layout with numpy; this module adds the noise directions, with torch. Choices
 made here (see docs/science-choices.md):
 - token noise: a uniformly random direction in R^d scaled to the layout's norm;
 - samples are made in blocks of ``BLOCK`` from per-block streams, so a seed's first N samples
@@ -18,36 +18,16 @@ made here (see docs/science-choices.md):
   the cost of a sample: one-pass training makes B fresh samples per model per step).
 """
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import torch
 
-from vit_core.configs import TokenDataConfig
-from vit_core.layout import TokenKind as TokenKind  # re-exported: families outside import it from here
-from vit_core.layout import draw_layout, draw_votes, make_patterns
+from vit_core.li2023.configs import TokenDataConfig
+from vit_core.li2023.layout import draw_layout, draw_votes, make_patterns
 from vit_core.seeding import Stream, numpy_rng, stream_seed
 from vit_core.sparsify import keep_mask
-
-BLOCK = 64
-
-
-@dataclass
-class TokenBatch:
-    """n samples: tokens (n, L, d), labels (n,) in {-1, +1}, and per-token facts (n, L)."""
-
-    tokens: torch.Tensor
-    labels: torch.Tensor
-    kinds: torch.Tensor  # TokenKind values, int8
-    noise_norm: torch.Tensor
-    keep: torch.Tensor  # bool: the token set S^n each sample keeps after sparsification
-
-    def __len__(self) -> int:
-        return self.labels.shape[0]
-
-    def to(self, device: torch.device | str) -> "TokenBatch":
-        return TokenBatch(*(t.to(device) for t in (self.tokens, self.labels, self.kinds, self.noise_norm, self.keep)))
+from vit_core.tokens import BLOCK, TokenBatch, TokenKind, blocks_of
 
 
 @lru_cache(maxsize=16)
@@ -81,13 +61,6 @@ def _sample_block(
         noise_norm=norm,
         keep=torch.from_numpy(keep).to(device),
     )
-
-
-def blocks_of(n: int, start: int) -> tuple[range, slice]:
-    """The blocks that hold samples [start, start + n) of a stream, and where those samples lie
-    in the blocks' concatenation."""
-    first = start // BLOCK
-    return range(first, -(-(start + n) // BLOCK)), slice(start - first * BLOCK, start - first * BLOCK + n)
 
 
 def sample_tokens(

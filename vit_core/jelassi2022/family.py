@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vit_core.configs import (
+from vit_core.family import Family, Premise
+from vit_core.image_config import ImageDataConfig
+from vit_core.jelassi2022.configs import (
     PositionalConfig,
     SpatialDataConfig,
     bayes_error,
     check_positional_fits,
     set_matrix,
 )
-from vit_core.family import Family, Premise
-from vit_core.image_config import ImageDataConfig
 
 REFERENCE = Path(__file__).parent / "reference" / "jelassi2022_results.csv"  # the paper's values, read off its figures
 TEST_ERRORS = {  # data labels -> (experiment, quantity) rows of the reference, named
@@ -35,8 +35,8 @@ class _PositionalModels(Family):
 
     def build(self, model, data, seeds, device):
         """Paper B's attention, pre-trained first where it transfers (Thm 5.1), or Thm 3.1's linear models."""
-        from vit_core.linear import build_linear
-        from vit_core.positional import build_positional
+        from vit_core.jelassi2022.linear import build_linear
+        from vit_core.jelassi2022.positional import build_positional
         from vit_core.training.pretrain import pretrained_attention
 
         if model.kind == "linear":
@@ -61,7 +61,7 @@ class Jelassi2022(_PositionalModels):
     data = SpatialDataConfig
 
     def sample(self, data, n, seed, stream, start):
-        from vit_core.spatial import sample_patches
+        from vit_core.jelassi2022.spatial import sample_patches
 
         return sample_patches(data, n, seed, stream, start)
 

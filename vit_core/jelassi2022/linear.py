@@ -11,8 +11,8 @@ at least 1/8 on the paper's data (under its scalings), where model T reaches zer
 import torch
 from torch import Tensor, nn
 
-from vit_core.configs import PositionalConfig, SpatialDataConfig
 from vit_core.image_config import ImageDataConfig
+from vit_core.jelassi2022.configs import PositionalConfig, SpatialDataConfig
 from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
 

@@ -12,9 +12,9 @@ so a floor of 2 needs the first two samples to carry both labels (label balance,
 import numpy as np
 import torch
 
-from vit_core.configs import TokenDataConfig
-from vit_core.data import sample_tokens
 from vit_core.family import FloorTable
+from vit_core.li2023.configs import TokenDataConfig
+from vit_core.li2023.data import sample_tokens
 from vit_core.seeding import Stream
 
 

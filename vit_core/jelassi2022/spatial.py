@@ -27,10 +27,9 @@ import math
 import numpy as np
 import torch
 
-from vit_core.configs import SpatialDataConfig, patch_sets
-from vit_core.data import BLOCK, TokenBatch, blocks_of
-from vit_core.layout import TokenKind
+from vit_core.jelassi2022.configs import SpatialDataConfig, patch_sets
 from vit_core.seeding import Stream, numpy_rng
+from vit_core.tokens import BLOCK, TokenBatch, TokenKind, blocks_of
 
 
 def feature(cfg: SpatialDataConfig) -> np.ndarray:

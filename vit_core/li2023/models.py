@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.configs import ModelConfig, check_fits_data
+from vit_core.li2023.configs import ModelConfig, check_fits_data
 from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
 
@@ -180,6 +180,9 @@ class ShallowCNN(PackedModel):
         return X, None
 
 
+PACKS: dict[str, type[PackedModel]] = {"vit": ShallowViT, "cnn": ShallowCNN}  # ModelConfig.kind -> its pack class
+
+
 def alignment_error(maps: list[Tensor], patterns: Tensor, gain: float) -> Tensor:
     """The initial model error of Theorem 1 measured on weights: per model (K,), the largest
     ||W mu_j - gain u_j|| over the patterns mu_j and the matrices W in ``maps`` (each (K, rows, d)),
@@ -216,9 +219,9 @@ def build_model(
     device: str | torch.device = "cpu",
 ) -> PackedModel:
     """A pack of len(seeds) models for samples of ``n_tokens`` tokens, model k initialised from
-    seeds[k] alone (float32), of the class its kind declares (vit_core.kinds)."""
+    seeds[k] alone (float32), of its kind's class (PACKS)."""
     patterns = torch.as_tensor(patterns)
     check_fits_data(cfg, patterns.shape[1], patterns.shape[0])
     per_model = [_init_one(cfg, patterns, s, n_tokens) for s in seeds]
     stacked = {name: torch.stack([p[name] for p in per_model]).float().to(device) for name in per_model[0]}
-    return cfg.declared.pack_class()(cfg, stacked)
+    return PACKS[cfg.kind](cfg, stacked)

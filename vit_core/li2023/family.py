@@ -11,11 +11,18 @@ from pathlib import Path
 
 import numpy as np
 
-from vit_core.configs import CONFUSION_BOUND, TOKENS, ModelConfig, TokenDataConfig, check_fits_data, sample_premises
 from vit_core.family import Curve, Family, Premise, Scaling, Theory, reference_rows
 from vit_core.fields import ConfigError
 from vit_core.image_config import ImageTokenConfig
-from vit_core.layout import make_patterns
+from vit_core.li2023.configs import (
+    CONFUSION_BOUND,
+    TOKENS,
+    ModelConfig,
+    TokenDataConfig,
+    check_fits_data,
+    sample_premises,
+)
+from vit_core.li2023.layout import make_patterns
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import image_token_set, sparsified_name
 
@@ -60,17 +67,17 @@ class Li2023(Family):
     }
 
     def sample(self, data, n, seed, stream, start):
-        from vit_core.data import sample_tokens
+        from vit_core.li2023.data import sample_tokens
 
         return sample_tokens(data, n, seed, stream, start)
 
     def sample_on(self, data, n, seed, stream, start, device):
-        from vit_core.data import sample_tokens
+        from vit_core.li2023.data import sample_tokens
 
         return sample_tokens(data, n, seed, stream, start, device)
 
     def build(self, model, data, seeds, device):
-        from vit_core.models import build_model
+        from vit_core.li2023.models import build_model
 
         return build_model(model, make_patterns(data), seeds, data.n_tokens, device)
 
@@ -118,7 +125,7 @@ class Li2023(Family):
                 1 / M,
                 "the initial model's error measured on the seeds' weights as built, <= 1/M: the largest "
                 "||W mu_j - gain u_j|| over W_V (sigma) and, for the ViT, W_Q and W_K (delta), u_j the nearest "
-                "orthonormal directions (vit_core.models.alignment_error)",
+                "orthonormal directions (vit_core.li2023.models.alignment_error)",
             ),
             Premise(
                 "shift",
@@ -140,14 +147,14 @@ class Li2023(Family):
         ]
 
     def information_floor(self, data: TokenDataConfig, seeds, n_max, n_test, test_seeds):
-        """The nearest class centroid of the mean token (vit_core.floor)."""
-        from vit_core.floor import plug_in_floor
+        """The nearest class centroid of the mean token (vit_core.li2023.floor)."""
+        from vit_core.li2023.floor import plug_in_floor
 
         return plug_in_floor(data, list(seeds), n_max, n_test, list(test_seeds))
 
     def vote_margins(self, data: TokenDataConfig, n: int, seed: int):
-        """Label-relevant minus confusion tokens among those each test sample keeps (vit_core.data)."""
-        from vit_core.data import vote_counts
+        """Label-relevant minus confusion tokens among those each test sample keeps (vit_core.li2023.data)."""
+        from vit_core.li2023.data import vote_counts
 
         relevant, confusion = vote_counts(data, n, seed, Stream.TEST_DATA)
         return relevant - confusion
@@ -155,13 +162,13 @@ class Li2023(Family):
     def sample_premises(self, data: TokenDataConfig, n: int, seed: int, stream: Stream):
         """The premises on alpha* and alpha# read per sample: its own confusion ratio below 1/(2e), at
         least TOKENS label-relevant tokens, and a vote that no single token decides (margin >= 2)."""
-        from vit_core.data import vote_counts
+        from vit_core.li2023.data import vote_counts
 
         return sample_premises(*vote_counts(data, n, seed, stream))
 
     def difficulty(self, data: TokenDataConfig) -> dict[str, float]:
-        """The oracle mean-token and single-token rules' error (and the first's margin): vit_core.oracle."""
-        from vit_core.oracle import oracle_rules
+        """The oracle mean-token and single-token rules' error (and the first's margin): vit_core.li2023.oracle."""
+        from vit_core.li2023.oracle import oracle_rules
 
         return oracle_rules(data)
 
@@ -216,7 +223,7 @@ class Li2023Images(Family):
         return dataclasses.replace(batch, keep=torch.from_numpy(keep))
 
     def build(self, model, data, seeds, device):
-        from vit_core.models import build_model
+        from vit_core.li2023.models import build_model
 
         no_patterns = np.zeros((0, data.dim))  # only the aligned init reads patterns, and check refuses it
         return build_model(model, no_patterns, seeds, data.n_tokens, device)
@@ -246,15 +253,15 @@ class Li2023Images(Family):
 
 def forward_cost(n_tokens: int, dim: int, model: ModelConfig) -> float:
     """Multiply-adds of eq. (1) on one sample: the values' L·d·m; a kind with attention (the ViT)
-    adds its query side L·d·d and its attention 2·L²·d (vit_core.kinds.Kind.attention_cost)."""
+    adds its query side L·d·d and its attention 2·L²·d (vit_core.li2023.kinds.Kind.attention_cost)."""
     return n_tokens * dim * model.v_rows() + model.declared.attention_cost(n_tokens, dim)
 
 
 @lru_cache(maxsize=64)
 def realised_errors(data: TokenDataConfig, model: ModelConfig, seeds: tuple[int, ...]) -> dict[str, float]:
     """The initial errors (sigma; delta for the ViT) of the models of ``seeds`` as built, the
-    largest over the seeds (vit_core.models.initial_errors): the same for every cell sharing them."""
-    from vit_core.models import initial_errors
+    largest over the seeds (vit_core.li2023.models.initial_errors): the same for every cell sharing them."""
+    from vit_core.li2023.models import initial_errors
 
     return initial_errors(model, make_patterns(data), list(seeds), data.n_tokens)
 

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vit_core.configs import PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
 from vit_core.image_config import ImageDataConfig
+from vit_core.jelassi2022.configs import PositionalConfig, SpatialDataConfig, check_positional_fits, set_matrix
+from vit_core.jelassi2022.spatial import feature
 from vit_core.packed import PackedModels
 from vit_core.seeding import Stream, stream_seed
-from vit_core.spatial import feature
 
 ATTENTION = ("A", "P", "W_Q", "W_K")  # what transfer freezes; v is always trained
 PRETRAIN_SEEDS = 1_000_000  # offset: pre-training samples and init never coincide with a model's own

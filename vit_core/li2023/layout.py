@@ -12,25 +12,13 @@ norms are uniform on [0, tau], or tau_big for the noisy tokens.
 """
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
-from vit_core.configs import TokenDataConfig, kept_counts
+from vit_core.li2023.configs import TokenDataConfig, kept_counts
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import top_k
-
-
-class TokenKind(IntEnum):
-    """Role of a token with respect to its sample's label."""
-
-    IRRELEVANT = 0
-    RELEVANT = 1  # carries the pattern of the sample's own label
-    CONFUSION = 2  # carries the other discriminative pattern
-
-
-MARGIN_BINS = ("1", "2", "3", "4", "5plus")  # vote margins (relevant - confusion tokens), 5 and more together
-MARGIN_ERRORS = tuple(f"test_errors_margin_{m}" for m in MARGIN_BINS)  # a model's test errors at each margin
+from vit_core.tokens import TokenKind
 
 
 @dataclass

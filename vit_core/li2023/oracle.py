@@ -15,8 +15,8 @@ its sign even): the samples are exact draws of the data's distribution, from the
 
 import numpy as np
 
-from vit_core.configs import TokenDataConfig
-from vit_core.layout import draw_layout, make_patterns
+from vit_core.li2023.configs import TokenDataConfig
+from vit_core.li2023.layout import draw_layout, make_patterns
 from vit_core.seeding import Stream, numpy_rng
 
 CHUNK = 1000  # samples drawn at once
