@@ -1,8 +1,10 @@
-"""A search mode of one's own, installed as a package: one strategy class (a Mode: its schema, budget
-and ``make_planner``) and its planner, found through an entry point of group vitsweep.search_modes, as
-the built-in modes are. `vitsweep validate`, `plan` and `run` find it with no code of the user's
-calling anything: its spec validates, its plan plays its planner out, and it runs through Ray Tune
-into MLflow as the built-in modes do."""
+"""A search mode and a fit of one's own, installed as a package: the mode one strategy class (a Mode:
+its schema, budget and ``make_planner``) and its planner, found through an entry point of group
+vitsweep.search_modes, as the built-in modes are; the fit a Statistic found through an entry point
+of group vitsweep.statistics, as the built-in fits are units. `vitsweep validate`, `plan` and `run`
+find both with no code of the user's calling anything: the spec validates, the plan plays the
+planner out, and the sweep runs through Ray Tune into MLflow and the report as the built-in ones do,
+the fit beside the built-in fits."""
 
 import json
 import subprocess
@@ -13,6 +15,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from services.spec import SEARCH_MODES, parse_spec
 from services.spec import modes as spec_modes
@@ -24,7 +27,8 @@ name: smallest-n
 models: [vit, cnn]
 n_train: [8, 32, 128]
 seeds: 3
-data: {n_tokens: 10, dim: 20, n_patterns: 4, alpha_star: 0.3}
+data: {n_tokens: 10, dim: 20, n_patterns: 4}
+axes: {alpha_star: [0.2, 0.4]}
 model: {width: 8}
 training: {max_steps: 20, n_test: 50}
 search: {mode: smallest, skip: 1}
@@ -35,9 +39,13 @@ MODULE = '''
 
 from typing import ClassVar, Literal
 
+from functools import partial
+
 from services.search.packs import Pack, pack_cost
 from services.search.rounds import RoundPlanner
 from services.spec import Mode
+from services.stats import fitting
+from services.stats.base import Statistic
 
 
 class SmallestMode(Mode):
@@ -67,6 +75,26 @@ class SmallestPlanner(RoundPlanner):
 
     def learn(self, pack: Pack, records: list) -> None:
         """Nothing more to plan."""
+
+
+class StepsAtOneN(Statistic):
+    """The median steps to zero training error at the one N trained, its exponent along 1/alpha*."""
+
+    name = "smallest_steps_exponent"
+
+    def applies(self, sweep) -> bool:
+        return fitting.scaled(sweep)
+
+    def compute(self, sweep, cells) -> dict:
+        x, flagged = partial(fitting.x, sweep), fitting.flagged(sweep, cells)
+        fits = fitting.fits(cells, flagged, "alpha_star", x, lambda outcomes, seeds: outcomes.steps(seeds))
+        return {self.name: {group: fit.value for group, fit in fits.items()}}
+
+    def lines(self, summary) -> list[str]:
+        return [f"steps at the one N, {g}: exponent {k:.3f}" for g, k in summary.stats[self.name].items()]
+
+    def metrics(self, summary) -> dict[str, float]:
+        return {f"smallest_steps_exponent.{g}": k for g, k in summary.stats[self.name].items()}
 '''
 PYPROJECT = f"""
 [build-system]
@@ -82,6 +110,9 @@ py-modules = ["smallest_mode"]
 
 [project.entry-points."vitsweep.search_modes"]
 smallest = "smallest_mode:SmallestMode"
+
+[project.entry-points."vitsweep.statistics"]
+smallest_steps_exponent = "smallest_mode:StepsAtOneN"
 """
 
 
@@ -114,12 +145,23 @@ def test_an_installed_search_mode_plans_and_runs_through_ray_into_mlflow(smalles
     spec = tmp_path / "smallest.yaml"
     spec.write_text(SPEC)
     checked = subprocess.run([str(VITSWEEP), "validate", str(spec)], capture_output=True, text=True, cwd=tmp_path)
-    assert checked.returncode == 0 and "6 trainings" in checked.stdout, checked.stdout + checked.stderr
-    planned = vitsweep("plan", str(spec), "--home", str(tmp_path / "home"), cwd=tmp_path)
-    assert planned["trainings"] == 6 and all(c["later_packs"] == 0 for c in planned["cells"])  # its planner, played
-    ran = vitsweep("run", str(spec), "--home", str(tmp_path / "home"), cwd=tmp_path)
-    assert ran["trainings"] == 6 and ran["failed_trials"] == []
-    assert {c["label"]: sorted(c["rates"]) for c in ran["cells"]} == {"vit": ["32"], "cnn": ["32"]}
+    assert checked.returncode == 0 and "12 trainings" in checked.stdout, checked.stdout + checked.stderr
+    home = tmp_path / "home"
+    planned = vitsweep("plan", str(spec), "--home", str(home), cwd=tmp_path)
+    assert planned["trainings"] == 12 and all(c["later_packs"] == 0 for c in planned["cells"])  # its planner, played
+    ran = vitsweep("run", str(spec), "--home", str(home), cwd=tmp_path)
+    assert ran["trainings"] == 12 and ran["failed_trials"] == []
+    assert {c["label"]: sorted(c["rates"]) for c in ran["cells"]} == {
+        f"{m} alpha_star={a}": ["32"] for m in ("vit", "cnn") for a in (0.2, 0.4)
+    }
+    fitted = ran["smallest_steps_exponent"]  # the fit, computed from the run's records beside the built-in ones
+    assert set(fitted) == {"vit", "cnn"} and fitted == {g: f["value"] for g, f in ran["iterations_exponent"].items()}
+    report = subprocess.run(
+        [str(VITSWEEP), "report", "--home", str(home)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert f"steps at the one N, vit: exponent {fitted['vit']:.3f}" in report.stdout, report.stdout + report.stderr
+    logged = MlflowClient(ran["tracking_uri"]).get_run(ran["mlflow_parent_run_id"]).data.metrics
+    assert logged["smallest_steps_exponent.cnn"] == pytest.approx(fitted["cnn"])
 
 
 def test_an_uninstalled_mode_is_refused_naming_the_modes_there_are():
