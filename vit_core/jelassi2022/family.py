@@ -37,7 +37,7 @@ class _PositionalModels(Family):
         """Paper B's attention, pre-trained first where it transfers (Thm 5.1), or Thm 3.1's linear models."""
         from vit_core.jelassi2022.linear import build_linear
         from vit_core.jelassi2022.positional import build_positional
-        from vit_core.training.pretrain import pretrained_attention
+        from vit_core.jelassi2022.pretrain import pretrained_attention
 
         if model.kind == "linear":
             return build_linear(model, data, seeds, device)
