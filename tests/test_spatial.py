@@ -162,7 +162,7 @@ def test_transfer_freezes_the_pretrained_attention_and_learns_v():
 
 
 def test_pretrained_attention_is_kept_for_the_next_pack_of_the_same_models_as_a_copy():
-    from vit_core.training.pretrain import _pretrained, pretrained_attention
+    from vit_core.jelassi2022.pretrain import _pretrained, pretrained_attention
 
     data, cfg = SpatialDataConfig(feature_seed=7), PositionalConfig(transfer=True, pretrain_steps=20, pretrain_n=100)
     _pretrained.cache_clear()
