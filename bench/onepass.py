@@ -45,6 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.baseline import worktree  # noqa: E402
 from bench.fig1 import (  # noqa: E402  (one way to measure each)
     _timed,
     add_cores,
@@ -214,11 +215,8 @@ def data_share(run: dict, batch_size: int, device: str, samples: int = SHARE_SAM
 def baseline(args, tmp: Path, end_to_end_s: float) -> dict:
     """(c0): the same run on a git worktree of ``args.baseline``, side by side with (c)."""
     tree = tmp / "baseline"
-    subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.baseline], cwd=ROOT, check=True)
-    try:
+    with worktree(args.baseline, tree):
         base = vitsweep(tree, args.spec, tmp / "c0", args.out.with_suffix(".baseline.txt"))
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
     print(f"(c0) {args.baseline}: {base['trainings']} trainings in {base['end_to_end_s']:.1f} s end to end", flush=True)
     return {
         "baseline": args.baseline,

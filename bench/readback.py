@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.baseline import worktree  # noqa: E402
+
 COMMANDS = {
     "report": lambda home, sweep, out: ["report", *sweep, "--home", str(home), "--out", str(out)],
     "export_cells": lambda home, sweep, out: [
@@ -86,15 +89,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "readback.json")
     args = parser.parse_args()
     home, sweep = args.home.resolve(), [args.sweep] if args.sweep else []
-    with tempfile.TemporaryDirectory(prefix="vitsweep-readback-") as tmp:
-        tree = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.baseline], cwd=ROOT, check=True)
-        try:
-            new = measure(ROOT, home, sweep, Path(tmp) / "new", args.repeat)
-            base = measure(tree, home, sweep, Path(tmp) / "base", args.repeat)
-            same = same_output(new, base)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="vitsweep-readback-") as tmp,
+        worktree(args.baseline, Path(tmp) / "baseline") as tree,
+    ):
+        new = measure(ROOT, home, sweep, Path(tmp) / "new", args.repeat)
+        base = measure(tree, home, sweep, Path(tmp) / "base", args.repeat)
+        same = same_output(new, base)
     result = {"baseline": args.baseline, "home": str(home), "sweep": args.sweep, "repeat": args.repeat}
     for name in COMMANDS:
         n, b = new[name]["median_s"], base[name]["median_s"]

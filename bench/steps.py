@@ -37,6 +37,7 @@ from torch.utils.flop_counter import FlopCounterMode
 ROOT = Path(__file__).resolve().parents[1]
 TREE = Path(os.environ.get("BENCH_TREE", ROOT))  # the code measured: a --baseline worktree in its subprocess
 sys.path[:0] = list(dict.fromkeys([str(TREE), str(ROOT)]))
+from bench.baseline import worktree  # noqa: E402
 from bench.fig1 import _timed, fraction, matmul_flops  # noqa: E402
 from services.search.packs import packs  # noqa: E402
 from services.spec import load_spec  # noqa: E402
@@ -180,14 +181,11 @@ def ratios(result: dict) -> dict[str, dict[str, float]]:
 def baseline(args, folder: Path) -> dict:
     """The same measurement of a git worktree of ``args.baseline``, in a subprocess of this file."""
     tree, out = folder / "baseline", folder / "baseline.json"
-    subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.baseline], cwd=ROOT, check=True)
     command = [sys.executable, __file__, "--device", args.device, "--slots", str(args.slots), "--out", str(out)]
     command += ["--workloads", *args.workloads, "--models", *args.models]
     command += ["--steps", str(args.steps)] if args.steps else []
-    try:
+    with worktree(args.baseline, tree):
         subprocess.run(command, cwd=tree, env={**os.environ, "BENCH_TREE": str(tree)}, check=True)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
     return json.loads(out.read_text())
 
 
