@@ -10,11 +10,11 @@ from typing import Literal
 
 import numpy as np
 
+from vit_core.tokens import TokenKind
+
 SparsifyStrategy = Literal["all", "random", "label_irrelevant", "noisiest"]
 ImageRule = Literal["least_attended", "background", "random"]  # test-time removal of image patches
 TokenSetRule = Literal["all", "background", "random"]  # S^n of every image, training and test
-
-_IRRELEVANT = 0  # TokenKind.IRRELEVANT; kept as a literal so this module needs nothing from data
 
 
 def keep_mask(
@@ -33,7 +33,8 @@ def keep_mask(
     elif strategy == "random":
         score = rng.random(kinds.shape)
     elif strategy == "label_irrelevant":
-        score = np.where(kinds == _IRRELEVANT, rng.random(kinds.shape), -1.0)  # only irrelevant ones score >= 0
+        # only irrelevant ones score >= 0
+        score = np.where(kinds == TokenKind.IRRELEVANT, rng.random(kinds.shape), -1.0)
     else:
         raise ValueError(f"sparsify={strategy!r}: must be one of {', '.join(SparsifyStrategy.__args__)}")
     return ~top_k(score, k)
