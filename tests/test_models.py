@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from vit_core import ModelConfig, ShallowViT, TokenDataConfig, build_model, hinge_loss, make_patterns, sample_tokens
+from vit_core.li2023.models import HiddenReadout
 
 DATA = TokenDataConfig(dim=12, n_patterns=8, n_tokens=20, alpha_star=0.3)
 CONFIGS = [
@@ -225,3 +226,22 @@ def test_a_kind_declared_once_with_attention_is_built_checked_costed_and_recorde
     assert all(math.isfinite(r["attention_mass"]) for r in ours.records())
     assert ours.records() == vits.records()
     torch.testing.assert_close(ours.curves["attention_mass"], vits.curves["attention_mass"], equal_nan=True)
+
+
+@pytest.mark.parametrize("cfg", [c for c in CONFIGS if c.output_matrix], ids=lambda c: f"{c.kind}-{c.readout}")
+def test_the_hidden_layer_made_model_by_model_gives_the_batched_numbers_bit_for_bit(cfg):
+    """HiddenReadout (a CPU's head) against the batched hidden layer: outputs and both gradients
+    equal to the last bit, so an SGD run and where it first has zero test error do not move."""
+    pack = build_model(cfg, make_patterns(DATA), [3, 11, 5, 8], DATA.n_tokens)
+    values = torch.randn(pack.K, 7 * DATA.n_tokens, pack.W_O.shape[-1], generator=torch.Generator().manual_seed(0))
+    grad_out = torch.randn(pack.K, 7 * DATA.n_tokens, generator=torch.Generator().manual_seed(1))
+    got = []
+    for readout in (lambda v: HiddenReadout.apply(v, pack.W_O, pack.a), pack.hidden_readout):
+        v = values.clone().requires_grad_()
+        pack.zero_grad(set_to_none=True)
+        out = readout(v)
+        out.backward(grad_out)
+        got.append((out.detach(), v.grad, pack.W_O.grad.clone()))
+    for fused, batched, name in zip(*got, ("outputs", "gradient of the values", "gradient of W_O")):
+        assert torch.equal(fused, batched), name
+    assert got[0][2].abs().sum() > 0  # a gradient that flows, not two zeros

@@ -103,21 +103,59 @@ class PackedModel(PackedModels):
     def head(self, H: Tensor, keep: Tensor | None, shape: tuple[int, int]) -> Tensor:
         """F (K, B) from the tokens' value vectors H = W_V z (K, B·L, rows), ``shape`` = (B, L)."""
         K, (B, L) = self.K, shape
-        if self.cfg.output_matrix:
-            H = _per_token(H, self.W_O)
-        if self.a.dim() == 3:  # per-token readouts a_(l): (K, L, m)
-            out = (torch.relu(H).view(K, B, L, -1) * self.a.unsqueeze(1)).sum(-1)
-        else:  # a^T ReLU(.): a product and sum beat a batched matrix-vector product
-            out = (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1).view(K, B, L)
+        if self.cfg.output_matrix and H.device.type == "cpu":
+            out = HiddenReadout.apply(H, self.W_O, self.a).view(K, B, L)
+        else:
+            out = self.hidden_readout(H).view(K, B, L)
         if keep is None:
             return out.mean(-1)
         keep = keep.to(out.dtype).expand(K, B, L)
         return (out * keep).sum(-1) / keep.sum(-1)
 
+    def hidden_readout(self, H: Tensor) -> Tensor:
+        """Each token's a_(l)^T ReLU(W_O h) (K, B·L) from its value vector h, the K models batched:
+        the hidden layer (K, B·L, m) whole, in memory (HiddenReadout on a CPU: the same numbers)."""
+        K = self.K
+        if self.cfg.output_matrix:
+            H = _per_token(H, self.W_O)
+        if self.a.dim() == 3:  # per-token readouts a_(l): (K, L, m)
+            return (torch.relu(H).view(K, -1, *self.a.shape[1:]) * self.a.unsqueeze(1)).sum(-1).view(K, -1)
+        return (torch.relu(H) * self.a.unsqueeze(-2)).sum(-1)  # a product and sum beat a batched mat-vec
+
     def select(self, index: Tensor) -> "PackedModel":
         """A pack of the models at ``index`` (copies; gradients do not flow back)."""
         params = {name: t.detach()[index].clone() for name, t in [*self.named_parameters(), ("a", self.a)]}
         return type(self)(self.cfg, params)
+
+
+class HiddenReadout(torch.autograd.Function):
+    """Each token's a^T ReLU(W_O v) (K, N) from its value vector v (K, N, rows), model by model, the
+    hidden layer made in place and remade in backward instead of kept: on a CPU one model's (N, m)
+    stays in cache where the pack's (K, N, m) did not (1.5x a ViT step's head at K = 16, B·L = 960,
+    m = 256; bench/steps.py). Every number is the batched path's, bit for bit (the same products and
+    sums in the same order; tests/test_models.py): an SGD run, its first zero and its N* are as before.
+    ``a``: (K, m) shared or (K, L, m) per-token readouts."""
+
+    @staticmethod
+    def forward(ctx, v: Tensor, W_O: Tensor, a: Tensor) -> Tensor:
+        out = v.new_empty(v.shape[:2])
+        for k in range(v.shape[0]):
+            hidden = (v[k] @ W_O[k].T).view(-1, *a.shape[1:])
+            torch.sum(hidden.relu_().mul_(a[k]), -1, out=out[k].view(hidden.shape[:-1]))
+        ctx.save_for_backward(v, W_O, a)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None]:
+        v, W_O, a = ctx.saved_tensors
+        grad_v, grad_W = torch.empty_like(v), v.new_empty(W_O.transpose(-1, -2).shape)
+        for k in range(v.shape[0]):
+            hidden = v[k] @ W_O[k].T
+            on_hidden = grad_out[k].reshape(-1, *a.shape[1:-1], 1) * a[k]  # d out / d ReLU(hidden)
+            grad_hidden = torch.ops.aten.threshold_backward(on_hidden.view(hidden.shape), hidden, 0)
+            torch.mm(grad_hidden, W_O[k], out=grad_v[k])
+            torch.mm(v[k].T, grad_hidden, out=grad_W[k])
+        return grad_v, grad_W.transpose(-1, -2), None
 
 
 class ShallowViT(PackedModel):
