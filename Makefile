@@ -107,12 +107,12 @@ bench-onepass: $(VENV)/.installed
 
 # Issue 68's step benchmark: W2 (the main job) and W3 (the premises' widest model and largest batch), a pack of
 # each model kind: model-steps per second, the share of one core's matmul rate, the share of a step outside
-# matmuls; BASELINE=REV measures a worktree of REV in the same run and prints new / REV ratios; COMPILE=1 also
-# the compiled step. Last stdout line JSON (bench/results/steps.json); ~3 minutes on 2 quiet cores.
+# matmuls; BASELINE=REV measures a worktree of REV in the same run and prints new / REV ratios. Last stdout line
+# JSON (bench/results/steps.json); ~3 minutes on 2 quiet cores.
 bench-steps: $(VENV)/.installed
-	$(BIN)/python bench/steps.py $(if $(BASELINE),--baseline $(BASELINE)) $(if $(COMPILE),--compile)
+	$(BIN)/python bench/steps.py $(if $(BASELINE),--baseline $(BASELINE))
 
-# Issue 68's GPU check, at most 8 minutes: W2's and W3's steps on CUDA eager and compiled (CUDA graphs), and the
+# Issue 68's GPU check, at most 8 minutes: W2's and W3's steps on CUDA, and the
 # main job through `vitsweep run` with its trials sharing the GPU; JSON files in OUT. Without a GPU, a CPU
 # fallback at toy sizes (what `make test` runs).
 OUT ?= bench/results/device-check

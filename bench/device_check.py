@@ -4,10 +4,8 @@
 
 Two parts, in this order, each a subprocess cut off where the 8 minutes would run out (its output kept in a .log
 beside its JSON, and the packs it finished in steps.json):
-  steps.json   bench/steps.py --device cuda --compile: W2's and W3's packs on the GPU, eager, then compiled
-               (TrainConfig.compile: torch.compile replayed as CUDA graphs): ms a step, model-steps per second,
-               matmul share, kernels launched a step and the GPU's busy share; a compiled pack that fails gives
-               its error text;
+  steps.json   bench/steps.py --device cuda: W2's and W3's packs on the GPU: ms a step, model-steps per second,
+               matmul share, kernels launched a step and the GPU's busy share;
   job.json     the main job (sweeps/sample_complexity.yaml) through `vitsweep run --no-cache --json`, on a copy
                whose trials each ask for --gpus-per-trial of the GPU (sharing it): its summary and end-to-end s.
 summary.json says what ran, where and how each part ended. With no CUDA device both parts run on the CPU at toy
@@ -46,9 +44,7 @@ TOY = {  # the CPU fallback's job: the main job's shape at toy sizes
 def steps_part(folder: Path, gpu: bool, seconds: float) -> dict:
     """W2's and W3's step rates by bench/steps.py within ``seconds`` (a toy run of W2's CNN pack on the CPU)."""
     out, log = folder / "steps.json", folder / "steps.log"
-    sizes = (
-        ["--compile", "--steps", str(GPU_STEPS)] if gpu else ["--workloads", "W2", "--models", "cnn", "--steps", "1"]
-    )
+    sizes = ["--steps", str(GPU_STEPS)] if gpu else ["--workloads", "W2", "--models", "cnn", "--steps", "1"]
     command = [sys.executable, str(ROOT / "bench" / "steps.py"), "--device", "cuda" if gpu else "cpu", *sizes]
     try:
         run = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=seconds)

@@ -12,16 +12,17 @@ evaluated only at its start and end on 32 test samples. Per pack:
                       addmm and matmul, and those milliseconds a step (on a GPU: kernels a step, busy share).
 --baseline REV measures a git worktree of REV the same way in a subprocess (this file's harness, REV's vit_core,
 services and bench helpers) and prints new / baseline ratios of model-steps per second per workload (its packs
-one after another) and per pack. --compile also measures the compiled step (TrainConfig.compile) where a tree
-has it. The last stdout line is one JSON object (also written to --out).
+one after another) and per pack. Each tree cuts its packs from its own copy of the workloads' specs (a baseline
+from before a spec's schema changed still reads it); a pack whose shape (K, B, L, d, m) differs between the two
+trees is named under "shapes_differ" and left out of the ratios. The last stdout line is one JSON object (also
+written to --out).
 
-    make bench-steps BASELINE=REV        # or: .venv/bin/python bench/steps.py [--baseline REV] [--compile]
+    make bench-steps BASELINE=REV        # or: .venv/bin/python bench/steps.py [--baseline REV]
     .venv/bin/python bench/steps.py --device cuda     # a GPU: kernels launched a step instead of the CPU split
 """
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import subprocess
@@ -41,7 +42,7 @@ from bench.baseline import worktree  # noqa: E402
 from bench.fig1 import _timed, fraction, matmul_flops  # noqa: E402
 from services.search.packs import packs  # noqa: E402
 from services.spec import load_spec  # noqa: E402
-from vit_core import TrainConfig, train_pack  # noqa: E402
+from vit_core import train_pack  # noqa: E402
 
 WORKLOADS = {"W2": "sweeps/sample_complexity.yaml", "W3": "sweeps/sample_complexity_premises.yaml"}
 STEPS = {"W2": 64, "W3": 32}  # two and one of FreshBatches' 32-step sample chunks: ~3 minutes for both trees
@@ -59,7 +60,7 @@ class Workload:
     seeds: tuple[int, ...]
     lr: float
 
-    def run(self, steps: int, device: str, compiled: bool = False):
+    def run(self, steps: int, device: str):
         """A closure that trains the pack ``steps`` one-pass steps (evaluated at the start and end only)."""
         data, model, training = self.configs
         once = dataclasses.replace(
@@ -70,7 +71,6 @@ class Workload:
             stability_window=0.0,
             n_test=TEST_SAMPLES,
             eval_subset=TEST_SAMPLES,
-            **({"compile": True} if compiled else {}),
         )
         K, B = len(self.seeds), training.batch_size
         return lambda: train_pack(data, model, once, [B * steps] * K, list(self.seeds), [self.lr] * K, device)
@@ -80,7 +80,7 @@ def workloads(names: list[str], slots: int, models: tuple[str, ...] = ("vit", "c
     """Each model kind's longest pack of each named workload, as the sweep cuts its packs for ``slots`` trials."""
     made = []
     for name in names:
-        spec = load_spec(ROOT / WORKLOADS[name])
+        spec = load_spec(TREE / WORKLOADS[name])
         longest = {}
         for pack in packs(spec, slots):  # longest first
             longest.setdefault(spec.cells[pack.cell].model, pack)
@@ -120,14 +120,16 @@ def split(train, steps: int, device: str) -> dict:
     return {"outside_matmul": fraction(outside), "outside_matmul_ms": round(1000 * wall * outside / steps, 2)}
 
 
-def measure(work: Workload, steps: int, device: str, peak: float, compiled: bool) -> dict:
+def measure(work: Workload, steps: int, device: str, peak: float) -> dict:
     """One pack's row: its shape, ms a step, model-steps per second, matmul share and time outside matmuls."""
     flops = step_flops(work)
-    train = work.run(steps, device, compiled)
-    work.run(2, device, compiled)()  # warm-up: allocations, first launches, a compiled step's compilation
+    train = work.run(steps, device)
+    work.run(2, device)()  # warm-up: allocations, first launches
     seconds = _timed(train, device)
     K, B = len(work.seeds), work.configs[2].batch_size
-    row = {"workload": work.name, "model": work.model, "compiled": compiled, "K": K, "B": B, "steps": steps}
+    data, model = work.configs[:2]
+    shape = {"L": data.n_tokens, "d": data.dim, "m": model.width}
+    row = {"workload": work.name, "model": work.model, "K": K, "B": B, **shape, "steps": steps}
     row |= {
         "ms_per_step": round(1000 * seconds / steps, 2),
         "model_steps_per_s": round(K * steps / seconds, 2),
@@ -138,27 +140,22 @@ def measure(work: Workload, steps: int, device: str, peak: float, compiled: bool
 
 
 def measure_tree(args) -> dict:
-    """Every pack of the chosen workloads on this process's tree, eager, then compiled where asked and built (a
-    compiled pack that fails gives its error text as its row: the eager rows stand)."""
+    """Every pack of the chosen workloads on this process's tree."""
     gpu = torch.device(args.device).type == "cuda"
     peak = matmul_flops(None, 8192, device=args.device) if gpu else matmul_flops(1)
-    modes = [False, *([True] if args.compile and "compile" in TrainConfig.__dataclass_fields__ else [])]
     rows = []
-    for compiled, work in itertools.product(modes, workloads(args.workloads, args.slots, args.models)):
-        try:
-            rows.append(measure(work, args.steps or STEPS[work.name], args.device, peak, compiled))
-        except Exception as error:  # a compiler's failure is a result here
-            if not compiled:
-                raise
-            rows.append({"workload": work.name, "model": work.model, "compiled": True, "error": repr(error)[:3000]})
+    for work in workloads(args.workloads, args.slots, args.models):
+        rows.append(measure(work, args.steps or STEPS[work.name], args.device, peak))
         print(json.dumps(rows[-1]), flush=True)
     return {"tree": str(TREE), "matmul_flop_per_s": round(peak), "rows": rows}
 
 
-def rates(rows: list[dict], compiled: bool = False) -> dict[str, float]:
-    """Model-steps per second per workload (its packs one after another) and per pack, of the eager or
-    the compiled rows."""
-    chosen = [r for r in rows if r["compiled"] == compiled and "error" not in r]
+SHAPE = ("K", "B", "L", "d", "m")
+
+
+def rates(rows: list[dict], packs: set[str] | None = None) -> dict[str, float]:
+    """Model-steps per second per workload (its packs one after another) and per pack (of ``packs`` only)."""
+    chosen = [r for r in rows if packs is None or f"{r['workload']} {r['model']}" in packs]
     per = {f"{r['workload']} {r['model']}": r["model_steps_per_s"] for r in chosen}
     for name in dict.fromkeys(r["workload"] for r in chosen):
         mine = [r for r in chosen if r["workload"] == name]
@@ -167,15 +164,21 @@ def rates(rows: list[dict], compiled: bool = False) -> dict[str, float]:
     return per
 
 
-def ratios(result: dict) -> dict[str, dict[str, float]]:
-    """New / baseline model-steps per second per workload and pack: the eager step's, and the compiled one's
-    where measured (both against the baseline's eager step)."""
-    old = rates(result["baseline_result"]["rows"])
-    found = {}
-    for label, compiled in (("ratio_vs_baseline", False), ("compiled_ratio_vs_baseline", True)):
-        if new := rates(result["rows"], compiled):
-            found[label] = {key: round(new[key] / old[key], 3) for key in new if key in old}
-    return found
+def ratios(result: dict) -> dict:
+    """New / baseline model-steps per second per workload and pack, over the packs of one shape in both trees
+    (a baseline row without a shape field is taken at its K and B)."""
+    old = {f"{r['workload']} {r['model']}": r for r in result["baseline_result"]["rows"]}
+    same, differ = set(), []
+    for row in result["rows"]:
+        key = f"{row['workload']} {row['model']}"
+        if key in old:
+            if all(row[f] == old[key][f] for f in SHAPE if f in old[key]):
+                same.add(key)
+            else:
+                differ.append(key)
+    new, base = rates(result["rows"], same), rates(result["baseline_result"]["rows"], same)
+    found: dict = {"ratio_vs_baseline": {key: round(new[key] / base[key], 3) for key in new if key in base}}
+    return found | ({"shapes_differ": differ} if differ else {})
 
 
 def baseline(args, folder: Path) -> dict:
@@ -196,7 +199,6 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=["vit", "cnn"], default=["vit", "cnn"])
     parser.add_argument("--steps", type=int, help=f"one-pass steps a pack trains (default: {STEPS})")
     parser.add_argument("--slots", type=int, default=2, help="trials at once, which set the packs' size")
-    parser.add_argument("--compile", action="store_true", help="also measure the compiled step, where a tree has it")
     parser.add_argument("--device", default="cpu", help="cpu (one thread) or cuda")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "steps.json")
     args = parser.parse_args()
@@ -209,9 +211,9 @@ def main() -> None:
     result |= measure_tree(args)
     if args.baseline:
         result |= ratios(result)
-        for label in ("ratio_vs_baseline", "compiled_ratio_vs_baseline"):
-            if label in result:
-                print(f"{label} ({args.baseline}), model-steps per second: {result[label]}", flush=True)
+        print(f"ratio_vs_baseline ({args.baseline}), model-steps per second: {result['ratio_vs_baseline']}")
+        if "shapes_differ" in result:
+            print(f"left out, a pack of another shape in {args.baseline}: {', '.join(result['shapes_differ'])}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))

@@ -96,6 +96,19 @@ def test_the_step_bench_measures_a_main_job_pack_against_a_baseline_commit(tmp_p
     assert set(result["ratio_vs_baseline"]) == {"W2", "W2 cnn"} and result["ratio_vs_baseline"]["W2"] > 0
 
 
+def test_the_step_bench_leaves_a_pack_of_another_shape_out_of_its_ratios():
+    """A baseline tree that cut a pack of another shape (its own copy of the spec) is named, not compared."""
+    from bench.steps import ratios
+
+    def row(model, K, rate):
+        return {"workload": "W2", "model": model, "K": K, "B": 8, "L": 120, "d": 8, "m": 256, "steps": 4,
+                "model_steps_per_s": rate}  # fmt: skip
+
+    result = {"rows": [row("vit", 8, 300.0), row("cnn", 8, 600.0)]}
+    result["baseline_result"] = {"rows": [row("vit", 8, 200.0), row("cnn", 16, 100.0)]}
+    assert ratios(result) == {"ratio_vs_baseline": {"W2 vit": 1.5, "W2": 1.5}, "shapes_differ": ["W2 cnn"]}
+
+
 def test_the_step_bench_takes_w3_from_the_premises_spec():
     """W3's packs: the premises spec's width m = 1,024 and batch B = 32, 8 seeds to a pack, ViT and CNN."""
     code = "from bench.steps import workloads; print([(w.model, w.configs[1].width, w.configs[2].batch_size, "
@@ -121,5 +134,5 @@ def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
         "trainings": trainings,
     }
     (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
-    assert (row["workload"], row["model"], row["compiled"]) == ("W2", "cnn", False) and row["model_steps_per_s"] > 0
+    assert (row["workload"], row["model"], row["K"]) == ("W2", "cnn", 8) and row["model_steps_per_s"] > 0
     assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"

@@ -48,12 +48,6 @@ class TrainConfig:
         "one_pass: follow each model until its test error has stayed 0 from its candidate stable N up to W times "
         "that N; max_steps is then a cap, and a model that reaches it unconfirmed is censored (0: up to the budget)",
     )
-    compile: bool = param(
-        False,
-        "compile each SGD step's forward pass, loss and backward with torch.compile (inductor: C++ on a CPU, which "
-        "needs a C++ compiler); the first step of a process waits for the compilation, and floating-point sums may "
-        "round in another order than the eager step's",
-    )
 
     def __post_init__(self) -> None:
         check_choices(self)

@@ -21,7 +21,6 @@ in a single forward/backward. Two protocols decide what "N samples" means:
 A model *diverges* once its loss or parameters stop being finite, and leaves the pack; the pack
 stops when no model is left."""
 
-import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from vit_core.family import family_of
 from vit_core.packed import PackedModels, missing_members
@@ -58,32 +56,9 @@ def _finite_params(model: PackedModels) -> Tensor:
 def forward_loss(
     model: PackedModels, X: Tensor, y: Tensor, keep: Tensor | None, loss: Callable[[Tensor, Tensor], Tensor]
 ) -> tuple[Tensor, Tensor]:
-    """A training step's outputs F (K, B) and per-sample losses (K, B): the part a compiled step compiles."""
+    """A training step's outputs F (K, B) and per-sample losses (K, B)."""
     F, _ = model(X, keep)
     return F, loss(F, y)
-
-
-def _save_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    """What a compiled step keeps for its backward: the matmuls' outputs; the elementwise work between them is
-    recomputed there, fused. Left to itself, torch.compile keeps the ReLU's mask as bools, which inductor's CPU
-    code stores ~100x slower than it reads floats (torch 2.13, AVX2: 41 ms of a W2 ViT step of 66, eager 33)."""
-    matmul = op in (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
-    return CheckpointPolicy.MUST_SAVE if matmul else CheckpointPolicy.PREFER_RECOMPUTE
-
-
-def _keeping_matmuls(*args) -> tuple[Tensor, Tensor]:
-    """forward_loss under selective checkpointing (_save_matmuls)."""
-    context = functools.partial(create_selective_checkpoint_contexts, _save_matmuls)
-    return checkpoint(forward_loss, *args, use_reentrant=False, context_fn=context)
-
-
-@functools.cache
-def compiled_forward_loss(device_type: str) -> Callable:
-    """forward_loss and its backward compiled by torch.compile (inductor), once a process and device type; its
-    shapes dynamic, as packs shrink; on a GPU replayed as CUDA graphs ("reduce-overhead"), since launching a
-    step's kernels, not running them, is what a small pack's step costs there (docs/performance.md, issue 45)."""
-    mode = "reduce-overhead" if device_type == "cuda" else None
-    return torch.compile(_keeping_matmuls, dynamic=True, mode=mode)
 
 
 class _Training:
@@ -101,10 +76,8 @@ class _Training:
         step_size: Tensor,
         loss: Callable[[Tensor, Tensor], Tensor],
         scores: _TestScores,
-        compiled: bool = False,
     ):
         self.model, self.sets, self.step_size, self.loss, self.scores = model, sets, step_size, loss, scores
-        self.forward = compiled_forward_loss(step_size.device.type) if compiled else forward_loss
         self.ids = torch.arange(model.K)
         self.moved = torch.ones(model.K, dtype=torch.bool, device=step_size.device)
         self.window = torch.zeros(2, model.K, device=step_size.device)
@@ -121,7 +94,7 @@ class _Training:
     def step(self) -> None:
         """One SGD step of every model on its own mini-batch."""
         X, y, keep = self.sets.batch()
-        F, per_sample = self.forward(self.model, X, y, keep, self.loss)
+        F, per_sample = forward_loss(self.model, X, y, keep, self.loss)
         loss = per_sample.mean(-1)  # (K,): each model's own mean over its own batch
         self.model.zero_grad(set_to_none=True)
         loss.sum().backward()  # models share nothing, so each gets the gradient of its own loss
@@ -237,7 +210,7 @@ def train_pack(
     )
     margins = test_margins(data, train, seeds)
     scores = _TestScores(test, test_keep, train, K, margins)
-    pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], scores, train.compile)
+    pack = _Training(model, sets, lr_tensor, LOSSES[train.loss], scores)
     budget = torch.tensor([train.steps_for(n) for n in n_train])
     grid = set(train.evaluation_steps(int(budget.max())))
     by_margin = MARGIN_ERRORS if margins is not None else ()
