@@ -36,6 +36,16 @@ def search_section(raw: dict, fields) -> dict:
     return {k: v for k, v in raw.items() if k in fields}
 
 
+def removed_training_fields(raw: dict) -> dict:
+    """A recorded spec: before 2026-12-07 its training section had ``compile`` (the compiled step,
+    removed), and its axes section listed that field with every other."""
+    return raw | {
+        section: {k: v for k, v in raw[section].items() if k != "compile"}
+        for section in ("training", "axes")
+        if isinstance(raw.get(section), dict)
+    }
+
+
 def trial_config(config: dict) -> dict:
     """A Ray Tune trial's config (services.search.packs.TrialConfig): before 2026-12-06 its pack and
     a searcher's sampled values and resolved cell were keys of the config itself, not of ``trial``."""

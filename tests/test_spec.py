@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from services.app.cli import app
@@ -221,6 +222,11 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     assert [rebuilt.resolved_cell(c).configs for c in rebuilt.cells] == [
         spec.resolved_cell(c).configs for c in spec.cells
     ]
+    recorded = spec.spec.model_dump(mode="json")  # as a sweep recorded it before the compiled step was removed
+    recorded["training"]["compile"], recorded["axes"]["compile"] = False, None
+    assert spec_from_dict(recorded) == spec_from_dict(spec.spec.model_dump(mode="json"))
+    with pytest.raises(ValidationError, match="training.compile"):
+        spec_from_dict(recorded, strict=True)  # a spec a user writes: refused
     with pytest.raises(SpecError) as error:
         parse_spec("name: x\nmodels: [vit]\nn_train: [5]\nalpha_scaling: {cnn: {reference: 0.2}}")
     assert [p.path for p in error.value.problems] == ["alpha_scaling.cnn"]

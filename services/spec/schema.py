@@ -324,9 +324,11 @@ def json_schema() -> dict:
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
     """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError). A
-    recorded spec (not strict) keeps only its search mode's fields: sweeps recorded before the modes
-    were classes of their own hold every mode's."""
+    recorded spec (not strict) is read as today's code reads it: only its search mode's fields (sweeps
+    recorded before the modes were classes of their own hold every mode's), none of the removed ones."""
     mode = SEARCH_MODES.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
+    if not strict:
+        raw = legacy.removed_training_fields(raw)
     if not strict and mode is not None:
         raw = raw | {"search": legacy.search_section(raw["search"], mode.model_fields)}
     return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)
