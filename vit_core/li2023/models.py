@@ -131,8 +131,8 @@ class PackedModel(PackedModels):
 class HiddenReadout(torch.autograd.Function):
     """Each token's a^T ReLU(W_O v) (K, N) from its value vector v (K, N, rows), model by model, the
     hidden layer made in place and remade in backward instead of kept: on a CPU one model's (N, m)
-    stays in cache where the pack's (K, N, m) did not (1.5x a ViT step's head at K = 16, B·L = 960,
-    m = 256; bench/steps.py). Every number is the batched path's, bit for bit (the same products and
+    stays in cache where the pack's (K, N, m) did not (the head 1.5x faster at K = 16, B·L = 960,
+    m = 256; docs/performance.md). Every number is the batched path's, bit for bit (the same products and
     sums in the same order; tests/test_models.py): an SGD run, its first zero and its N* are as before.
     ``a``: (K, m) shared or (K, L, m) per-token readouts."""
 
