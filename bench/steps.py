@@ -153,10 +153,15 @@ def measure_tree(args) -> dict:
 SHAPE = ("K", "B", "L", "d", "m")
 
 
-def rates(rows: list[dict], packs: set[str] | None = None) -> dict[str, float]:
-    """Model-steps per second per workload (its packs one after another) and per pack (of ``packs`` only)."""
-    chosen = [r for r in rows if packs is None or f"{r['workload']} {r['model']}" in packs]
-    per = {f"{r['workload']} {r['model']}": r["model_steps_per_s"] for r in chosen}
+def _key(row: dict) -> str:
+    """A pack's name in the ratios: its workload and model kind."""
+    return f"{row['workload']} {row['model']}"
+
+
+def rates(rows: list[dict], chosen_keys: set[str] | None = None) -> dict[str, float]:
+    """Model-steps per second per workload (its packs one after another) and per pack (of ``chosen_keys`` only)."""
+    chosen = [r for r in rows if chosen_keys is None or _key(r) in chosen_keys]
+    per = {_key(r): r["model_steps_per_s"] for r in chosen}
     for name in dict.fromkeys(r["workload"] for r in chosen):
         mine = [r for r in chosen if r["workload"] == name]
         seconds = sum(r["K"] * r["steps"] / r["model_steps_per_s"] for r in mine)
@@ -167,10 +172,10 @@ def rates(rows: list[dict], packs: set[str] | None = None) -> dict[str, float]:
 def ratios(result: dict) -> dict:
     """New / baseline model-steps per second per workload and pack, over the packs of one shape in both trees
     (a baseline row without a shape field is taken at its K and B)."""
-    old = {f"{r['workload']} {r['model']}": r for r in result["baseline_result"]["rows"]}
+    old = {_key(r): r for r in result["baseline_result"]["rows"]}
     same, differ = set(), []
     for row in result["rows"]:
-        key = f"{row['workload']} {row['model']}"
+        key = _key(row)
         if key in old:
             if all(row[f] == old[key][f] for f in SHAPE if f in old[key]):
                 same.add(key)
