@@ -88,6 +88,7 @@ class Theory:
 
     exponent: float
     claim: str
+    source: str = ""  # where the theory says it ("Theorem 1"): a statement's name for it
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class Family:
     difference_claims: ClassVar[dict[str, str]] = {}  # "b - a" -> what the theory says of b's exponent minus a's
     iterations_exponent: ClassVar[float | None] = None  # T, the steps to zero error, ~ x^this (and ~ (1/eta)^this)
     favoured: ClassVar[tuple[str, str] | None] = None  # (the kind the theory favours, the kind it beats)
+    question: ClassVar[str] = ""  # what a sweep of its scaling field answers, in a line (a report opens with it)
     reference: ClassVar[dict[str, Path]] = {}  # model kind -> the paper's success table (N x x^exponent, CSV)
     names: ClassVar[dict[str, str]] = {}  # model kind -> how people write it ("vit" -> "ViT"); default: the kind
     sparsification_quantity: ClassVar[str] = "test_loss"  # the final test metric a swept sparsify_k is read by

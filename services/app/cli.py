@@ -24,6 +24,8 @@ from services.app.printing import (
     duration,
     estimate,
     models_resolved,
+    print_rates,
+    print_screen,
     print_summary,
     print_sweep,
     run_json,
@@ -176,8 +178,12 @@ def run(
         print(f"vitsweep run: {failed}", file=sys.stderr)
         raise typer.Exit(1) from None
     parent_id = out.record.run_id if out.record else None
-    print_summary(out.summary)
-    print_sweep(sweep, out.result, out.uri, parent_id, home)
+    if out.recorded.screen is not None:
+        print_screen(out.recorded.screen)
+    else:
+        print_summary(out.summary)
+        print_rates(sweep, out.result)
+    print_sweep(sweep, out.result, out.uri, parent_id, home, out.recorded.folder)
     failed = [f for c in out.result.cells for f in c.failures]
     if as_json:
         print(json.dumps(run_json(out, failed)))

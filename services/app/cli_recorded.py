@@ -11,6 +11,7 @@ import typer
 from services.app.printing import (
     print_comparison,
     print_paper_grid,
+    print_screen,
     print_view,
     show,
     show_pages,
@@ -38,6 +39,9 @@ def report(
 
     with _store(tracking_uri, home) as uri:
         found = recorded.report(uri, sweep_id, out, home, recompute=recompute)
+    if found.screen is not None:
+        print_screen(found.screen)
+        show("## Details")
     print_view(found.view)
     how = "as the sweep's run recorded it; --recompute recomputes it" if found.recorded else "recomputed"
     show(f"report written to {found.folder} ({how})")

@@ -15,6 +15,7 @@ from rich.table import Table
 from services.store.uris import embedded_uri, redact, ui_address
 
 if TYPE_CHECKING:
+    from services.report.answer_text import Screen
     from services.report.compare import Comparison, PaperGrid
     from services.report.text import ReportView
     from services.stats.rows import Summary
@@ -68,6 +69,18 @@ def print_summary(summary: "Summary") -> None:
     print_view(view(summary))
 
 
+def print_screen(screen: "Screen") -> None:
+    """The answer's screen (services.report.answer_text): its lines, the N* table, the three
+    statements, the checks' table and the verdict."""
+    for line in screen.lines:
+        show(line)
+    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+        if table is not None:
+            show_table(table.title, table.header, table.rows, left=tuple(table.left))
+        for line in after:
+            show(line)
+
+
 def print_view(report: "ReportView") -> None:
     """A report's text: its tables (the per-cell one, the fits, the forms) and its notes."""
     for table in report.tables:
@@ -83,8 +96,8 @@ def _rate(row: dict) -> str:
     return f"{rate}({left_out} left out)" if left_out else rate
 
 
-def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path) -> None:
-    """Success rates per N, failed trials, the best Optuna trial and where the results are."""
+def print_rates(sweep, result) -> None:
+    """Success rates per N, per cell (one pass: where the rate changes)."""
     rows = []
     for cell in result.cells:
         per_n = cell.by_n()
@@ -92,6 +105,10 @@ def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path) -> N
             per_n = [r for i, r in enumerate(per_n) if i in (0, len(per_n) - 1) or _rate(r) != _rate(per_n[i - 1])]
         rows.append([cell.cell.label, " ".join(f"{r['n']}:{_rate(r)}" for r in per_n)])
     show_table("success rate per N", ["cell", "success rate per N"], rows, left=("cell", "success rate per N"))
+
+
+def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path, folder: Path) -> None:
+    """Failed trials, the best Optuna trial, what the sweep cost and where its report and records are."""
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
@@ -101,6 +118,8 @@ def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path) -> N
         + ("" if result.estimated_s is None else f" (vitsweep plan estimated {result.estimated_s:.0f} s)")
         + ("." if result.busy_fraction is None else f"; {result.slots} slots {result.busy_fraction:.0%} busy.")
     )
+    full = f"{folder / 'summary.html'} (or {command('report', '--home', home)})"
+    show(f"the full report, every cell, fit, check and figure: {full}")
     if parent_id is None:
         return
     show(f"MLflow: {redact(uri)} (parent run {parent_id})")

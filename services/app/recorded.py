@@ -15,21 +15,66 @@ from services.store import state
 if TYPE_CHECKING:
     import pandas as pd
 
+    from services.report.answer_text import Screen
     from services.report.compare import Comparison, PaperGrid
     from services.report.frames import SweepFrames
     from services.report.text import ReportView
+    from services.stats.answer import Check
 
 
 class Report(NamedTuple):
     """A recorded sweep's report: its view (the text `report` prints), its summary as JSON
-    (Summary.to_dict), the folder of its figures and files, and whether it was read back as the
-    sweep's run recorded it (False: recomputed from the records now)."""
+    (Summary.to_dict), the folder of its figures and files, whether it was read back as the
+    sweep's run recorded it (False: recomputed from the records now), and its answer's screen with
+    the checks found in the store (None: the sweep has no answer)."""
 
     sweep_id: str
     view: "ReportView"
     summary: dict
     folder: Path
     recorded: bool
+    screen: "Screen | None" = None
+
+
+class Checks(NamedTuple):
+    """The checks an answer names (answer.checks) as found in a store: each read from its latest
+    recorded sweep, and (name, why) for each not read."""
+
+    found: list["Check"]
+    missing: list[tuple[str, str]]
+
+
+def sweep_checks(uri: str, summary: dict) -> Checks:
+    """The checks a sweep's answer names (its ``summary``: Summary.to_dict) read from their latest
+    whole sweeps in the store at ``uri``, each against the sweep's primary."""
+    from services.stats.answer import Answer, sweep_check
+    from services.store.recorded import recorded_summary
+
+    if summary.get("answer") is None:
+        return Checks([], [])
+    primary, found, missing = Answer.from_dict(summary["answer"]), [], []
+    for name in primary.named_checks:
+        try:
+            recorded = recorded_summary(uri, name)
+        except LookupError:
+            missing.append((name, f"no sweep of it in this store; run it: vitsweep run sweeps/{name}.yaml"))
+            continue
+        if recorded is None or recorded[1].get("answer") is None:
+            missing.append((name, "its recorded sweep has no answer; vitsweep report --recompute " + name))
+            continue
+        found.append(sweep_check(primary, summary["cells"], recorded[1], recorded[0], name))
+    return Checks(found, missing)
+
+
+def screen_of(summary: dict, checks: Checks) -> "Screen | None":
+    """A summary's answer as its screen, with ``checks``; None where the sweep has no answer."""
+    from services.report.answer_text import screen
+    from services.stats.answer import Answer
+    from vit_core.family import families
+
+    if summary.get("answer") is None:
+        return None
+    return screen(Answer.from_dict(summary["answer"]), families()[summary["family"]], checks.found, checks.missing)
 
 
 def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, recompute: bool = False) -> Report:
@@ -47,8 +92,9 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
 
         found = recorded_report(uri, sweep_id, folder_of, ReportView.from_dict)
         if found:
-            write(found.folder, found.view, found.summary)
-            return Report(found.sweep_id, found.view, found.summary, found.folder, True)
+            shown = screen_of(found.summary, sweep_checks(uri, found.summary))
+            write(found.folder, found.view, found.summary, screen=shown)
+            return Report(found.sweep_id, found.view, found.summary, found.folder, True, shown)
     from services.report import figures
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep
@@ -56,8 +102,8 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
     sweep, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(sweep, found_id, cells)
     document, drawn = summary.to_dict(), figures.figures(sweep, summary, cells)
-    text = view(summary, list(drawn))
-    return Report(found_id, text, document, write(folder_of(found_id), text, document, drawn), False)
+    text, shown = view(summary, list(drawn)), screen_of(document, sweep_checks(uri, document))
+    return Report(found_id, text, document, write(folder_of(found_id), text, document, drawn, shown), False, shown)
 
 
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from services.app.printing import command
 from services.estimate import plan
@@ -29,6 +29,8 @@ from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
+    from services.app.recorded import Checks
+    from services.report.answer_text import Screen
     from services.stats.rows import Summary
     from services.store.live import LiveRecord
     from services.store.logged import SummaryLog
@@ -129,16 +131,34 @@ class Found:
     result: SweepResult | None = None
 
 
+class Recorded(NamedTuple):
+    """A finished sweep as `record` leaves it: its MLflow record (None: MLflow was unreachable and the
+    results wait under the home for `vitsweep sync`), its summary, the folder its report was written
+    to, the checks its answer names as found in the store, and its answer's screen (None: no answer)."""
+
+    record: "Record | None"
+    summary: "Summary"
+    folder: Path
+    checks: "Checks"
+    screen: "Screen | None"
+
+
 @dataclass
 class Ran:
-    """A run's end: the sweep's results, its summary, and its MLflow record (None: MLflow was
-    unreachable and the results wait under the home for `vitsweep sync`)."""
+    """A run's end: the sweep's results, and what recording it left (Recorded)."""
 
     found: Found
     result: SweepResult
-    summary: "Summary"
-    record: "Record | None"
+    recorded: Recorded
     uri: str
+
+    @property
+    def summary(self) -> "Summary":
+        return self.recorded.summary
+
+    @property
+    def record(self) -> "Record | None":
+        return self.recorded.record
 
 
 def find(sweep: Sweep, home: Path, new: bool) -> Found:
@@ -188,7 +208,8 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
                 live.close(None)
             result.estimated_s = _estimated_s(sweep, home, result.slots)
             state.save_result(result, home)
-        record, summary = _record_alongside(stop_ray, sweep, result, uri, home, spec_text, say)
+        recorded = _record_alongside(stop_ray, sweep, result, uri, home, spec_text, say)
+        record = recorded.record
         if record and record.earlier:
             say(
                 f"{step.sweep_id}: this spec's sweep is already recorded in MLflow at {redact(uri)} (parent run "
@@ -205,7 +226,7 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
             )
         elif record and step.stage is Stage.FINISHED:
             say(f"{step.sweep_id}: this spec's sweep finished earlier and was not logged to MLflow; logged now")
-        return Ran(step, result, summary, record, uri)
+        return Ran(step, result, recorded, uri)
 
 
 def train(
@@ -322,7 +343,7 @@ def _estimated_s(sweep: Sweep, home: Path, slots: int) -> float | None:
     return None if made is None else round(made.wall_s(slots), 1)
 
 
-def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record | None", "Summary"]:
+def _record_alongside(work: Callable[[], None] | None, *args) -> Recorded:
     """record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
     in the thread that started it (stop_ray: ~0.5 s here)."""
     if work is None:
@@ -335,27 +356,40 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> tuple["Record |
 
 def record(
     sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
-) -> tuple["Record | None", "Summary"]:
-    """Log a finished sweep to MLflow, unless it is there already, and mark it logged: (its
-    record, or None when the server is unreachable and the results wait under ``home``, and the
-    sweep's summary)."""
+) -> Recorded:
+    """Log a finished sweep to MLflow, unless it is there already, and mark it logged; write its
+    report (HOME/reports/SWEEP_ID), its answer's screen with the checks found in the store first."""
     from services.app.logs import sweep_log
+    from services.app.recorded import Checks, screen_of, sweep_checks
+    from services.report.text import ReportView, write
     from services.stats.summarize import summarize
-    from services.store.tracking import record_sweep
 
     summary = summarize(sweep, result.sweep_id, result.cells)
+    log = sweep_log(sweep, summary, result.cells)
+    made, checks = _logged(sweep, result, uri, home, spec_text, say, log), Checks([], [])
+    if made is not None:
+        state.set_recorded(home, result.sweep_id, made.run_id)
+        checks = sweep_checks(uri, log.parent.summary)
+    folder = home / "reports" / result.sweep_id
+    shown = screen_of(log.parent.summary, checks)
+    write(folder, ReportView.from_dict(log.view), log.parent.summary, log.parent.figures, shown)
+    return Recorded(made, summary, folder, checks, shown)
+
+
+def _logged(sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say, log) -> "Record | None":
+    """The sweep logged to MLflow (record_sweep); None, said, where the server is unreachable."""
+    from services.store.tracking import record_sweep
+
     given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(sweep, None, home) else ()
     later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
     if not warn_if_unreachable(uri, later, say):
-        return None, summary
+        return None
     try:
-        made = record_sweep(sweep, result, uri, home, spec_text, sweep_log(sweep, summary, result.cells))
+        return record_sweep(sweep, result, uri, home, spec_text, log)
     except Exception:
         if warn_if_unreachable(uri, later, say):
             raise  # the server is up: a real error, not an outage
-        return None, summary
-    state.set_recorded(home, result.sweep_id, made.run_id)
-    return made, summary
+        return None
 
 
 def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tuple[list[tuple[str, str, str]], int]:
@@ -385,7 +419,7 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
             text = state.spec_text(home, sweep_id)
             sweep = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
             uri = resolve_tracking_uri(sweep, tracking_uri, home)
-            made, _ = record(sweep, result, uri, home, text, say)
+            made = record(sweep, result, uri, home, text, say).record
             if made is not None:
                 logged.append((sweep_id, made.run_id, redact(uri)))
                 continue

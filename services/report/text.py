@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from services.plotting import DPI
+from services.report.answer_text import CRITERION_WORDS, Screen, readings_table
 from services.report.fits import fit_lines, fit_table, form_table, other_criteria
+from services.report.views import TableView
 from services.search.selection import SMALLEST_BATCH
 from services.stats import statistics
 from services.stats.base import fmt
@@ -83,25 +85,10 @@ TABLE_HEADER = [  # after the cell and its scaling value
     "trainings",
     "outcomes s/fc/f/nc/d",
 ]
-CRITERION_WORDS = {
-    "iterate": "the model at N has zero test error, the share over seeds fitted monotone in N",
-    "first_zero": "zero test error reached at N or before",
-    "stable": "zero test error from N on, over the stability window",
-}
 OUTCOMES_LEGEND = (
     "outcomes: s succeeded, fc failed-converged, f failed (one pass), nc not-converged, d diverged; "
     "over every N (one pass: at the cell's largest N)"
 )
-
-
-def verdict_lines(summary: "Summary") -> list[str]:
-    """The verdict (services.stats.verdict): each claim that holds across every criterion and setting,
-    or what it depends on, then each value it was read from."""
-    lines = []
-    for finding in summary.verdict:
-        lines.append(f"verdict, {finding.claim}: {'HOLDS: ' if finding.holds else ''}{finding.statement}")
-        lines += [f"  {name}: {value}" for name, value in finding.values.items()]
-    return lines
 
 
 def _floor_cell(floor) -> str:
@@ -264,7 +251,6 @@ def notes(summary: "Summary") -> list[str]:
     then every registered statistic's (services.stats: the adaptive search's savings, attention
     concentration, test error and patch association, sparsification effects)."""
     lines = [
-        *verdict_lines(summary),
         *fit_lines(summary),
         *_floor_lines(summary),
         *_sample_lines(summary),
@@ -289,24 +275,13 @@ def notes(summary: "Summary") -> list[str]:
 
 
 @dataclass(frozen=True)
-class TableView:
-    """One table of a report: its title (printed above it), header, rows, and the columns a
-    terminal aligns left (the others, numbers, right)."""
-
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    left: list[str]
-
-
-@dataclass(frozen=True)
 class ReportView:
     """What a report shows of a summary, as text: its tables (the per-cell one first, then the fits
     and the forms), its notes, the Markdown heading and the figures' names. A sweep's record holds
     it (``to_dict``), so `report` prints a recorded sweep and writes its Markdown and HTML without
     recomputing them."""
 
-    FORMAT: ClassVar[int] = 2  # what ``to_dict`` writes; from_dict reads this format only (1: two tables' fields)
+    FORMAT: ClassVar[int] = 3  # what ``to_dict`` writes; from_dict reads this format only (2: a verdict in its notes)
 
     sweep_id: str
     heading: str  # the Markdown's line under the sweep id
@@ -328,12 +303,14 @@ class ReportView:
 
 def view(summary: "Summary", figures: tuple[str, ...] | list[str] = ()) -> ReportView:
     """The report of a summary as text (the tables' cells and the notes rendered once), beside its
-    ``figures`` (file names)."""
+    ``figures`` (file names): the answer's readings first, where it has one."""
     title = f"{summary.sweep_id}: N* = smallest N from which the success rate stays >= {summary.success_rate}"
     title += f" (success: {summary.criterion})" if summary.criteria else ""
     heading = f"N*: the smallest N from which the success rate stays >= {summary.success_rate}"
     heading += f" (success: {CRITERION_WORDS[summary.criterion]})." if summary.criteria else "."
     tables = [TableView(title, table_header(summary), table_rows(summary), ["cell"])]
+    if summary.answer is not None:
+        tables.append(readings_table(summary.answer, summary.experiment))
     left = ["criterion", "group", "form"]
     for name, (header, rows) in (("N* fits", fit_table(summary)), ("N* in the theorem's form", form_table(summary))):
         if rows:
@@ -346,10 +323,24 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def markdown(report: ReportView) -> str:
-    """The tables and the notes as Markdown (the per-cell table under the heading, each other under its title)."""
+def _screen_markdown(screen: Screen | None) -> list[str]:
+    """The answer's screen as Markdown: its lines, the N* table, the statements, the checks."""
+    if screen is None:
+        return []
+    lines = [*screen.lines, ""]
+    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+        if table is not None:
+            lines += [f"**{table.title}**", "", *_markdown_table(table.header, table.rows), ""]
+        lines += [*(f"- {line}" for line in after), ""]
+    return [*lines, "## Details", ""]
+
+
+def markdown(report: ReportView, screen: Screen | None = None) -> str:
+    """The answer's screen, then the tables (the per-cell one under the heading, each other under its
+    title) and the notes as Markdown."""
     first, *others = report.tables
-    lines = [f"# {report.sweep_id}", "", report.heading, "", *_markdown_table(first.header, first.rows)]
+    lines = [f"# {report.sweep_id}", "", *_screen_markdown(screen), report.heading, ""]
+    lines += _markdown_table(first.header, first.rows)
     for table in others:
         lines += ["", f"**{table.title}**", "", *_markdown_table(table.header, table.rows)]
     return "\n".join([*lines, "", *[f"- {line}" for line in report.notes]]) + "\n"
@@ -360,33 +351,56 @@ def summary_json(document: dict) -> str:
     return json.dumps(document, indent=1)
 
 
-def write(folder: Path, report: ReportView, document: dict, figs: dict | None = None) -> Path:
-    """summary.md, summary.html and summary.json (``document``: Summary.to_dict) in ``folder``, with
-    ``figs`` (name -> matplotlib figure) drawn there; None: the report's figures lie there already."""
+def write(
+    folder: Path, report: ReportView, document: dict, figs: dict | None = None, screen: Screen | None = None
+) -> Path:
+    """summary.md, summary.html and summary.json (``document``: Summary.to_dict) in ``folder``, the
+    answer's ``screen`` opening the first two, with ``figs`` (name -> matplotlib figure) drawn there;
+    None: the report's figures lie there already."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, fig in (figs or {}).items():
         fig.savefig(folder / name, dpi=DPI)
-    (folder / "summary.md").write_text(markdown(report))
+    (folder / "summary.md").write_text(markdown(report, screen))
     (folder / "summary.json").write_text(summary_json(document))
-    (folder / "summary.html").write_text(html(report))
+    (folder / "summary.html").write_text(html(report, screen))
     return folder
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]], title: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table border=1><tr>{head}</tr>{body}</table>"
+    caption = f"<caption>{escape(title)}</caption>" if title else ""
+    return f"<table border=1>{caption}<tr>{head}</tr>{body}</table>"
 
 
-def html(report: ReportView) -> str:
-    """The report as one HTML page, its figures (files beside it) below."""
+def _screen_html(screen: Screen | None, figures: list[str]) -> str:
+    """The answer's screen as HTML, the headline figure (answer.png) beside it where there is one."""
+    if screen is None:
+        return ""
+    out = "".join(f"<p>{escape(line)}</p>" for line in screen.lines)
+    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+        if table is not None:
+            out += _html_table(table.header, table.rows, table.title)
+        out += "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in after) + "</ul>"
+    if ANSWER_FIGURE in figures:
+        out += f'<p><img src="{ANSWER_FIGURE}" alt="N* against the scaling variable, both models"></p>'
+    return out + "<h2>Details</h2>"
+
+
+ANSWER_FIGURE = "answer.png"  # the headline figure (services.report.figures): first in the HTML and in MLflow
+
+
+def html(report: ReportView, screen: Screen | None = None) -> str:
+    """The report as one HTML page: the answer's screen first, then the tables, the notes and the
+    figures (files beside it)."""
     first, *others = report.tables
     tables = _html_table(first.header, first.rows)
     tables += "".join(f"<h2>{escape(t.title)}</h2>{_html_table(t.header, t.rows)}" for t in others)
     notes = "".join(f"<li>{escape(line)}</li>" for line in report.notes)
-    pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in report.figures)
+    shown = [name for name in report.figures if not (screen and name == ANSWER_FIGURE)]
+    pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in shown)
     return (
         "<!doctype html><meta "
         f"charset=utf-8><title>{escape(report.sweep_id)}</title><h1>{escape(report.sweep_id)}</h1>"
-        f"{tables}<ul>{notes}</ul>{pictures}"
+        f"{_screen_html(screen, report.figures)}{tables}<ul>{notes}</ul>{pictures}"
     )

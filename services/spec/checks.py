@@ -54,6 +54,7 @@ def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
         for m in by_model
         if m not in spec.models
     ]
+    problems += _primary_problems(spec)
     cells = _cell_problems(spec)
     if cells:  # the checks below build every cell's configs
         return problems + cells, None
@@ -78,6 +79,22 @@ def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
             )
         )
     return problems, sweep
+
+
+def _primary_problems(spec: SweepSpec) -> list[Problem]:
+    """answer.primary: each key an axis the sweep varies (not the family's scaling field), each value one of its."""
+    scaling = spec.FAMILY.scaling.field if spec.FAMILY.scaling else None
+    axes = {axis: values for axis, values in spec.swept.items() if axis != scaling}
+    problems = []
+    for axis, value in spec.answer.primary.items():
+        if axis not in axes:
+            allowed = ", ".join(axes) or "none: the sweep varies no axis but its scaling field"
+            problems.append(
+                Problem(f"answer.primary.{axis}", value, f"not a swept axis; those the answer reads: {allowed}")
+            )
+        elif value not in axes[axis]:
+            problems.append(Problem(f"answer.primary.{axis}", value, f"one of axes.{axis}: {axes[axis]}"))
+    return problems
 
 
 def _rule_section(spec: SweepSpec) -> list[tuple[str, dict]]:
@@ -173,15 +190,49 @@ def load_spec(path: str | Path, seed_start: int | None = None) -> Sweep:
 
 
 def spec_text(path: str | Path, seed_start: int | None = None) -> str:
-    """A spec file's text, with ``seed_start: N`` written into it where the command line gives one
-    (its line replaced, or one added): the text a sweep keeps (spec.yaml, MLflow's copy) is then the
-    spec it ran, which `vitsweep sync` and a resume read again."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(str(path), [Problem("", str(path), f"cannot read the file: {error}")]) from None
+    """A spec file's text as a sweep keeps it (spec.yaml, MLflow's copy), so that `vitsweep sync` and a
+    resume read again the spec it ran: a spec that ``extends`` another written out whole (the other's
+    fields, its own replacing them), and ``seed_start: N`` written into it where the command line gives one
+    (its line replaced, or one added)."""
+    text = _extended(Path(path), _read(path), ())
     if seed_start is None:
         return text
     line = f"seed_start: {seed_start}  # vitsweep --seed-start"
     own = re.compile(r"^seed_start:.*$", re.MULTILINE)
     return own.sub(line, text, count=1) if own.search(text) else f"{text.rstrip()}\n{line}\n"
+
+
+EXTENDS = "extends"  # a spec's key naming the spec file (relative to its own folder) whose fields it starts from
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(str(path), [Problem("", str(path), f"cannot read the file: {error}")]) from None
+
+
+def _extended(path: Path, text: str, seen: tuple[Path, ...]) -> str:
+    """``text`` where it extends no spec; else the spec it extends (itself resolved the same way) with
+    this one's fields merged in, mappings key by key, any other value replacing, as YAML."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # parse_spec says where
+    if not isinstance(raw, dict) or EXTENDS not in raw:
+        return text
+    base = path.parent / str(raw.pop(EXTENDS))
+    if base.resolve() in seen or base.resolve() == path.resolve():
+        raise SpecError(str(path), [Problem(EXTENDS, str(base), "a spec cannot extend itself, even through others")])
+    if not base.is_file():
+        raise SpecError(str(path), [Problem(EXTENDS, str(base), "no such spec file (a path relative to this spec)")])
+    merged = _merged(yaml.safe_load(_extended(base, _read(base), (*seen, path.resolve()))), raw)
+    return f"# {path.name} extending {base.name}, written out whole\n" + yaml.safe_dump(merged, sort_keys=False)
+
+
+def _merged(base: dict, own: dict) -> dict:
+    """``base`` with ``own``'s values: a mapping in both merged key by key, any other value replaced."""
+    out = dict(base)
+    for key, value in own.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out

@@ -111,6 +111,31 @@ class Tracking(BaseModel):
     )
 
 
+class AnswerSpec(BaseModel):
+    """What a sweep answers, named before its data (services.stats.answer): the setting its three
+    statements are read at (with the spec's ``criterion``), the margin within which two exponents
+    count as equal, and the bundled specs whose recorded sweeps check it."""
+
+    model_config = FORBID
+    primary: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the setting the answer is read at: a value of each swept axis other than the family's scaling "
+        "field (Paper A: alpha_star), e.g. {counts: premised}; an axis left out is read at its first value. The "
+        "other values of those axes, and the other success criteria, are checks read from the same runs",
+    )
+    margin: float = Field(
+        0.5,
+        gt=0,
+        description="equivalence margin of the exponents' difference: 'equal within +-margin' where its 95% CI lies "
+        "inside (-margin, +margin)",
+    )
+    checks: list[str] = Field(
+        default_factory=list,
+        description="names of the specs whose recorded sweeps in the same home check this answer (each run as "
+        "`vitsweep run sweeps/NAME.yaml`); the report says, claim by claim, whether each agrees",
+    )
+
+
 class SweepSpec(BaseModel):
     """A sweep: models x the product of the axes, each cell trained at every N with `seeds` seeds.
     Its family (spec_class) decides the models and the data and model sections."""
@@ -142,6 +167,7 @@ class SweepSpec(BaseModel):
         "fitted monotone in N; first_zero, zero test error reached at N or before; stable, zero test error from N on "
         "over the stability window. Multi-pass cells have one (each N's final models, stable over N)",
     )
+    answer: AnswerSpec = Field(default_factory=AnswerSpec)
     max_not_converged: float = Field(
         0.1,
         ge=0,

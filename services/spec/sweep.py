@@ -9,7 +9,7 @@ from functools import cached_property
 from services.results import Cell
 from services.spec.modes import Mode, tuned
 from services.spec.resolved import ResolvedCell, TrialSweep
-from services.spec.schema import Resources, SweepSpec, Tracking
+from services.spec.schema import AnswerSpec, Resources, SweepSpec, Tracking
 from services.spec.tuning import Tuning
 from vit_core.family import Family
 
@@ -32,6 +32,7 @@ class Sweep:
     seed_start: int
     success_rate: float
     criterion: str  # one pass: the headline N*'s success criterion (services.analysis.CRITERIA)
+    answer: AnswerSpec  # the setting the answer is read at, its equivalence margin and its checks
     max_not_converged: float
     resources: Resources
     tracking: Tracking
@@ -56,6 +57,7 @@ class Sweep:
             seed_start=spec.seed_start,
             success_rate=spec.success_rate,
             criterion=spec.criterion,
+            answer=spec.answer,
             max_not_converged=spec.max_not_converged,
             resources=spec.resources,
             tracking=spec.tracking,

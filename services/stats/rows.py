@@ -2,11 +2,14 @@
 and the fits, with the registered statistics' entries beside them (services.stats). No I/O."""
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.analysis import Difference, Estimate, Fit, LocalSlope
 from services.stats.forms import Forms
 from vit_core.family import Family, Premise, Scaling, families
+
+if TYPE_CHECKING:
+    from services.stats.answer import Answer
 
 CONFIDENCE = 0.95
 
@@ -117,17 +120,6 @@ class CriterionFits:
 
 
 @dataclass
-class Finding:
-    """One claim of the verdict (services.stats.verdict): whether every criterion and setting the
-    sweep measured agrees on it, the statement, and each value it was read from (condition -> text)."""
-
-    claim: str  # "exponent cnn - vit", "needs more cnn / vit", "form vit"
-    holds: bool  # every condition agrees (and each is decided): the statement is the answer
-    statement: str
-    values: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
 class CellRow:
     """One cell in the summary: its setting, N* (bracket, CI, whether it is known), the success
     rate and outcome counts per N, T and T*, and whether too many of its models did not converge."""
@@ -214,7 +206,7 @@ class Summary:
     error_bound: dict[str, float] = field(default_factory=dict)  # test samples -> the 95% error bound of 0 errors
     criterion: str = "stable"  # the headline N*'s success criterion (one pass: the spec's)
     criteria: dict[str, CriterionFits] = field(default_factory=dict)  # one pass: the fits under every criterion
-    verdict: list[Finding] = field(default_factory=list)  # what holds across criteria and settings, and what depends
+    answer: "Answer | None" = None  # the three statements at the primary, and their checks from the same runs
     seeds: list[int] = field(default_factory=list)  # the measurement seeds the cells' models trained with
 
     @property

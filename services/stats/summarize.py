@@ -16,6 +16,7 @@ from services.results import MEASUREMENT, SELECTION, CellResult
 from services.search.selection import Run, at_edge, best, selection_table, setting_n_star
 from services.spec import Setting, Sweep
 from services.stats import paper, statistics
+from services.stats.answer import answer
 from services.stats.fitting import not_converged_share
 from services.stats.rows import (
     CellRow,
@@ -28,7 +29,6 @@ from services.stats.rows import (
     WindowRow,
     error_bound,
 )
-from services.stats.verdict import verdict
 from vit_core.family import Family, FloorTable, Premise
 from vit_core.outcomes import OUTCOMES
 from vit_core.seeding import Stream
@@ -269,5 +269,5 @@ def summarize(sweep: Sweep, sweep_id: str, cells: list[CellResult]) -> Summary:
         seeds=sorted({r.seed for c in cells for r in c.measured()}),
         criterion=sweep.criterion if entries["criteria"] else "stable",
     )
-    summary.verdict = verdict(summary)
+    summary.answer = answer(summary, sweep.answer)
     return summary

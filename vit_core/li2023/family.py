@@ -47,11 +47,14 @@ class Li2023(Family):
         shifted=True,  # Theorem 1: N >~ (alpha* - c'(1 - zeta) - c''(sigma + tau))^-2
     )
     theory = {
-        "vit": Theory(2, "Theorem 1: N ~ alpha*^-2 samples suffice for the ViT, so k <= 2 is consistent with it"),
+        "vit": Theory(
+            2, "Theorem 1: N ~ alpha*^-2 samples suffice for the ViT, so k <= 2 is consistent with it", "Theorem 1"
+        ),
         "cnn": Theory(
             4,
             "Proposition 1: N ~ alpha*^-4 samples suffice for the CNN, a sufficient bound: no k contradicts it, and "
             "k < 4 only says the bound is loose here",
+            "Proposition 1",
         ),
     }
     difference_claims = {
@@ -60,6 +63,11 @@ class Li2023(Family):
     }
     iterations_exponent = 1.0  # T = Theta(1 / (alpha* eta))
     favoured = ("vit", "cnn")
+    question = (
+        "how many samples N* does a shallow ViT need as the fraction alpha* of label-relevant tokens shrinks, against "
+        "a CNN of the same size? (Li et al. 2023: alpha*^-2 suffice for the ViT, Theorem 1; alpha*^-4 for the CNN, "
+        "Proposition 1)"
+    )
     names = {"vit": "ViT", "cnn": "CNN"}
     reference = {
         "vit": REFERENCE / "li2023_fig1a_vit_success.csv",
