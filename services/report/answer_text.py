@@ -22,7 +22,7 @@ from services.stats.answer import (
     UNDECIDED,
     Answer,
     Check,
-    RatioAt,
+    Point,
     Statements,
 )
 from services.stats.base import fmt
@@ -60,7 +60,7 @@ def screen(answer: Answer, family: Family, sweep_checks: list[Check] | None = No
     checks = [*answer.checks, *(sweep_checks or [])]
     return Screen(
         lines,
-        _n_star_table(p, family) if p.ratios else None,
+        _n_star_table(p, family) if p.points else None,
         statement_lines(answer, family),
         _checks_table(answer, checks, list(missing), family) if checks or missing else None,
         [*_verdict(answer, checks), *_grid_ends(p, family)],
@@ -89,7 +89,7 @@ def _estimate(value, ci95, spec: str) -> str:
     return fmt(value, spec) + (f" [{ends}]" if ends else "")
 
 
-def _value(r: RatioAt) -> str:
+def _value(r: Point) -> str:
     """The scaling value, and the effective one where it differs ("0.05 (0.059)")."""
     if r.effective is None or abs(r.effective - r.value) < 5e-4:
         return f"{r.value:g}"
@@ -97,15 +97,16 @@ def _value(r: RatioAt) -> str:
 
 
 def _n_star_table(p: Statements, family: Family) -> TableView:
-    a, b = (family.name_of(m) for m in p.models)
-    label = family.scaling.name + (" (effective)" if any(r.effective != r.value for r in p.ratios) else "")
-    rows = [[_value(r), _n(r.n_star.get(p.models[0])), _n(r.n_star.get(p.models[1])), _ratio_text(r)] for r in p.ratios]
-    header = [label, f"{a} N* [95% CI]", f"{b} N* [95% CI]", f"{b} / {a} [95% CI]"]
+    names = [family.name_of(m) for m in p.models]
+    label = family.scaling.name + (" (effective)" if any(r.effective != r.value for r in p.points) else "")
+    two = len(p.models) == 2
+    rows = [[_value(r), *(_n(r.n_star.get(m)) for m in p.models), *([_ratio_text(r)] if two else [])] for r in p.points]
+    header = [label, *(f"{n} N* [95% CI]" for n in names), *([f"{names[1]} / {names[0]} [95% CI]"] if two else [])]
     return TableView(f"N* per {family.scaling.name} ({p.setting}, {p.criterion})", header, rows, [label])
 
 
-def _ratio_text(r: RatioAt) -> str:
-    return _estimate(r.ratio.value, r.ratio.ci95, ".2f")
+def _ratio_text(r: Point) -> str:
+    return "-" if r.ratio is None else _estimate(r.ratio.value, r.ratio.ci95, ".2f")
 
 
 def statement_lines(answer: Answer, family: Family, p: Statements | None = None) -> list[str]:
@@ -128,6 +129,11 @@ def statement_lines(answer: Answer, family: Family, p: Statements | None = None)
                 source = family.theory[p.models[1]].source or "the theory"
                 line += f"; {source}'s excess of {answer.excess:+g} {_excess_words(p.against_excess)}"
         out.append(line + ".")
+    if p.unfitted:
+        out.append(
+            f"(b) Not fitted for {', '.join(map(name, p.unfitted))}: fewer than two values of {scaling.name} with N* "
+            "known (an N* at an end of the N grid is only bounded; see below)."
+        )
     lead = p.models[0]
     if lead in p.exponents and answer.bound is not None:
         e = p.exponents[lead]
@@ -285,13 +291,13 @@ def _grid_ends(p: Statements, family: Family) -> list[str]:
     """Cells of the primary whose N* sits at an end of the N grid, and what to change."""
     above = [
         f"{family.name_of(m)} at {r.value:g}"
-        for r in p.ratios
+        for r in p.points
         for m, row in r.n_star.items()
         if row and row.n_star is None
     ]
     below = [
         f"{family.name_of(m)} at {r.value:g}"
-        for r in p.ratios
+        for r in p.points
         for m, row in r.n_star.items()
         if row and row.n_star is not None and not row.known
     ]

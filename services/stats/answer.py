@@ -29,15 +29,15 @@ AGREES, DIFFERS, NOT_MEASURED = "agrees", "differs", "not measured"  # a check's
 
 
 @dataclass
-class RatioAt:
-    """Statement (a) at one value of the scaling field: each model's N* under the reading's
-    criterion (CriterionRow: value, CI, whether it is known) and the later model's over the favoured
-    one's, paired over their shared seeds."""
+class Point:
+    """One value of the scaling field at a reading: each model's N* under its criterion
+    (CriterionRow: value, CI, whether it is known) and, for two models, statement (a): the other
+    model's N* over the favoured one's, paired over their shared seeds (None: not both measured)."""
 
     value: float  # the scaling field's value as the spec gives it (Paper A: alpha*)
     effective: float | None  # the value its samples have (Paper A: alpha*_eff)
     n_star: dict[str, CriterionRow]
-    ratio: Estimate
+    ratio: Estimate | None = None
     decision: str = UNDECIDED
 
 
@@ -50,12 +50,18 @@ class Statements:
     setting: str
     criterion: str
     models: list[str]  # [the favoured model, the other] (Paper A: [vit, cnn]); one where the sweep has one
-    ratios: list[RatioAt] = field(default_factory=list)  # (a)
+    points: list[Point] = field(default_factory=list)  # N* per value of the scaling field, with (a)
     exponents: dict[str, Estimate] = field(default_factory=dict)  # (b) model -> k of N* ~ x^k
     difference: Estimate | None = None  # (b) the other's k minus the favoured one's
     against_zero: str = UNDECIDED  # (b) equal (within the margin), larger, smaller, undecided
     against_excess: str = UNDECIDED  # (b) excluded, reached, undecided
     bound: str = UNDECIDED  # (c) the favoured model's k: below, above, undecided
+    unfitted: list[str] = field(default_factory=list)  # models whose exponent has no value (< 2 cells with N* known)
+
+    @property
+    def ratios(self) -> list[Point]:
+        """The points with statement (a): both models measured there."""
+        return [p for p in self.points if p.ratio is not None]
 
     def decisions(self) -> dict[str, str]:
         """Each claim this reading decides (or leaves undecided), by a name shared across readings
@@ -67,20 +73,20 @@ class Statements:
 
     @classmethod
     def from_dict(cls, raw: dict) -> "Statements":
-        ratios = [
-            RatioAt(
+        points = [
+            Point(
                 r["value"],
                 r["effective"],
                 {m: CriterionRow(**row) for m, row in r["n_star"].items()},
-                Estimate(**r["ratio"]),
+                None if r["ratio"] is None else Estimate(**r["ratio"]),
                 r["decision"],
             )
-            for r in raw["ratios"]
+            for r in raw["points"]
         ]
         exponents = {m: Estimate(e["value"], e["ci95"]) for m, e in raw["exponents"].items()}
         difference = None if raw["difference"] is None else Estimate(**raw["difference"])
-        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("ratios", "exponents", "difference")}
-        return cls(**rest, ratios=ratios, exponents=exponents, difference=difference)
+        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("points", "exponents", "difference")}
+        return cls(**rest, points=points, exponents=exponents, difference=difference)
 
 
 @dataclass
@@ -133,7 +139,9 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
         return None
     family, field_name = summary.experiment, summary.scaling.field
     readings = summary.criteria or {
-        summary.criterion: CriterionFits(summary.exponent, summary.exponent_difference, summary.forms)
+        summary.criterion: CriterionFits(
+            summary.exponent, summary.exponent_difference, summary.forms, summary.n_star_ratio
+        )
     }
     settings = list(dict.fromkeys(_setting(r.values, field_name) for r in summary.cells))
     first, margin = _primary_setting(summary, spec.primary, field_name), spec.margin
@@ -211,13 +219,13 @@ def _statements(
     """The three statements of one reading, from the summary's fits under ``criterion`` at ``setting``."""
     margin, excess, bound = against
     out = Statements(name, setting, criterion, models)
-    out.exponents = {
-        m: Estimate(fit.value, fit.ci95) for m in models if (fit := fits.exponent.get(_group(m, setting))) is not None
-    }
+    fitted = {m: fits.exponent.get(_group(m, setting)) for m in models}
+    out.exponents = {m: Estimate(fit.value, fit.ci95) for m, fit in fitted.items() if fit and fit.value is not None}
+    out.unfitted = [m for m, fit in fitted.items() if fit is None or fit.value is None]
     if models[0] in out.exponents:
         out.bound = _against(out.exponents[models[0]], bound, BELOW, ABOVE) if bound is not None else UNDECIDED
+    out.points = _points(summary, fits, setting, criterion, models)
     if len(models) == 2:
-        out.ratios = _ratios(summary, fits, setting, criterion, models)
         out.difference = _difference(fits, setting, models)
     if out.difference is not None:
         out.against_zero = _against_zero(out.difference, margin)
@@ -225,24 +233,23 @@ def _statements(
     return out
 
 
-def _ratios(summary: Summary, fits: CriterionFits, setting: str, criterion: str, models: list[str]) -> list[RatioAt]:
-    """(a) at each value of the scaling field both models measured at ``setting``."""
-    field_name, (a, b) = summary.scaling.field, models
+def _points(summary: Summary, fits: CriterionFits, setting: str, criterion: str, models: list[str]) -> list[Point]:
+    """Each value of the scaling field the first model measured at ``setting``: N* per model and,
+    where two models measured it, (a)."""
+    field_name = summary.scaling.field
     rows = {
         (r.model, r.values[field_name]): r
         for r in summary.cells
         if field_name in r.values and _setting(r.values, field_name) == setting and r.criteria
     }
     out = []
-    for value in dict.fromkeys(v for m, v in rows if m == a):
-        pair = [rows.get((m, value)) for m in models]
-        if None in pair:
-            continue
-        ratio = _ratio(fits.n_star_ratio, a, b, pair[0].setting)
-        if ratio is None:
-            continue
-        n_star = {m: r.criteria.get(criterion, r.criteria.get("stable")) for m, r in zip(models, pair)}
-        out.append(RatioAt(value, pair[0].alpha_effective, n_star, ratio, _against(ratio, 1.0, FEWER, MORE)))
+    for value in dict.fromkeys(v for m, v in rows if m == models[0]):
+        mine = {m: rows[m, value] for m in models if (m, value) in rows}
+        point = Point(value, mine[models[0]].alpha_effective, {m: r.criteria.get(criterion) for m, r in mine.items()})
+        if len(mine) == 2:
+            point.ratio = _ratio(fits.n_star_ratio, *models, mine[models[0]].setting)
+            point.decision = _against(point.ratio, 1.0, FEWER, MORE) if point.ratio else UNDECIDED
+        out.append(point)
     return out
 
 
@@ -261,10 +268,10 @@ def _difference(fits: CriterionFits, setting: str, models: list[str]) -> Estimat
     """b's exponent minus a's at ``setting``, whichever order the summary took them in."""
     a, b = models
     rest = "" if setting == "all" else f" {setting}"
-    if (d := fits.exponent_difference.get(f"{b} - {a}{rest}")) is not None:
+    if (d := fits.exponent_difference.get(f"{b} - {a}{rest}")) is not None and d.value is not None:
         return Estimate(d.value, d.ci95)
-    if (d := fits.exponent_difference.get(f"{a} - {b}{rest}")) is not None:
-        return Estimate(None if d.value is None else -d.value, [-end for end in reversed(d.ci95)] if d.ci95 else None)
+    if (d := fits.exponent_difference.get(f"{a} - {b}{rest}")) is not None and d.value is not None:
+        return Estimate(-d.value, [-end for end in reversed(d.ci95)] if d.ci95 else None)
     return None
 
 

@@ -68,8 +68,8 @@ def _ratios(sweep: Sweep, cells: list[CellResult], criterion: str) -> dict[str, 
     for rest, labels in _by_rest(by_label).items():
         for a, b in _model_pairs(sweep, labels):
             oa, ob = by_label[labels[a]].outcomes(), by_label[labels[b]].outcomes()
-            if criterion in oa.criteria and criterion in ob.criteria:
-                ratio = paired_n_star_ratio(oa, ob, sweep.success_rate, criterion)
+            if (defined := oa.as_defined(criterion)) == ob.as_defined(criterion):  # multi-pass: the stable one
+                ratio = paired_n_star_ratio(oa, ob, sweep.success_rate, defined)
                 out.setdefault(f"{b} / {a}", {})[rest or "all"] = ratio
     return out
 
@@ -95,7 +95,7 @@ class NStarFits(Statistic):
     name, order = "exponent", 0
 
     def empty(self) -> dict[str, Any]:
-        return {"exponent": {}, "exponent_difference": {}, "forms": {}, "criteria": {}}
+        return {"exponent": {}, "exponent_difference": {}, "forms": {}, "n_star_ratio": {}, "criteria": {}}
 
     def applies(self, sweep: Sweep) -> bool:
         return fitting.scaled(sweep)
@@ -112,6 +112,7 @@ class NStarFits(Statistic):
             "exponent": headline.exponent,
             "exponent_difference": headline.exponent_difference,
             "forms": headline.forms,
+            "n_star_ratio": headline.n_star_ratio,
             "criteria": criteria,
         }
 

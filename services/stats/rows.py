@@ -196,6 +196,7 @@ class Summary:
     forms: dict[str, Forms]  # N* in the theorem's form beside the power law (a family whose Scaling is shifted)
     local_exponent: dict[str, list[LocalSlope]]  # group -> N*'s slope between neighbouring values, with CIs
     exponent_difference: dict[str, Difference]  # "cnn - vit" (per other axis values), paired bootstrap CI
+    n_star_ratio: dict[str, dict[str, Estimate]]  # "cnn / vit" -> cell setting -> N* ratio, paired bootstrap CI
     lr_exponent: dict[str, Fit]  # T ~ (1/eta)^k
     theory: dict[str, Any]
     paper: dict[str, dict]  # model -> the paper's own exponent and N* (Fig 1)
