@@ -25,8 +25,14 @@ class Cell:
 
     @property
     def label(self) -> str:
-        """The cell for people: the model and every axis value ("vit alpha_star=0.1"); MLflow's run name."""
+        """The cell for people: the model and every axis value ("vit alpha_star=0.1")."""
         return self.group(())
+
+    @property
+    def run_name(self) -> str:
+        """The cell in a table's width: the model and its axis values alone ("vit 0.1 premised"), MLflow's
+        run name (the params name each value's axis)."""
+        return " ".join([self.model, *map(str, self.values.values())])
 
     def group(self, without: tuple[str, ...]) -> str:
         """The label without the axes in ``without``: the name of the cells fitted together along them."""
@@ -205,6 +211,11 @@ class CellResult:
         keeps that run's records alone (latest_budget)."""
         self.records = latest_budget(self.records + records)
         self.curve_parts += curves
+
+    @property
+    def trainings(self) -> int:
+        """Models trained for the cell (one pass: runs, each recorded at every N it was evaluated at)."""
+        return len({model_of(r) for r in self.records})
 
     def curve_names(self) -> list[str]:
         return [name for name in CURVES_KEPT if any(name in part for part in self.curve_parts)]

@@ -390,14 +390,14 @@ SYNTHETIC_SPEC = (
 )
 
 
-def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
-    """A finished sweep made without training (spec, SweepResult): seed s of a cell succeeds from
-    N = threshold (times ``hard`` at alpha* = 0.1, ``easy`` at 0.3), records carry every field
-    vit_core writes, the last cell has a failed pack."""
+def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1, text: str = SYNTHETIC_SPEC):
+    """A finished sweep of spec ``text`` made without training (spec, SweepResult): seed s of a cell
+    succeeds from N = threshold (times ``hard`` at alpha* = 0.1, ``easy`` at 0.3), records carry every
+    field vit_core writes, the last cell has a failed pack."""
     from services.results import CellResult, ModelRecord, SweepResult
     from services.spec import parse_spec
 
-    spec = parse_spec(SYNTHETIC_SPEC)
+    spec = parse_spec(text)
     cells = []
     for index, cell in enumerate(spec.cells):
         threshold = {"vit": 5, "cnn": 20}[cell.model] * (hard if cell.values["alpha_star"] == 0.1 else easy)
@@ -444,14 +444,16 @@ def two_sweeps(tmp_path_factory) -> Path:
     return home
 
 
-def record_synthetic_sweep(home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1):
+def record_synthetic_sweep(
+    home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1, text: str = SYNTHETIC_SPEC
+):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
     from services.app.logs import sweep_log
     from services.stats.summarize import summarize
     from services.store.tracking import record_sweep
 
-    spec, result = synthetic_sweep(sweep_id, hard, easy)
+    spec, result = synthetic_sweep(sweep_id, hard, easy, text)
     uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"
     summary = summarize(spec, sweep_id, result.cells)
-    made = record_sweep(spec, result, uri, home, SYNTHETIC_SPEC, sweep_log(spec, summary, result.cells))
+    made = record_sweep(spec, result, uri, home, text, sweep_log(spec, summary, result.cells))
     return spec, result, uri, made.run_id

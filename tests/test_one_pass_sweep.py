@@ -100,15 +100,18 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
             f"tags.mlflow.parentRunId = '{summary['mlflow_parent_run_id']}'",
         )
     }
-    run = children["vit alpha_star=0.4 protocol=one_pass"]
+    run = children["vit 0.4 one_pass"]  # the cell's values alone: a name that fits MLflow's table
     curve = client.get_metric_history(run.info.run_id, "success_rate")
     assert len(curve) > 5 and [m.step for m in curve] == sorted(m.step for m in curve)  # the success-rate curve over N
     assert [m.value for m in curve] == sorted(m.value for m in curve)  # stable success only rises
-    stable = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "n_stable")}
-    first = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "n_first_zero")}
+    stable = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "per_seed.n_stable")}
+    first = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "per_seed.n_first_zero")}
     assert sorted(stable) == sorted(first) == [0, 1, 2, 3]  # one per seed
     assert all(first[s] <= stable[s] for s in stable if stable[s] >= 0)
     star = summary["n_star"]["vit alpha_star=0.4 protocol=one_pass"]
+    logged = client.get_run(run.info.run_id).data.metrics
+    assert logged["trainings"] == 4  # one run a seed, each recorded at every N it was evaluated at
+    assert star is None or logged["n_star"] == star and logged["n_star.ci95_lo"] <= star <= logged["n_star.ci95_hi"]
     reached = sorted(v for v in stable.values() if v >= 0)
     assert star is None or star == reached[1] or star == 40  # 2 of 4 seeds (p = 0.5), or the first evaluated N
 

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from services.app.cli import app
-from services.spec import SpecError, json_schema, load_spec, parse_spec
+from services.spec import SpecError, json_schema, load_spec, parse_spec, spec_text
 
 HERE = Path(__file__).parent
 BAD = sorted((HERE / "bad_specs").glob("*.yaml"))
@@ -60,6 +60,9 @@ EXPECTED_PATH = {
     "images_transfer": "model.transfer (with model positional)",
     "per_model_not_in_models": "per_model.cnn",
     "per_model_axis_value": "per_model.cnn.axes.alpha_star[1]",
+    "answer_primary_axis": "answer.primary.readings",
+    "answer_primary_value": "answer.primary.counts",
+    "extends_missing": "extends",
 }
 
 
@@ -254,3 +257,31 @@ def test_a_trial_config_round_trips_and_reads_the_flat_form_older_sweeps_saved()
         assert TrialConfig.of(trial.as_config()) == trial
     flat = {"pack": pack.config(), "sampled": sampled.sampled, "resolved": sampled.resolved}
     assert TrialConfig.of(flat) == sampled and TrialConfig.of({"pack": pack.config()}) == TrialConfig(pack)
+
+
+def test_a_spec_that_extends_another_is_its_fields_with_its_own_replacing(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(
+        "name: base\nmodels: [vit, cnn]\nn_train: [5, 20]\nseeds: 4\ndata: {tau: 0.1, n_tokens: 60}\n"
+        "axes: {alpha_star: [0.1, 0.3]}\n"
+    )
+    (tmp_path / "child.yaml").write_text("# a check\nextends: base.yaml\nname: child\ndata: {tau: 0.2}\nseeds: 6\n")
+    sweep = load_spec(tmp_path / "child.yaml")
+    data = sweep.resolved_cell(sweep.cells[0]).data
+    assert (sweep.name, sweep.seeds, data.tau, data.n_tokens, sweep.models) == ("child", 6, 0.2, 60, ("vit", "cnn"))
+    assert "extends" not in spec_text(tmp_path / "child.yaml")  # the text a sweep keeps stands on its own
+    (tmp_path / "loop.yaml").write_text("extends: loop2.yaml\nname: loop\n")
+    (tmp_path / "loop2.yaml").write_text("extends: loop.yaml\nname: loop2\n")
+    with pytest.raises(SpecError, match="cannot extend itself"):
+        load_spec(tmp_path / "loop.yaml")
+
+
+def test_the_main_jobs_checks_are_bundled_specs_of_those_names():
+    """The main job's report names each check's command as sweeps/NAME.yaml: each must exist, be a spec of
+    that name and share the main job's family and models."""
+    main = load_spec(HERE.parent / "sweeps" / "sample_complexity.yaml")
+    assert main.answer.checks and main.answer.primary == {"counts": "premised"}
+    for name in main.answer.checks:
+        check = load_spec(HERE.parent / "sweeps" / f"{name}.yaml")
+        assert (check.name, check.family.name, check.models) == (name, main.family.name, main.models)
+        assert not check.answer.checks  # a check names no checks of its own

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from services.app.printing import (
+    checks_json,
     print_comparison,
     print_paper_grid,
     print_screen,
@@ -47,7 +48,7 @@ def report(
     show(f"report written to {found.folder} ({how})")
     show_pages(uri, home, found.sweep_id)
     if as_json:
-        print(json.dumps(found.summary | {"folder": str(found.folder)}))
+        print(json.dumps(found.summary | checks_json(found.checks) | {"folder": str(found.folder)}))
 
 
 EXPORT_FORMATS = {".csv": "to_csv", ".parquet": "to_parquet", ".pq": "to_parquet"}

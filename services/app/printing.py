@@ -253,16 +253,29 @@ def run_json(out, failed: list[str]) -> dict:
     """`vitsweep run --json`: the sweep's summary as `report --json` gives it, and the run's own
     facts: where it is recorded, its trainings and times, which trials failed, Optuna's best."""
     result = out.result
-    return out.summary.to_dict() | {
-        "mlflow_parent_run_id": out.record.run_id if out.record else None,
-        "tracking_uri": redact(out.uri),
-        "recorded_earlier": bool(out.record and out.record.earlier),
-        "trainings": result.trainings,
-        "cache_hits": result.cache_hits,
-        "wall_s": round(result.wall_s, 3),
-        "estimated_wall_s": result.estimated_s,
-        "train_s": round(result.train_s, 3),
-        "busy_fraction": result.busy_fraction,
-        "failed_trials": failed,
-        "best": result.best,
-    }
+    return (
+        out.summary.to_dict()
+        | checks_json(out.recorded.checks)
+        | {
+            "mlflow_parent_run_id": out.record.run_id if out.record else None,
+            "tracking_uri": redact(out.uri),
+            "recorded_earlier": bool(out.record and out.record.earlier),
+            "trainings": result.trainings,
+            "cache_hits": result.cache_hits,
+            "wall_s": round(result.wall_s, 3),
+            "estimated_wall_s": result.estimated_s,
+            "train_s": round(result.train_s, 3),
+            "busy_fraction": result.busy_fraction,
+            "failed_trials": failed,
+            "best": result.best,
+        }
+    )
+
+
+def checks_json(checks) -> dict:
+    """The checks other sweeps gave the answer (services.app.recorded.Checks) as JSON: those read, with
+    their statements and agreement, and those not read, with why."""
+    from dataclasses import asdict
+
+    missing = [{"name": name, "why": why} for name, why in checks.missing]
+    return {"sweep_checks": [asdict(c) for c in checks.found], "sweep_checks_missing": missing}

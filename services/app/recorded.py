@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from services.stats.answer import Check
 
 
+class Checks(NamedTuple):
+    """The checks an answer names (answer.checks) as found in a store: each read from its latest
+    recorded sweep, and (name, why) for each not read."""
+
+    found: list["Check"]
+    missing: list[tuple[str, str]]
+
+
 class Report(NamedTuple):
     """A recorded sweep's report: its view (the text `report` prints), its summary as JSON
     (Summary.to_dict), the folder of its figures and files, whether it was read back as the
@@ -34,14 +42,7 @@ class Report(NamedTuple):
     folder: Path
     recorded: bool
     screen: "Screen | None" = None
-
-
-class Checks(NamedTuple):
-    """The checks an answer names (answer.checks) as found in a store: each read from its latest
-    recorded sweep, and (name, why) for each not read."""
-
-    found: list["Check"]
-    missing: list[tuple[str, str]]
+    checks: Checks = Checks([], [])
 
 
 def sweep_checks(uri: str, summary: dict) -> Checks:
@@ -57,7 +58,7 @@ def sweep_checks(uri: str, summary: dict) -> Checks:
         try:
             recorded = recorded_summary(uri, name)
         except LookupError:
-            missing.append((name, f"no sweep of it in this store; run it: vitsweep run sweeps/{name}.yaml"))
+            missing.append((name, f"not run here: vitsweep run sweeps/{name}.yaml"))
             continue
         if recorded is None or recorded[1].get("answer") is None:
             missing.append((name, "its recorded sweep has no answer; vitsweep report --recompute " + name))
@@ -74,7 +75,8 @@ def screen_of(summary: dict, checks: Checks) -> "Screen | None":
 
     if summary.get("answer") is None:
         return None
-    return screen(Answer.from_dict(summary["answer"]), families()[summary["family"]], checks.found, checks.missing)
+    answer, family = Answer.from_dict(summary["answer"]), families()[summary["family"]]
+    return screen(answer, family, checks.found, checks.missing, summary["sweep_id"])
 
 
 def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, recompute: bool = False) -> Report:
@@ -92,9 +94,10 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
 
         found = recorded_report(uri, sweep_id, folder_of, ReportView.from_dict)
         if found:
-            shown = screen_of(found.summary, sweep_checks(uri, found.summary))
+            checks = sweep_checks(uri, found.summary)
+            shown = screen_of(found.summary, checks)
             write(found.folder, found.view, found.summary, screen=shown)
-            return Report(found.sweep_id, found.view, found.summary, found.folder, True, shown)
+            return Report(found.sweep_id, found.view, found.summary, found.folder, True, shown, checks)
     from services.report import figures
     from services.stats.summarize import summarize
     from services.store.tracking import load_sweep
@@ -102,8 +105,10 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
     sweep, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(sweep, found_id, cells)
     document, drawn = summary.to_dict(), figures.figures(sweep, summary, cells)
-    text, shown = view(summary, list(drawn)), screen_of(document, sweep_checks(uri, document))
-    return Report(found_id, text, document, write(folder_of(found_id), text, document, drawn, shown), False, shown)
+    checks = sweep_checks(uri, document)
+    text, shown = view(summary, list(drawn)), screen_of(document, checks)
+    folder = write(folder_of(found_id), text, document, drawn, shown)
+    return Report(found_id, text, document, folder, False, shown, checks)
 
 
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":

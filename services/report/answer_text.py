@@ -6,7 +6,8 @@ report` (text, Markdown, HTML) opens with it; the details follow in the report's
 from dataclasses import dataclass
 
 from services.report.views import TableView
-from services.stats.answer import (
+from services.stats.base import fmt
+from services.stats.rows import (
     ABOVE,
     AGREES,
     BELOW,
@@ -25,7 +26,6 @@ from services.stats.answer import (
     Point,
     Statements,
 )
-from services.stats.base import fmt
 from vit_core.family import Family
 
 CRITERION_WORDS = {
@@ -46,9 +46,12 @@ class Screen:
     notes: list[str]
 
 
-def screen(answer: Answer, family: Family, sweep_checks: list[Check] | None = None, missing=()) -> Screen:
-    """The answer's opening screen, with the checks from other sweeps (``sweep_checks``) beside those
-    from the same runs, and a row for each named check not read (``missing``: (name, why))."""
+def screen(
+    answer: Answer, family: Family, sweep_checks: list[Check] | None = None, missing=(), sweep_id: str = ""
+) -> Screen:
+    """The answer's opening screen (of sweep ``sweep_id``), with the checks from other sweeps
+    (``sweep_checks``) beside those from the same runs, and a row for each named check not read
+    (``missing``: (name, why))."""
     p = answer.primary
     tests = "each with its own test set" if answer.test_sets > 1 else "one test set"
     lines = [
@@ -63,8 +66,15 @@ def screen(answer: Answer, family: Family, sweep_checks: list[Check] | None = No
         _n_star_table(p, family) if p.points else None,
         statement_lines(answer, family),
         _checks_table(answer, checks, list(missing), family) if checks or missing else None,
-        [*_verdict(answer, checks), *_grid_ends(p, family)],
+        [*_verdict(answer, checks), *_grid_ends(p, family), *_compare_line(sweep_checks or [], sweep_id)],
     )
+
+
+def _compare_line(checks: list[Check], sweep_id: str) -> list[str]:
+    """How to read a check from another sweep side by side with this one, cell by cell."""
+    if not checks or not sweep_id:
+        return []
+    return [f"a check cell by cell: vitsweep compare {sweep_id} {checks[0].source} (and so for each check's sweep)"]
 
 
 def _generic_question(family: Family, p: Statements) -> str:

@@ -3,14 +3,17 @@ object API (Figure, no pyplot): no backend to choose, no global figure state. No
 saves or logs them."""
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.ticker import FormatStrFormatter, NullFormatter
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from services.plotting import colours, panels, subplots
 from services.report.compare import Comparison, PaperGrid
+from services.report.text import ANSWER_FIGURE
 from services.results import Cell, CellResult
 from services.spec import Sweep
 from services.stats import paper, statistics
+from services.stats.answer import Statements
 from services.stats.base import fmt
 from services.stats.rows import CellRow, Summary
 from vit_core.family import Family
@@ -47,7 +50,7 @@ def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: 
         ref = paper.n_star(family, model, p)
         ax.plot([at(a) for a, _ in ref], [s for _, s in ref], "kx--", lw=0.8, label="paper's N*")
     ax.set(xlabel=f"({scaling.x_label})^{power:g}", ylabel="N", yscale="log", title=f"{group}: success rate")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     ax.figure.colorbar(scatter, ax=ax, label="success rate")
 
 
@@ -69,13 +72,102 @@ def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
 
 
+def _answer_panel(ax, summary: "Summary", statements: "Statements", small: bool = False) -> None:
+    """One reading's N* against x on log-log axes: per model its N* with its 95% CI (an open end drawn
+    to the edge, ^ where N* lies above the grid), its fitted line, and the theory's slopes as guides
+    through the favoured model's points."""
+    family, scaling = summary.experiment, summary.scaling
+    fits = (
+        summary.criteria[statements.criterion].exponent
+        if statements.criterion in summary.criteria
+        else summary.exponent
+    )
+    for colour, model in zip(colours(), statements.models):
+        rows = [(scaling.x(p.effective or p.value), p.n_star.get(model)) for p in statements.points]
+        known = [(x, r) for x, r in rows if r and r.n_star is not None]
+        if known:
+            xs = np.array([x for x, _ in known])
+            ys = np.array([r.n_star for _, r in known], dtype=float)
+            lo = np.array([(r.ci95 or [None, None])[0] or y for (_, r), y in zip(known, ys)], dtype=float)
+            hi = np.array([(r.ci95 or [None, None])[1] or y * 2 for (_, r), y in zip(known, ys)], dtype=float)
+            k = statements.exponents.get(model)
+            label = f"{family.name_of(model)}" + (f": k = {k.value:.2f} {fmt(k.ci95, '.2f')}" if k else "")
+            ax.errorbar(
+                xs, ys, yerr=[ys - lo, hi - ys], fmt="o", ms=3 if small else 5, capsize=2, color=colour, label=label
+            )
+            fit = fits.get(model if statements.setting == "all" else f"{model} {statements.setting}")
+            if fit is not None and fit.value is not None and fit.intercept is not None:
+                grid = np.geomspace(xs.min(), xs.max(), 20)
+                ax.plot(grid, np.exp(fit.intercept) * grid**fit.value, "-", color=colour, lw=1)
+        above = [(x, r.bracket_lo) for x, r in rows if r and r.n_star is None and r.bracket_lo]
+        if above:
+            ax.plot(*zip(*above), "^", color=colour, ms=6)
+    ax.set(xscale="log", yscale="log")
+    ax.autoscale_view()
+    limits = ax.get_ylim()
+    _guides(ax, summary, statements)
+    ax.set_ylim(*limits)  # the guides run on off the data's range: the data's range it is
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0), numticks=12))
+    if not small:
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.set_minor_formatter(NullFormatter())
+    which = "primary" if statements.name == "primary" else "check"
+    ax.set_title(f"{which}: {statements.setting}, {statements.criterion}", fontsize=8 if small else 10)
+    if not small:
+        ax.set(xlabel=scaling.x_label, ylabel="N* (95% CI)")
+
+
+def _guides(ax, summary: "Summary", statements: "Statements") -> None:
+    """The theory's exponents as grey guides through the favoured model's points' geometric centre."""
+    lead = statements.models[0]
+    points = [
+        (summary.scaling.x(p.effective or p.value), p.n_star[lead].n_star)
+        for p in statements.points
+        if p.n_star.get(lead) and p.n_star[lead].n_star
+    ]
+    if len(points) < 2:
+        return
+    xs, ys = np.array(points, dtype=float).T
+    centre = np.exp(np.log(xs).mean()), np.exp(np.log(ys).mean())
+    grid = np.geomspace(xs.min(), xs.max(), 20)
+    for style, (model, theory) in zip((":", "--"), summary.experiment.theory.items()):
+        ax.plot(
+            grid,
+            centre[1] * (grid / centre[0]) ** theory.exponent,
+            style,
+            color="grey",
+            lw=0.8,
+            label=f"slope {theory.exponent:g} ({theory.source or model})",
+        )
+
+
+def answer_figure(summary: "Summary"):
+    """The headline figure: the primary's N* against x for both models, with CIs, fits and the
+    theory's slopes; each check from the same runs as a small panel beside it."""
+    answer = summary.answer
+    checks = [c.statements for c in answer.checks]
+    fig = Figure(figsize=(11 if checks else 7, 6))
+    grid = fig.add_gridspec(max(1, len(checks)), 2 if checks else 1, width_ratios=[2.2, 1] if checks else None)
+    main = fig.add_subplot(grid[:, 0])
+    _answer_panel(main, summary, answer.primary)
+    main.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    for row, statements in enumerate(checks):
+        _answer_panel(fig.add_subplot(grid[row, 1]), summary, statements, small=True)
+    fig.suptitle(f"{summary.sweep_id}: N* against {summary.scaling.symbol} (primary left, checks right)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
-    """name.png -> matplotlib figure, for whatever the sweep measured."""
-    figs = {"success_rate_vs_n.png": _success_figure(sweep, summary), "outcomes.png": _outcomes_figure(summary)}
+    """name.png -> matplotlib figure, for whatever the sweep measured (the answer's first, where it has one)."""
+    figs = {ANSWER_FIGURE: answer_figure(summary)} if summary.answer and summary.answer.primary.points else {}
+    figs |= {"success_rate_vs_n.png": _success_figure(sweep, summary), "outcomes.png": _outcomes_figure(summary)}
     if any(fit.value is not None for fit in summary.exponent.values()):
         groups = summary.exponent
-        fig, axes = subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
-        for ax, (group, fit) in zip(axes[0], groups.items()):
+        fig, axes = panels(len(groups), 2, (6, 4.5))  # two a row: eight groups were one 48-inch strip
+        for ax, (group, fit) in zip(axes, groups.items()):
             rows = [r for r in summary.cells if r.label in fit.cells]
             _phase(ax, sweep.family, group, rows, fit, sweep.success_rate)
         fig.tight_layout()
@@ -177,18 +269,19 @@ def _known(row, criterion: str) -> float:
 
 def _success_figure(sweep: Sweep, summary: "Summary"):
     """Success rate against N, one line per cell, one panel per model."""
-    fig, axes = subplots(1, len(sweep.models), figsize=(5 * len(sweep.models), 4), squeeze=False)
+    fig, axes = subplots(1, len(sweep.models), figsize=(7.5 * len(sweep.models), 4.5), squeeze=False)
     for ax, model in zip(axes[0], sweep.models):
         rows = [r for r in summary.cells if r.model == model and any(v == v for v in r.rates.values())]
-        for r in rows:
+        shades = colormaps["viridis"](np.linspace(0, 0.9, max(1, len(rows))))  # one colour a cell, however many
+        for r, shade in zip(rows, shades):
             label = Cell(r.model, r.values).setting
             points = [(int(n), v) for n, v in r.rates.items() if v == v]  # NaN: no model of that N converged
-            ax.plot(*zip(*points), marker="o", label=label)
+            ax.plot(*zip(*points), marker="o", ms=2.5, lw=1, color=shade, label=label)
         ax.axhline(sweep.success_rate, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
         if rows:
             ax.set_xscale("log")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         else:
             ax.text(
                 0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes
@@ -215,10 +308,12 @@ def _outcomes_figure(summary: "Summary"):
             share = np.array([r.outcomes[n][name] / max(1, sum(r.outcomes[n].values())) for n in ns])
             ax.bar(range(len(ns)), share, bottom=bottom, color=colour, label=name.replace("_", "-"))
             bottom += share
-        ax.set_xticks(range(len(ns)), ns, fontsize=7)
+        every = max(1, -(-len(ns) // 8))  # at most eight N labelled: a one-pass cell has dozens
+        ax.set_xticks(range(0, len(ns), every), ns[::every], fontsize=7)
         ax.set(xlabel="N", ylabel="share of models", title=r.label + (" (flagged)" if r.flagged else ""), ylim=(0, 1))
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False)
     return fig
 
 

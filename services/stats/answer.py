@@ -15,119 +15,29 @@ A check from another sweep (a bundled spec of ``answer.checks``) is read the sam
 recorded summary (``Answer.from_dict``, ``agreement``). No I/O: it reads the summary's fits.
 """
 
-from dataclasses import dataclass, field, fields
-
 from services.analysis import Estimate
 from services.spec.schema import AnswerSpec
-from services.stats.rows import CriterionFits, CriterionRow, Summary
-
-MORE, FEWER, UNDECIDED = "more", "fewer", "undecided"  # (a)
-EQUAL, LARGER, SMALLER = "equal", "larger", "smaller"  # (b) against 0
-EXCLUDED, REACHED = "excluded", "reached"  # (b) against the theory's excess
-BELOW, ABOVE = "below", "above"  # (c)
-AGREES, DIFFERS, NOT_MEASURED = "agrees", "differs", "not measured"  # a check's claim against the primary's
-
-
-@dataclass
-class Point:
-    """One value of the scaling field at a reading: each model's N* under its criterion
-    (CriterionRow: value, CI, whether it is known) and, for two models, statement (a): the other
-    model's N* over the favoured one's, paired over their shared seeds (None: not both measured)."""
-
-    value: float  # the scaling field's value as the spec gives it (Paper A: alpha*)
-    effective: float | None  # the value its samples have (Paper A: alpha*_eff)
-    n_star: dict[str, CriterionRow]
-    ratio: Estimate | None = None
-    decision: str = UNDECIDED
-
-
-@dataclass
-class Statements:
-    """The three statements under one reading of a sweep: a setting (the axis values other than the
-    scaling field, "all" where there are none) and a success criterion."""
-
-    name: str  # "primary", or what the check changes ("counts=fixed", "first_zero")
-    setting: str
-    criterion: str
-    models: list[str]  # [the favoured model, the other] (Paper A: [vit, cnn]); one where the sweep has one
-    points: list[Point] = field(default_factory=list)  # N* per value of the scaling field, with (a)
-    exponents: dict[str, Estimate] = field(default_factory=dict)  # (b) model -> k of N* ~ x^k
-    difference: Estimate | None = None  # (b) the other's k minus the favoured one's
-    against_zero: str = UNDECIDED  # (b) equal (within the margin), larger, smaller, undecided
-    against_excess: str = UNDECIDED  # (b) excluded, reached, undecided
-    bound: str = UNDECIDED  # (c) the favoured model's k: below, above, undecided
-    unfitted: list[str] = field(default_factory=list)  # models whose exponent has no value (< 2 cells with N* known)
-
-    @property
-    def ratios(self) -> list[Point]:
-        """The points with statement (a): both models measured there."""
-        return [p for p in self.points if p.ratio is not None]
-
-    def decisions(self) -> dict[str, str]:
-        """Each claim this reading decides (or leaves undecided), by a name shared across readings
-        and sweeps: "ratio at 0.05", "difference against 0", "difference against excess", "bound"."""
-        out = {f"ratio at {r.value:g}": r.decision for r in self.ratios}
-        if self.difference is not None:
-            out |= {"difference against 0": self.against_zero, "difference against excess": self.against_excess}
-        return out | ({"bound": self.bound} if self.models[0] in self.exponents else {})
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "Statements":
-        points = [
-            Point(
-                r["value"],
-                r["effective"],
-                {m: CriterionRow(**row) for m, row in r["n_star"].items()},
-                None if r["ratio"] is None else Estimate(**r["ratio"]),
-                r["decision"],
-            )
-            for r in raw["points"]
-        ]
-        exponents = {m: Estimate(e["value"], e["ci95"]) for m, e in raw["exponents"].items()}
-        difference = None if raw["difference"] is None else Estimate(**raw["difference"])
-        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("points", "exponents", "difference")}
-        return cls(**rest, points=points, exponents=exponents, difference=difference)
-
-
-@dataclass
-class Check:
-    """One check of the primary: its statements, where they come from ("same runs", or a check
-    sweep's id) and, claim by claim, whether it agrees (the same decision), differs (another
-    decided one), is undecided where the primary decided, or did not measure the claim. A check
-    sweep of the same cells also gives how many of its N* lie inside the primary's CIs."""
-
-    statements: Statements
-    source: str
-    agreement: dict[str, str]
-    inside_ci: list[int] | None = None  # [cells whose N* lies inside the primary's 95% CI, cells compared]
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "Check":
-        return cls(Statements.from_dict(raw["statements"]), raw["source"], raw["agreement"], raw.get("inside_ci"))
-
-
-@dataclass
-class Answer:
-    """A sweep's three statements at its primary, their checks from the same runs, and what they are
-    read against: the equivalence margin, the theory's excess of the other model's exponent over the
-    favoured one's and the favoured model's bound (None where the family's theory gives none)."""
-
-    primary: Statements
-    margin: float
-    excess: float | None
-    bound: float | None
-    checks: list[Check] = field(default_factory=list)
-    p: float = 0.5  # N* is where the share of seeds succeeding reaches p
-    seeds: int = 0  # measurement seeds
-    n_test: int = 0  # test samples a model is scored on
-    test_sets: int = 1  # test sets (one per seed, or one shared)
-    named_checks: list[str] = field(default_factory=list)  # the specs whose sweeps check it (answer.checks)
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> "Answer":
-        """An answer as a sweep's recorded summary holds it (Summary.to_dict)."""
-        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("primary", "checks")}
-        return cls(Statements.from_dict(raw["primary"]), checks=[Check.from_dict(c) for c in raw["checks"]], **rest)
+from services.stats.rows import (
+    ABOVE,
+    AGREES,
+    BELOW,
+    DIFFERS,
+    EQUAL,
+    EXCLUDED,
+    FEWER,
+    LARGER,
+    MORE,
+    NOT_MEASURED,
+    REACHED,
+    SMALLER,
+    UNDECIDED,
+    Answer,
+    Check,
+    CriterionFits,
+    Point,
+    Statements,
+    Summary,
+)
 
 
 def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:

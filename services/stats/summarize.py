@@ -116,7 +116,7 @@ def _cell_row(sweep: Sweep, cell: CellResult) -> CellRow:
         cell.cell.values,
         sweep.family.scaling_value(data) if sweep.family.scaling else None,
         measured[0].lr if measured else training.lr,
-        len({(r.seed, r.lr, r.batch_size, r.phase) for r in cell.records}) if one_pass else len(cell.records),
+        cell.trainings,
         bool(cell.failures),
         protocol=training.protocol,
         batch_size=(measured[0].batch_size or training.batch_size) if measured else training.batch_size,

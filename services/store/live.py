@@ -154,7 +154,7 @@ class LiveRecord:
         result.add(records, curves)
         complete = [row for row in result.by_n() if row["models"] >= self.sweep.seeds]  # every seed reported
         metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
-        metrics.append(Metric("trainings", len(result.records), run_values.now_ms(), 0))
+        metrics.append(Metric("trainings", result.trainings, run_values.now_ms(), 0))
         tracking.log_batch(self.client, run_id, metrics=metrics)
         self.logged[run_id] |= {(m.key, m.step): m.value for m in metrics}
         if time.monotonic() >= self.next_refresh:
@@ -176,7 +176,7 @@ class LiveRecord:
                 tracking.log_batch(
                     self.client, self.children[cell.cell.key], metrics=[Metric("n_star", n_star, now, 0)]
                 )
-        trainings = Metric("trainings", sum(len(c.records) for c in cells), now, 0)
+        trainings = Metric("trainings", sum(c.trainings for c in cells), now, 0)
         tracking.log_batch(self.client, self.parent, metrics=[trainings, *run_values.fitted_metrics(made.metrics)])
         tracking.log_report(self.client, self.parent, made)
         self.next_refresh = time.monotonic() + max(REFRESH_S, 10 * (time.monotonic() - began))

@@ -21,12 +21,13 @@ class SummaryLog(NamedTuple):
 
 @dataclass(frozen=True)
 class CellLog:
-    """What a cell's child run logs of its summary row: N* under each success criterion it has
-    (criterion -> N*), its oracle rules' difficulty, the theory's premises checked on it and,
-    tuned, the selection with its stability window (tuning.json, as JSON; its ``chosen`` setting
-    as params)."""
+    """What a cell's child run logs of its summary row: N* and its 95% CI's ends at the headline
+    criterion and under each one it has (metric name -> value: n_star, n_star.ci95_lo, ...,
+    n_star.stable, n_star.stable.ci95_hi), its oracle rules' difficulty, the theory's premises
+    checked on it and, tuned, the selection with its stability window (tuning.json, as JSON; its
+    ``chosen`` setting as params)."""
 
-    n_star_by_criterion: dict[str, int] = field(default_factory=dict)
+    n_star: dict[str, float] = field(default_factory=dict)
     difficulty: dict[str, float] = field(default_factory=dict)
     premises: list[Premise] = field(default_factory=list)
     tuning: dict | None = None

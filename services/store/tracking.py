@@ -167,7 +167,7 @@ def _new_child(
     """A new child run of ``cell`` under the parent, with the cell's values as params and its data
     config as the run's training dataset."""
     tags = {PARENT_TAG: parent_id, CELL_TAG: cell.key, MODEL_TAG: cell.model}
-    run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.label, tags=tags).info.run_id
+    run_id = client.create_run(experiment, start_time=_ms(started_at), run_name=cell.run_name, tags=tags).info.run_id
     log_batch(client, run_id, params={"model": cell.model, **cell.values})
     client.log_inputs(run_id, datasets=[data_input(sweep, cell)])
     return run_id
@@ -291,9 +291,10 @@ def logged_per_n(client: MlflowClient, run_id: str) -> dict[tuple[str, int], flo
 
 def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResult, log: CellLog) -> None:
     """A cell's child run, whole: its values as params, per-N metrics (step = N: the success-rate
-    curve; only those its live record lacks), N*, a per-model table; one pass also each seed's
-    first and stable N (step = seed); what its summary row gives (``log``: N* at first zero,
-    difficulty, premises; tuned, the setting chosen as params and tuning.json), into ``run_id``."""
+    curve; only those its live record lacks), a per-model table, the models trained; one pass also
+    each seed's first and stable N (per_seed.*, step = seed); what its summary row gives (``log``:
+    N* and its CI under each criterion, difficulty, premises; tuned, the setting chosen as params
+    and tuning.json), into ``run_id``."""
     now = run_values.now_ms()
     metrics = run_values.changed(run_values.per_n_metrics(cell.by_n()), logged_per_n(client, run_id))
     metrics += [
@@ -302,17 +303,14 @@ def _record_cell(client: MlflowClient, run_id: str, sweep: Sweep, cell: CellResu
         for n, curve in cell.curves(name).items()
         for step, value in curve
     ]
-    n_star = cell.n_star(sweep.success_rate, sweep.criterion)
-    if n_star is not None:
-        metrics.append(Metric("n_star", n_star, now, 0))
+    metrics += [Metric(name, value, now, 0) for name, value in log.n_star.items()]
     per_seed = cell.per_seed() or {"seeds": []}
     metrics += [
-        Metric(name, per_seed[name][i], now, seed)
+        Metric(f"per_seed.{name}", per_seed[name][i], now, seed)
         for i, seed in enumerate(per_seed["seeds"])
         for name in ("n_first_zero", "n_stable")
     ]
-    metrics.append(Metric("trainings", len(cell.records), now, 0))
-    metrics += [Metric(f"n_star_{criterion}", value, now, 0) for criterion, value in log.n_star_by_criterion.items()]
+    metrics.append(Metric("trainings", cell.trainings, now, 0))
     tuned = {f"tuned.{k}": v for k, v in log.tuning["chosen"].items()} if log.tuning else {}
     premises = {f"premise.{p.name.replace(' ', '_')}": "met" if p.met else "violated" for p in log.premises}
     metrics += [Metric(f"difficulty.{name}", value, now, 0) for name, value in log.difficulty.items()]
