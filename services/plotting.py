@@ -1,7 +1,13 @@
 """Matplotlib's object API without pyplot (no backend to choose, no global figure state), loaded
 only where a figure is drawn."""
 
-DPI = 120  # a figure's resolution in a report folder, and a sweep's figures' in MLflow too (not yet a comparison's)
+DPI = 120  # a figure's resolution in a report folder, and a sweep's figures' in MLflow too
+SAVE = {"dpi": DPI, "bbox_inches": "tight"}  # how every figure is saved: a legend beside its axes stays in the file
+
+
+def legend_beside(ax, fontsize: float = 7, **kw) -> None:
+    """The axes' legend to their right, off the data."""
+    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, **kw)
 
 
 def subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):
@@ -28,3 +34,14 @@ def colours() -> list[str]:
     from matplotlib import rcParams
 
     return rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def readable_log(ax, x: bool = True, y: bool = True) -> None:
+    """Log axes with plain numbers (2, 5, 10, 20, ...) as ticks, not 2 x 10^0 overprinting its neighbours."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    for axis, on in ((ax.xaxis, x), (ax.yaxis, y)):
+        if on:
+            axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
+            axis.set_major_formatter(FormatStrFormatter("%g"))
+            axis.set_minor_formatter(NullFormatter())

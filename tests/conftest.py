@@ -363,6 +363,23 @@ def write_idx(path: Path, values) -> None:
         f.write(header + values.astype("uint8").tobytes())
 
 
+def bundled_specs() -> list:
+    """Every spec of sweeps/ as a pytest param (its stem the id); one that reads Debian's Fashion-MNIST
+    skips, saying why, where `make system-tools` has not installed it."""
+    from vit_core.image_config import FASHION_FILES, FASHION_MNIST
+
+    present = all((FASHION_MNIST / f).is_file() for f in FASHION_FILES)
+    why = "needs Debian's dataset-fashion-mnist (`make system-tools` installs it; `make test` runs that)"
+    return [
+        pytest.param(
+            path,
+            id=path.stem,
+            marks=[pytest.mark.skipif("fashion_mnist" in path.read_text() and not present, reason=why)],
+        )
+        for path in sorted((Path(__file__).parents[1] / "sweeps").glob("*.yaml"))
+    ]
+
+
 def model_record(n: int, seed: int, outcome: str, **values) -> dict:
     """One model's record as vit_core reports it (PackResult.model_records), with neutral values
     for what a test does not set: success follows the outcome."""

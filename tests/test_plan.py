@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import bundled_specs
 from typer.testing import CliRunner
 
 from services.app.cli import app
@@ -25,7 +26,7 @@ from services.spec import Sweep, load_spec
 from services.spec.modes import spread
 
 ROOT = Path(__file__).parents[1]
-SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
+
 runner = CliRunner()
 
 
@@ -48,7 +49,7 @@ def unit_steps(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+@pytest.mark.parametrize("path", bundled_specs())
 def test_every_bundled_spec_has_a_plan_within_its_budgets(path, unit_steps, tmp_path):
     spec = load_spec(path)
     made = plan.make_plan(spec, tmp_path, 2)

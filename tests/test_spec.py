@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import bundled_specs
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
@@ -11,7 +12,7 @@ from services.spec import SpecError, json_schema, load_spec, parse_spec, spec_te
 
 HERE = Path(__file__).parent
 BAD = sorted((HERE / "bad_specs").glob("*.yaml"))
-SWEEPS = sorted((HERE.parent / "sweeps").glob("*.yaml"))
+
 runner = CliRunner()
 
 # where each bad spec's (first) problem must point
@@ -95,7 +96,7 @@ def test_all_problems_are_reported_at_once():
     assert {p.path for p in caught.value.problems} == {"models[1]", "n_train[0]", "seeds", "resources.models_per_pack"}
 
 
-@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", bundled_specs())
 def test_bundled_sweeps_validate_and_open_with_a_header(path):
     spec = load_spec(path)
     assert spec.trainings > 0

@@ -31,6 +31,7 @@ from services.app.printing import (
     run_json,
     show,
     show_table,
+    training_resolved,
     usage,
 )
 from services.app.progress import progress
@@ -73,6 +74,9 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
     print(f"{path}: ok: {len(sweep.cells)} cells, {size}")
     for model, config in models_resolved(sweep).items():
         print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))
+    for model, (values, written) in training_resolved(sweep).items():
+        shown = ", ".join(f"{key}={value}" + ("" if key in written else " (default)") for key, value in values.items())
+        print(f"  {model} training: {shown}")
 
 
 @app.command()

@@ -249,6 +249,24 @@ def models_resolved(sweep) -> dict[str, dict]:
     return first
 
 
+def training_resolved(sweep) -> dict[str, tuple[dict, set[str]]]:
+    """Each model's resolved training settings (its first cell's, its axes' and scaling rule's values
+    in) and the names the spec wrote (the training section, the model's own, an axis, a scaling rule)."""
+    from dataclasses import asdict
+
+    spec, out = sweep.spec, {}
+    for cell in sweep.cells:
+        if cell.model in out:
+            continue
+        own = getattr(spec.per_model.get(cell.model), "training", None)
+        written = set(spec.training.model_fields_set) | set(cell.values)
+        written |= set(own.model_dump(exclude_none=True)) if own else set()
+        rule = spec.scaling_rules.get(cell.model)
+        written |= {name for name in ("batch_size", "max_steps") if rule and getattr(rule, name)}
+        out[cell.model] = (asdict(sweep.resolved_cell(cell).training), written)
+    return out
+
+
 def run_json(out, failed: list[str]) -> dict:
     """`vitsweep run --json`: the sweep's summary as `report --json` gives it, and the run's own
     facts: where it is recorded, its trainings and times, which trials failed, Optuna's best."""

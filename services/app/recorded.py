@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from services.plotting import DPI
+from services.plotting import SAVE
 from services.store import state
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tup
 def _written(folder: Path, figure, names: tuple[str, str], document: dict) -> Path:
     """``folder``, with ``figure`` and ``document`` (JSON) written into it under ``names`` (figure, JSON)."""
     folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(folder / names[0], dpi=DPI)
+    figure.savefig(folder / names[0], **SAVE)
     (folder / names[1]).write_text(json.dumps(document, indent=2))
     return folder
 

@@ -7,7 +7,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from services.plotting import colours, panels, subplots
+from services.plotting import colours, legend_beside, panels, readable_log, subplots
 from services.report.compare import Comparison, PaperGrid
 from services.report.text import ANSWER_FIGURE
 from services.results import Cell, CellResult
@@ -55,11 +55,15 @@ def _phase(ax, family: Family, group: str, rows: list["CellRow"], fit: dict, p: 
 
 
 def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
+    """Each group's fitted points and line on log-log axes; N*'s points with their 95% CIs."""
     for group, fit in getattr(summary, key).items():
         if not fit.points:
             continue
         xs, ys = np.array(fit.points).T
         (line,) = ax.plot(xs, ys, "o", label=None)
+        if key == "exponent":
+            ends = np.array([_n_star_ci(summary, fit.cells, y) for y in ys], dtype=float).T
+            ax.errorbar(xs, ys, yerr=[ys - ends[0], ends[1] - ys], fmt="none", color=line.get_color(), capsize=2)
         if fit.value is not None:
             grid = np.geomspace(xs.min(), xs.max(), 20)
             ax.plot(
@@ -70,6 +74,14 @@ def _loglog(ax, summary: "Summary", key: str, ylabel: str, xlabel: str) -> None:
                 label=f"{group}: k = {fit.value:.2f} {fmt(fit.ci95, '.2f')}",
             )
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+    readable_log(ax)
+
+
+def _n_star_ci(summary: "Summary", cells: list[str], n_star: float) -> tuple[float, float]:
+    """The 95% CI of the N* ``n_star`` of one of ``cells`` (an open end at N* itself)."""
+    row = next((r for r in summary.cells if r.label in cells and r.n_star == n_star), None)
+    lo, hi = (row.n_star_ci95 if row and row.n_star_ci95 else None) or (None, None)
+    return (lo or n_star), (hi or n_star)
 
 
 def _answer_panel(ax, summary: "Summary", statements: "Statements", small: bool = False) -> None:
@@ -185,7 +197,7 @@ def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
             )
         claims = ", ".join(f"{m} {t.exponent:g}" for m, t in family.theory.items())
         ax.set_title(f"N* against {family.scaling.symbol}" + (f" (theory: {claims})" if claims else ""))
-        ax.legend(fontsize=7)
+        legend_beside(ax)
         figs["n_star_fit.png"] = fig
     if summary.forms:
         figs["n_star_forms.png"] = _forms_figure(summary)
@@ -206,7 +218,7 @@ def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
             )
             claim = sweep.family.iterations_exponent
             ax.set_title(f"theory: slope {claim:g}" if claim is not None else "")
-            ax.legend(fontsize=7)
+            legend_beside(ax)
         fig.tight_layout()
         figs["iterations.png"] = fig
     for unit in statistics():
@@ -219,7 +231,7 @@ def _forms_figure(summary: "Summary"):
     N (x) against the scaling value, with the four forms fitted to the headline N* (services.stats.forms),
     the preferred one drawn thick where the data decide it."""
     groups = summary.forms
-    fig, axes = panels(len(groups), 3, (6, 4.5))  # a row of three: one model's readings side by side
+    fig, axes = panels(len(groups), 2, (7.5, 4.5))  # two a row, each legend beside its panel
     scaling = summary.scaling
     for ax, (group, forms) in zip(axes, groups.items()):
         rows = [r for r in summary.cells if r.label in forms.cells]
@@ -256,7 +268,8 @@ def _forms_figure(summary: "Summary"):
             ylabel="N",
             title=f"{group}: N = K ({scaling.name} - c)^-k",
         )
-        ax.legend(fontsize=7)
+        readable_log(ax)
+        legend_beside(ax)
     fig.tight_layout()
     return fig
 
@@ -281,7 +294,7 @@ def _success_figure(sweep: Sweep, summary: "Summary"):
         ax.set(xlabel="N (training samples)", ylabel="success rate (zero test error)", title=model, ylim=(-0.05, 1.05))
         if rows:
             ax.set_xscale("log")
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+            legend_beside(ax, fontsize=6)
         else:
             ax.text(
                 0.5, 0.5, "no results: every trial failed, or no model converged", ha="center", transform=ax.transAxes
@@ -370,7 +383,7 @@ def _tuning_figure(sweep: Sweep, summary: "Summary"):
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         if rows:
-            ax.legend(fontsize=6, ncol=2)
+            legend_beside(ax, fontsize=6)
     fig.tight_layout()
     return fig
 
@@ -398,7 +411,7 @@ def _local_figure(summary: "Summary"):
     )
     if scaling.inverse:  # x grows to the right
         ax.invert_xaxis()
-    ax.legend(fontsize=7)
+    legend_beside(ax)
     return fig
 
 
@@ -429,7 +442,7 @@ def comparison_figure(comparison: Comparison) -> Figure:
     ax.set(xscale="log", yscale="log", xlabel=scaling.x_label if scaling else "x", ylabel="N*")
     title = f"N* against {scaling.symbol if scaling else 'x'}\nA = {comparison.sweep_a}\nB = {comparison.sweep_b}"
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    legend_beside(ax)
     fig.tight_layout()
     return fig
 
@@ -484,6 +497,6 @@ def paper_grid_figure(grid: PaperGrid) -> Figure:
                 ax.plot(*zip(*beyond), "^", color=colour, label=label)
         symbol = f"({scaling.symbol})^{power:g}" if power != 1 else scaling.symbol
         ax.set(xlabel=symbol, ylabel="N*", yscale="log", title=f"{model}: N* at p = {grid.p:g}")
-        ax.legend(fontsize=7)
+        legend_beside(ax)
     fig.tight_layout()
     return fig

@@ -7,7 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import ClassVar
 
-from services.plotting import DPI
+from services.plotting import SAVE
 from services.report.answer_text import CRITERION_WORDS, Screen, readings_table
 from services.report.fits import fit_lines, fit_table, form_table, other_criteria
 from services.report.views import TableView
@@ -359,7 +359,7 @@ def write(
     None: the report's figures lie there already."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, fig in (figs or {}).items():
-        fig.savefig(folder / name, dpi=DPI)
+        fig.savefig(folder / name, **SAVE)
     (folder / "summary.md").write_text(markdown(report, screen))
     (folder / "summary.json").write_text(summary_json(document))
     (folder / "summary.html").write_text(html(report, screen))

@@ -4,12 +4,14 @@ configs of every cell so that vit_core's own checks (alpha# < alpha*, orthonorma
 d >= M, ...) run before anything starts. A spec without problems is resolved once (Sweep): what
 every layer past this one receives."""
 
+import difflib
 import json
 import re
 from pathlib import Path
+from typing import get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from services.spec.base import Problem, SpecError
 from services.spec.modes import SEARCH_MODES, _search_mode
@@ -18,7 +20,38 @@ from services.spec.sweep import Sweep
 from vit_core.fields import ConfigError
 
 
-def _pydantic_problems(error: ValidationError) -> list[Problem]:
+def _unknown_key(model: type[BaseModel], loc: tuple) -> str:
+    """What to say of a key ``loc`` that ``model`` (the spec's class) has no field for: the field it
+    most likely meant, and the keys its section allows."""
+    section: object = model
+    for part in loc[:-1]:
+        if _is_model(section):
+            field = section.model_fields.get(part)
+            section = _section_of(field.annotation) if field else None
+        elif get_origin(section) is dict:  # per_model.vit: the key names a model, the value is a section
+            section = _section_of(get_args(section)[1])
+        if section is None:
+            return "not a field here"
+    if not _is_model(section):
+        return "not a field here"
+    allowed = list(section.model_fields)
+    meant = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+    guess = f"did you mean {meant[0]}? " if meant else ""
+    return f"not a field of {'.'.join(map(str, loc[:-1])) or 'a spec'}: {guess}allowed: {', '.join(allowed)}"
+
+
+def _section_of(annotation) -> object | None:
+    """The section class (a model, or a dict of them) an annotation holds, Optional and Annotated unwrapped."""
+    if _is_model(annotation) or get_origin(annotation) is dict:
+        return annotation
+    return next((found for t in get_args(annotation) if (found := _section_of(t)) is not None), None)
+
+
+def _is_model(annotation) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _pydantic_problems(error: ValidationError, spec_class: type[BaseModel]) -> list[Problem]:
     problems = []
     for e in error.errors(include_url=False):
         loc = e["loc"]
@@ -31,6 +64,8 @@ def _pydantic_problems(error: ValidationError) -> list[Problem]:
         if loc[:1] == ("search",) and e["type"] == "extra_forbidden":
             owners = [mode for mode, cls in SEARCH_MODES.items() if loc[-1] in cls.model_fields]
             message = f"only used with search.mode={' or '.join(owners)}" if owners else message
+        elif e["type"] == "extra_forbidden":
+            message = _unknown_key(spec_class, loc)
         problems.append(Problem(path, e.get("input") if e["type"] != "missing" else None, message))
     return problems
 
@@ -158,7 +193,8 @@ def parse_spec(text: str, source: str = "<spec>") -> Sweep:
     try:
         spec = spec_from_dict(raw, strict=True)
     except ValidationError as error:
-        raise SpecError(source, _pydantic_problems(error) + _problems_beside(raw, error)) from None
+        problems = _pydantic_problems(error, FAMILIES[family]) + _problems_beside(raw, error)
+        raise SpecError(source, problems) from None
     problems, sweep = _checked(spec)
     if problems:
         raise SpecError(source, problems)

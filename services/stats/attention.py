@@ -4,7 +4,7 @@ never falls (by more than 0.005); drawn against the step beside the paper's Fig.
 
 import numpy as np
 
-from services.plotting import subplots
+from services.plotting import legend_beside, subplots
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats.base import Statistic
@@ -51,7 +51,7 @@ class Attention(Statistic):
             ylim=(0, 1.02),
             title="attention concentration (Prop. 2)",
         )
-        ax.legend(fontsize=7)
+        legend_beside(ax)
         return {"attention_mass.png": fig}
 
 

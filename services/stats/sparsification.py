@@ -8,7 +8,7 @@ images whole: each trained model's test error after its test images lost k patch
 import numpy as np
 
 from services.analysis import mean_ci, paired_difference
-from services.plotting import subplots
+from services.plotting import legend_beside, subplots
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats.base import Statistic, fmt
@@ -114,7 +114,7 @@ class Sparsification(Statistic):
         ylabel = QUANTITIES[_quantity(next(iter(summary.stats[self.name].values()))[0])]
         title = "token sparsification" + (" (Fig 2b)" if sweep.family.sparsification_reference() else "")
         ax.set(xlabel="tokens removed per sample", ylabel=ylabel, title=title)
-        ax.legend(fontsize=7)
+        legend_beside(ax)
         return {"sparsification.png": fig}
 
 

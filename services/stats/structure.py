@@ -9,7 +9,7 @@ errors paired by seed. Drawn as Paper B's Fig. 4 curves."""
 import numpy as np
 
 from services.analysis import mean_ci, paired_difference
-from services.plotting import subplots
+from services.plotting import legend_beside, subplots
 from services.results import CellResult
 from services.spec import Sweep
 from services.stats.base import Statistic, fmt
@@ -246,7 +246,7 @@ def _curves(sweep: Sweep, summary: Summary, cells: list[CellResult]):
         if steps:  # linear up to the first evaluation, then logarithmic, as the paper draws 10^4 steps
             ax.set_xscale("symlog", linthresh=min(steps))
             ax.set_xlim(left=0)
-        ax.legend(fontsize=7)
+        legend_beside(ax)
     fig.tight_layout()
     return fig
 

@@ -20,7 +20,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.tracking import MlflowClient
 
 from services import legacy
-from services.plotting import DPI
+from services.plotting import SAVE
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import Sweep, spec_from_dict
 from services.store import provenance, run_values
@@ -245,7 +245,7 @@ def record_sweep(
 def log_report(client: MlflowClient, parent_id: str, summary: SummaryLog) -> None:
     """The sweep's figures and summary JSON on its parent run (mid-sweep: the sweep so far)."""
     for name, fig in summary.figures.items():
-        client.log_figure(parent_id, fig, name, save_kwargs={"dpi": DPI})
+        client.log_figure(parent_id, fig, name, save_kwargs=SAVE)
     client.log_dict(parent_id, summary.summary, SUMMARY_JSON)
 
 
@@ -354,7 +354,7 @@ def record_comparison(
         if value is not None
     ]
     log_batch(client, run.info.run_id, params={"sweep_a": sweep_a, "sweep_b": sweep_b}, metrics=metrics)
-    client.log_figure(run.info.run_id, figure, COMPARE_FIGURE)
+    client.log_figure(run.info.run_id, figure, COMPARE_FIGURE, save_kwargs=SAVE)
     client.log_dict(run.info.run_id, document, COMPARE_JSON)
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
@@ -368,7 +368,7 @@ def record_paper_grid(tracking_uri: str, sweeps: list[str], document: dict, figu
     named = ", ".join(sweeps)
     run = client.create_run(experiment, run_name=f"paper grid {named}", tags={GRID_TAG: named})
     log_batch(client, run.info.run_id, params={f"sweep_{k}": s for k, s in enumerate(sweeps)}, metrics=[])
-    client.log_figure(run.info.run_id, figure, GRID_FIGURE)
+    client.log_figure(run.info.run_id, figure, GRID_FIGURE, save_kwargs=SAVE)
     client.log_dict(run.info.run_id, document, GRID_JSON)
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id
