@@ -82,3 +82,39 @@ def test_the_command_says_which_file_in_one_line_and_exits_2(home):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert done.stderr.startswith(f"vitsweep: {marker} cannot be read (not a JSON sweep marker")
+
+
+def test_a_broken_marker_of_another_spec_does_not_stop_this_one(home):
+    """latest_sweep passes over a marker it cannot read where the sweep's own spec.yaml names
+    another spec, and stops, naming it, where it may be this spec's."""
+    spec, _ = synthetic_sweep("other-1")
+    other = SYNTHETIC_SPEC.replace("name: synthetic", "name: other")
+    state.mark_sweep(spec, "other-1", home, other)
+    (state.folder(home, "other-1") / state.MARKER).write_text("{cut")
+    assert state.latest_sweep(spec, home) == "s-1"
+    (state.folder(home, "other-1") / state.SPEC).write_text(SYNTHETIC_SPEC)  # now it may be this spec's
+    with pytest.raises(CorruptFile):
+        state.latest_sweep(spec, home)
+
+
+def test_an_emptied_plan_or_tune_state_is_passed_over_or_named(tmp_path):
+    """A plan (a cache of `vitsweep plan`) that does not read back is passed over with a warning;
+    Ray Tune's saved state emptied names its file (status lists the sweep as unreadable)."""
+    from services.estimate import plan
+    from services.spec import parse_spec
+
+    spec = parse_spec(SYNTHETIC_SPEC)
+    path = plan.plan_path(spec, tmp_path)
+    path.parent.mkdir(parents=True)
+    for text in ("", '{"format": 1, "cel'):
+        path.write_text(text)
+        with pytest.warns(UserWarning, match="passed over"):
+            assert plan.load(spec, tmp_path) is None
+    from services.execution.ray_tune import trial_status
+
+    folder = tmp_path / "ray" / "s-1"
+    (folder / "experiment_state-2026-12-07_00-00-00.json").parent.mkdir(parents=True)
+    (folder / "experiment_state-2026-12-07_00-00-00.json").write_text("")
+    with pytest.raises(CorruptFile, match="Ray Tune's saved state does not read back") as corrupt:
+        trial_status(folder)
+    assert corrupt.value.path.name.startswith("experiment_state-")

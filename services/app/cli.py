@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import typer
@@ -55,6 +56,7 @@ def entry() -> None:
     """The ``vitsweep`` command: the app, with the garbage collector frozen at exit (services.process).
     A file of the home that does not read back costs one line naming it and exit 2, not a traceback."""
     process.freeze_garbage_at_exit()
+    warnings.formatwarning = lambda message, *_args, **_kw: f"vitsweep: warning: {message}\n"  # one line, no source
     try:
         app()
     except CorruptFile as corrupt:

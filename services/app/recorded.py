@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from services.plotting import SAVE
 from services.store import state
+from services.store.files import CorruptFile
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,8 +209,11 @@ def status(home: Path) -> list[dict]:
         if state.has_tune_state(state.folder(home, sweep_id)):
             from services.execution.ray_tune import trial_status
 
-            counts, models = trial_status(state.folder(home, sweep_id))
-            trials = sum(counts.values())
+            try:
+                counts, models = trial_status(state.folder(home, sweep_id))
+                trials = sum(counts.values())
+            except CorruptFile as corrupt:  # one sweep's broken state: said in its row, the others listed
+                counts = {f"UNREADABLE ({corrupt})": 1}
         rows.append(
             {
                 "sweep_id": sweep_id,

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ from services.estimate.timing import (
 from services.estimate.worlds import PILOT_S
 from services.search.planners import first_packs, planner
 from services.store import state
-from services.store.files import write_atomic
+from services.store.files import CorruptFile, read_json, write_atomic
 
 if TYPE_CHECKING:
     from services.spec import Sweep
@@ -279,8 +280,11 @@ def plan_path(sweep: "Sweep", home: Path) -> Path:
     return home / "plans" / f"{state.spec_key(sweep)}.json"
 
 
+PLAN_FORMAT = 1  # what save writes: to_dict's keys, and its format
+
+
 def save(plan: SweepPlan, sweep: "Sweep", home: Path) -> None:
-    write_atomic(plan_path(sweep, home), json.dumps(plan.to_dict()))
+    write_atomic(plan_path(sweep, home), json.dumps({"format": PLAN_FORMAT} | plan.to_dict()))
 
 
 def load(sweep: "Sweep", home: Path) -> SweepPlan | None:
@@ -289,11 +293,13 @@ def load(sweep: "Sweep", home: Path) -> SweepPlan | None:
     path = plan_path(sweep, home)
     if not path.exists():
         return None
-    saved = json.loads(path.read_text())
-    names = {f.name for f in dataclasses.fields(CellPlan)}
     try:
+        saved = read_json(path, "plan", PLAN_FORMAT, ("cells",))
+        names = {f.name for f in dataclasses.fields(CellPlan)}
         cells = [CellPlan(**{k: v for k, v in c.items() if k in names}) for c in saved["cells"]]
         parts = {f.name: saved[f.name] for f in dataclasses.fields(SweepPlan) if f.name in saved.keys() - {"cells"}}
-    except (KeyError, TypeError):
+    except (CorruptFile, KeyError, TypeError, AttributeError) as error:  # a cache: passed over, said once
+        why = str(error) if isinstance(error, CorruptFile) else f"{path}: a plan in another form ({error!r})"
+        warnings.warn(f"{why}; passed over (vitsweep plan makes it again)", stacklevel=2)
         return None
     return SweepPlan(cells=cells, **parts)

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from services.search.packs import Pack, TrialConfig
 from services.search.planners import planner
 from services.search.rounds import RoundPlanner
 from services.store import state
+from services.store.files import CorruptFile
 
 if TYPE_CHECKING:
     from services.spec import Sweep
@@ -244,7 +246,11 @@ def _trial_name(trial) -> str:
 def trial_status(path: Path) -> tuple[dict[str, int], int]:
     """A sweep's trials by status in Tune's saved state at ``path``, and the models its finished
     trials trained or read from the cache."""
-    trials = tune.ExperimentAnalysis(str(path.resolve())).trials
+    try:
+        trials = tune.ExperimentAnalysis(str(path.resolve())).trials
+    except (ValueError, EOFError, pickle.UnpicklingError) as error:  # JSONDecodeError is a ValueError
+        states = sorted(path.glob("experiment_state-*.json")) or [path]
+        raise CorruptFile(states[-1], f"Ray Tune's saved state does not read back ({type(error).__name__})") from None
     counts: dict[str, int] = {}
     for trial in trials:
         counts[trial.status] = counts.get(trial.status, 0) + 1

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from services.results import SweepResult
 from services.store.cache import vit_core_hash
 from services.store.files import CorruptFile, locked, read_json, write_atomic
@@ -86,9 +88,28 @@ def markers(home: Path) -> list[tuple[str, dict]]:
 
 def latest_sweep(sweep: "Sweep", home: Path) -> str | None:
     """The newest sweep of this very spec under ``home``, whatever became of it: the one that
-    running the same command again continues (resumes, logs, or shows when it is recorded)."""
-    key = spec_key(sweep)
-    return next((sweep_id for sweep_id, marker in markers(home) if marker["spec_key"] == key), None)
+    running the same command again continues (resumes, logs, or shows when it is recorded). An
+    unreadable marker of a sweep of another spec (its spec.yaml names another) is passed over:
+    one broken sweep does not stop the other specs of a home; one that may be this spec's does
+    (CorruptFile)."""
+    key, found = spec_key(sweep), []
+    for path in (home / "ray").glob(f"*/{MARKER}"):
+        try:
+            found.append((path.parent.name, _read_marker(path)))
+        except CorruptFile:
+            if _spec_name(path.parent) in (sweep.name, None):
+                raise
+    found.sort(key=lambda item: (item[1].get("created", ""), item[0]), reverse=True)
+    return next((sweep_id for sweep_id, marker in found if marker["spec_key"] == key), None)
+
+
+def _spec_name(sweep_folder: Path) -> str | None:
+    """The name the spec a sweep folder keeps gives (None: none readable)."""
+    try:
+        raw = yaml.safe_load((sweep_folder / SPEC).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    return raw.get("name") if isinstance(raw, dict) else None
 
 
 def mark_sweep(sweep: "Sweep", sweep_id: str, home: Path, spec_text: str, uri_given: bool = False) -> None:
