@@ -44,12 +44,6 @@ class Cell:
         return " ".join(f"{k}={v}" for k, v in self.values.items()) or "all"
 
     @property
-    def values_key(self) -> str:
-        """The axis values within one model's table: the value alone for one axis ("0.1"), the
-        setting for several."""
-        return str(next(iter(self.values.values()))) if len(self.values) == 1 else self.setting
-
-    @property
     def key(self) -> str:
         """The cell as canonical JSON: the stable tag MLflow finds its child run by (from_key reads it)."""
         return json.dumps({"model": self.model, "values": self.values}, sort_keys=True)
@@ -341,10 +335,6 @@ class SweepResult:
         ]
         saved = {"format": self.FORMAT} | {f.name: getattr(self, f.name) for f in fields(self)}
         return json.dumps(saved | {"cells": cells})
-
-    @classmethod
-    def from_json(cls, text: str) -> "SweepResult":
-        return cls.from_dict(json.loads(text))
 
     @classmethod
     def from_dict(cls, saved: dict) -> "SweepResult":

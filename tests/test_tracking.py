@@ -1,5 +1,6 @@
 """The MLflow module writes and reads one schema: a sweep logged and read back is the same sweep."""
 
+import json
 import tempfile
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_a_saved_sweep_result_reads_back_whole_with_its_times():
     from services.results import SweepResult
 
     _, result = synthetic_sweep()
-    again = SweepResult.from_json(result.to_json())
+    again = SweepResult.from_dict(json.loads(result.to_json()))
     assert again.to_json() == result.to_json()
     assert [(c.started_at, c.ended_at) for c in again.cells] == [(c.started_at, c.ended_at) for c in result.cells]
     assert again.started_at == result.started_at and again.ended_at is not None
