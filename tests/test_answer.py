@@ -200,3 +200,19 @@ def test_the_report_reads_a_named_check_from_its_sweep_in_the_home_or_says_how_t
     assert "vitsweep compare synthetic-1 synthetic_check-1" in both.stdout
     page = (tmp_path / "reports" / "synthetic-1" / "summary.html").read_text()
     assert page.index("synthetic_check-1") < page.index("<h2>Details</h2>")  # the screen opens the report
+
+
+def test_the_contract_holds_for_the_same_answer_and_fails_for_another():
+    """`vitsweep compare`'s contract (a change that moves bits is judged by the answer): two sweeps
+    with the same outcomes hold it; where the ViT needs four times the samples at alpha* = 0.1 its
+    N* leaves the other's CI and a statement changes."""
+    from conftest import synthetic_sweep
+
+    from services.report.compare import compare
+
+    sweeps = {name: synthetic_sweep(name, hard, easy) for name, hard, easy in (("a", 2, 1), ("b", 2, 1), ("c", 8, 1))}
+    same = compare(*((spec, name, result.cells) for name, (spec, result) in sweeps.items() if name in "ab")).contract
+    assert same.holds and same.inside[0] == same.inside[1] > 0 and same.statements == []
+    other = compare(*((spec, name, result.cells) for name, (spec, result) in sweeps.items() if name in "ac")).contract
+    assert not other.holds and other.inside[0] < other.inside[1]
+    assert other.within_step[0] < other.within_step[1]

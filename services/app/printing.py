@@ -205,6 +205,13 @@ def print_comparison(comparison: "Comparison") -> None:
     differences = comparison.spec_differences
     specs = f"B sets {', '.join(differences)} otherwise than A" if differences else "the same"
     show(f"- specs: {specs} ({', '.join(MAY_DIFFER)} aside)")
+    if (c := comparison.contract) is not None:
+        statements = "the same" if not c.statements else f"decided otherwise: {', '.join(c.statements)}"
+        show(
+            f"- the same answer: {'HOLDS' if c.holds else 'FAILS'} (primary N* inside the other's 95% CI: "
+            f"{c.inside[0]} of {c.inside[1]}; the primary's statements {statements}; (cell, criterion) N* within "
+            f"one evaluation-grid step: {c.within_step[0]} of {c.within_step[1]}, {c.CELLS_WITHIN:.0%} needed)"
+        )
 
 
 def _agreeing(verdicts: list[str], what: str) -> str:

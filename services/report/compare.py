@@ -17,6 +17,7 @@ from services.results import CellResult
 from services.spec import Sweep
 from services.stats import paper
 from services.stats.fitting import NStar, fit_inputs, flagged
+from services.stats.rows import Summary
 from services.stats.summarize import summarize
 from vit_core.family import Scaling, families
 
@@ -49,6 +50,65 @@ class CellPair:
 
 
 @dataclass
+class Contract:
+    """Whether two sweeps of one spec give the same answer (the contract a change that moves bits is
+    judged by: docs/performance.md): every primary N* of each inside the other's 95% CI, every
+    statement of the primary decided the same, and at least CELLS_WITHIN of the (cell, criterion)
+    N* within one step of the evaluation grid."""
+
+    inside: list[int]  # primary N* inside the other sweep's CI (both directions), primary N* compared
+    statements: list[str]  # the primary's claims decided otherwise (empty: all the same)
+    within_step: list[int]  # (cell, criterion) N* equal or one grid step apart, of those both have
+    holds: bool
+
+    CELLS_WITHIN = 0.9
+
+
+def contract(a: "Summary", b: "Summary") -> Contract | None:
+    """The contract between two summaries of one spec; None where either has no answer."""
+    if a.answer is None or b.answer is None:
+        return None
+    primary = [
+        {(p.value, m): row for p in s.answer.primary.points for m, row in p.n_star.items() if row} for s in (a, b)
+    ]
+    pairs = [(primary[0][key], primary[1][key]) for key in primary[0] if key in primary[1]]
+    inside = sum(
+        2 if x.n_star is None and y.n_star is None else _inside(x.n_star, y.ci95) + _inside(y.n_star, x.ci95)
+        for x, y in pairs
+    )  # both above their grids (or failed): the same
+    compared = 2 * len(pairs)
+    decisions = [a.answer.primary.decisions(), b.answer.primary.decisions()]
+    differing = [claim for claim in decisions[0] if decisions[0][claim] != decisions[1].get(claim)]
+    rows_a, rows_b = ({r.label: r for r in s.cells} for s in (a, b))
+    within = total = 0
+    for label in (label for label in rows_a if label in rows_b):
+        grid = sorted({int(n) for n in rows_a[label].rates} | {int(n) for n in rows_b[label].rates})
+        for criterion, row in rows_a[label].criteria.items():
+            other = rows_b[label].criteria.get(criterion)
+            if other is None:
+                continue
+            total += 1
+            within += _steps_apart(grid, row.n_star, other.n_star) <= 1
+    holds = inside == compared and not differing and within >= Contract.CELLS_WITHIN * total
+    return Contract([inside, compared], differing, [within, total], holds)
+
+
+def _inside(n_star: int | None, ci95: list | None) -> bool:
+    """Whether an N* lies inside a CI (None: above the grid; an open end infinite)."""
+    if not ci95:
+        return False
+    lo, hi = (-math.inf if ci95[0] is None else ci95[0]), (math.inf if ci95[1] is None else ci95[1])
+    return lo <= (math.inf if n_star is None else n_star) <= hi
+
+
+def _steps_apart(grid: list[int], a: int | None, b: int | None) -> float:
+    """How many evaluated N lie between two N* on their grid (N* above the grid counted past its end)."""
+    index = {n: i for i, n in enumerate(grid)}
+    at = [len(grid) if n is None else index.get(n, len(grid)) for n in (a, b)]
+    return abs(at[0] - at[1])
+
+
+@dataclass
 class Comparison:
     """Sweep B against sweep A: cells of either, and per fitted group each exponent (value, CI)
     and B's minus A's."""
@@ -64,6 +124,7 @@ class Comparison:
     seeds_a: list[int]  # each sweep's measurement seeds
     seeds_b: list[int]
     spec_differences: list[str]  # the spec fields B sets otherwise than A, bar MAY_DIFFER's
+    contract: Contract | None = None  # whether both give the same answer (None: either has none)
 
     @property
     def shared_seeds(self) -> list[int]:
@@ -137,6 +198,7 @@ def compare(a: tuple[Sweep, str, list[CellResult]], b: tuple[Sweep, str, list[Ce
         summaries[0].seeds,
         summaries[1].seeds,
         spec_differences(a[0], b[0]),
+        contract(*summaries),
     )
 
 
