@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_FLAGS := --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass bench-steps bench-readback device-check clean
+.PHONY: run paper-grid test lint chaos system-tools stack stack-down bench bench-full bench-packing bench-device bench-onepass bench-steps bench-readback bench-main-job device-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vitsweep needs Python >= 3.11"'
@@ -120,6 +120,11 @@ device-check: $(VENV)/.installed
 	$(BIN)/python bench/device_check.py --out $(OUT)
 
 # All of W1 (4,000 trainings) through vitsweep only, timed.
+# Issue 93's contract: the main job at BASELINE and at this tree in one run, the time ratio of their sweeps and
+# whether they give the same answer (vitsweep compare's contract); ~12 minutes on 2 quiet cores.
+bench-main-job: $(VENV)/.installed
+	$(BIN)/python bench/main_job.py --baseline $(or $(BASELINE),$(error BASELINE=REV: the revision to measure against))
+
 # Issue 85's read-back benchmark: `report` and `export --table cells` of a recorded sweep (HOME_DIR, default
 # runs/: what `make run` records), this tree against BASELINE (default HEAD~1), medians of 3, outputs compared.
 bench-readback: $(VENV)/.installed

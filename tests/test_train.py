@@ -107,8 +107,9 @@ def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monke
 
 
 def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
-    """Where the subset is error-free and the model decisive, the metrics are the whole test
-    set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's."""
+    """Where the subset is error-free and the model decisive, the error and loss are the whole test
+    set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's.
+    The attention mass is always the subset's (the rest is scored for its outputs alone)."""
     import dataclasses
 
     from vit_core.li2023.models import PackedModel
@@ -132,8 +133,9 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
     for decisive, expected in (([True] * 3, [whole, subset, subset]), ([False, True, True], [subset] * 3)):
         got = _TestScores(test, None, train, 3)(model, torch.tensor(decisive), moved)
         for k, source in enumerate(expected):
-            for name in ("error", "loss", "attention_mass"):
+            for name in ("error", "loss"):
                 torch.testing.assert_close(got[name][k], source[name][k])
+            torch.testing.assert_close(got["attention_mass"][k], subset["attention_mass"][k])
     scored = []
     head = PackedModel.head  # every path from tokens to outputs ends here
     monkeypatch.setattr(
