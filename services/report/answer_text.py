@@ -298,31 +298,28 @@ def _verdict(answer: Answer, checks: list[Check]) -> list[str]:
 
 
 def _grid_ends(p: Statements, family: Family) -> list[str]:
-    """Cells of the primary whose N* sits at an end of the N grid, and what to change."""
-    above = [
-        f"{family.name_of(m)} at {r.value:g}"
-        for r in p.points
-        for m, row in r.n_star.items()
-        if row and row.n_star is None
-    ]
-    below = [
-        f"{family.name_of(m)} at {r.value:g}"
-        for r in p.points
-        for m, row in r.n_star.items()
-        if row and row.n_star is not None and not row.known
-    ]
-    out = []
+    """The primary's cells whose N* sits at an end of the N grid, and what to change."""
+    rows = [(f"{family.name_of(m)} at {r.value:g}", row) for r in p.points for m, row in r.n_star.items() if row]
+    above = [name for name, row in rows if row.n_star is None]
+    return grid_end_lines(above, [name for name, row in rows if row.n_star is not None and not row.known])
+
+
+def grid_end_lines(above: list[str], below: list[str]) -> list[str]:
+    """A line for the cells whose N* lies above the largest N evaluated, and one for those at the
+    first: each only bounded there (left out of the fits), and what to change to place it."""
+    lines = []
     if above:
-        out.append(
-            f"N* above the largest N evaluated ({', '.join(above)}): extend the grid (one pass: training.max_steps, or "
-            "its alpha_scaling power; multi-pass: n_train, or search.mode: sample_complexity)"
+        lines.append(
+            f"N* above the largest N evaluated, only bounded: {', '.join(above)}; to place it, extend the grid "
+            "(one pass: training.max_steps, or its scaling rule's power; multi-pass: n_train, or search.mode: "
+            "sample_complexity)"
         )
     if below:
-        out.append(
-            f"N* at the first N evaluated ({', '.join(below)}): it lies at or below it; evaluate earlier (one pass: a "
-            "smaller training.batch_size or eval_every; multi-pass: smaller n_train)"
+        lines.append(
+            f"N* at the first N evaluated, only bounded: {', '.join(below)}; to place it, evaluate earlier (one "
+            "pass: a smaller training.batch_size or eval_every; multi-pass: smaller n_train)"
         )
-    return out
+    return lines
 
 
 def readings_table(answer: Answer, family: Family) -> TableView:

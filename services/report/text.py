@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from services.plotting import SAVE
-from services.report.answer_text import CRITERION_WORDS, Screen, readings_table
+from services.report.answer_text import CRITERION_WORDS, Screen, grid_end_lines, readings_table
 from services.report.fits import fit_lines, fit_table, form_table, other_criteria
 from services.report.views import TableView
 from services.search.selection import SMALLEST_BATCH
@@ -225,6 +225,12 @@ def span(seeds: list[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else fmt(seeds)
 
 
+def _grid_end_lines(summary: "Summary") -> list[str]:
+    """The cells whose N* sits at an end of their N grid (only bounded there), and what to change."""
+    above = [r.label for r in summary.cells if r.rates and not r.failed and r.n_star is None]
+    return grid_end_lines(above, [r.label for r in summary.cells if r.n_star is not None and not r.n_star_known])
+
+
 def _window_lines(summary: "Summary") -> list[str]:
     """One line for the stability window and the test set's bound, when all cells share them."""
     lines = []
@@ -257,6 +263,7 @@ def notes(summary: "Summary") -> list[str]:
         *_kept_lines(summary),
         *_premise_lines(summary),
         *_difficulty_lines(summary),
+        *_grid_end_lines(summary),
         *_window_lines(summary),
         *_seed_lines(summary),
         *_tuning_lines(summary),
