@@ -665,7 +665,8 @@ def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than
         lines.advance(1, 0, spec.trainings // 2, 1.0, [])
         lines.printed = float("-inf")
         lines.advance(2, 0, spec.trainings + 5, 2.0, [])
-    first, second = capsys.readouterr().err.strip().splitlines()
+    began, first, second = capsys.readouterr().err.strip().splitlines()
+    assert began.startswith("[tiny-1] 0 trials") and "0:00 elapsed" in began  # a line as the trials begin
     assert "ETA -" not in first and "ETA 0:00" not in second and "ETA -" in second
 
 
@@ -680,6 +681,6 @@ def test_the_last_progress_line_says_what_follows_the_trials_and_its_timer_stops
         lines.ended(now)
         lines.ticker.join(timeout=30)
         assert not lines.ticker.is_alive()
-    trials, line = capsys.readouterr().err.strip().splitlines()  # the trials' line as the last one ended, then its own
+    _, trials, line = capsys.readouterr().err.strip().splitlines()  # as they began, as the last ended, then its own
     assert "ETA 0:00" in trials
     assert line == f"[tiny-1] 4/4 trials (1 failed), 8 models trained in 0:00; {now}"

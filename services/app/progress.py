@@ -71,8 +71,11 @@ class ProgressLines:
         self.stopped.set()
 
     def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
+        """The sweep's trials begin: a first line at once (a sweep's first trial can take minutes)."""
         self.sweep_id, self.trials, self.slots, self.planned_s = sweep_id, trials, max(1, slots), planned_s
         self.began = time.monotonic()
+        self._line()
+        self.printed = float("-inf")  # the first trial's end is news: said at once
 
     def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None:
         new = done > self.done

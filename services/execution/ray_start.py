@@ -121,6 +121,8 @@ def start_local_ray(**init) -> None:
 
     clusters = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
+    # Ray's default for a new local Ray, token authentication on, kept; its warning saying so left a user nothing to do
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     try:
         with _spared(signal.SIGTERM):
             _init_local(init)

@@ -7,6 +7,7 @@ their measurement seeds are disjoint, and whether their specs differ elsewhere.
 No I/O: the caller reads the sweeps and logs or prints what this returns.
 """
 
+import bisect
 import math
 from dataclasses import asdict, dataclass
 
@@ -82,7 +83,9 @@ def contract(a: "Summary", b: "Summary") -> Contract | None:
     rows_a, rows_b = ({r.label: r for r in s.cells} for s in (a, b))
     within = total = 0
     for label in (label for label in rows_a if label in rows_b):
-        grid = sorted({int(n) for n in rows_a[label].rates} | {int(n) for n in rows_b[label].rates})
+        grid = min(
+            (sorted(int(n) for n in row.rates) for row in (rows_a[label], rows_b[label])), key=len
+        )  # the coarser
         for criterion, row in rows_a[label].criteria.items():
             other = rows_b[label].criteria.get(criterion)
             if other is None:
@@ -101,10 +104,11 @@ def _inside(n_star: int | None, ci95: list | None) -> bool:
     return lo <= (math.inf if n_star is None else n_star) <= hi
 
 
-def _steps_apart(grid: list[int], a: int | None, b: int | None) -> float:
-    """How many evaluated N lie between two N* on their grid (N* above the grid counted past its end)."""
-    index = {n: i for i, n in enumerate(grid)}
-    at = [len(grid) if n is None else index.get(n, len(grid)) for n in (a, b)]
+def _steps_apart(grid: list[int], a: int | None, b: int | None) -> int:
+    """How many steps of an evaluation grid lie between two N* (each placed at the first grid N at or
+    above it; an N* above the grid past its end): two sweeps of one spec share their grid, and where a
+    change made it coarser, its steps are the coarser grid's."""
+    at = [len(grid) if n is None else bisect.bisect_left(grid, n) for n in (a, b)]
     return abs(at[0] - at[1])
 
 
