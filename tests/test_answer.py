@@ -216,3 +216,33 @@ def test_the_contract_holds_for_the_same_answer_and_fails_for_another():
     other = compare(*((spec, name, result.cells) for name, (spec, result) in sweeps.items() if name in "ac")).contract
     assert not other.holds and other.inside[0] < other.inside[1]
     assert other.within_step[0] < other.within_step[1]
+
+
+def test_a_regime_map_reads_the_statements_in_every_regime_and_draws_each():
+    """answer.regimes: each value of a regime axis is a regime of its own with its three statements and
+    its premises; the map's table and figure hold every regime (one where the CNN's exponent exceeds
+    the ViT's by more than Proposition 1's +2, one whose premises fail), none dropped."""
+    from matplotlib.patches import Rectangle
+
+    from services.report.answer_text import regime_table
+    from services.report.figures import regime_map_figure
+    from vit_core.family import Premise
+
+    above = {("iterate", "counts=fixed"): {"difference": Estimate(2.3, [2.1, 2.5])}}
+    summary = _summary(above)
+    broken = Premise("shift", False, 0.3, 0.05, "alpha* - (sigma + tau) > 0")
+    next(r for r in summary.cells if r.values["counts"] == "fixed").premises = [broken]
+    summary.answer = answer(summary, AnswerSpec(primary={"counts": "premised"}, regimes=["counts"]))
+    regimes = {r.label: r for r in summary.answer.regimes}
+    assert set(regimes) == {"counts=premised", "counts=fixed"}
+    assert [c.statements.name for c in summary.answer.checks] == ["first_zero", "stable"]  # regimes are not checks
+    assert regimes["counts=fixed"].statements.against_excess == REACHED and regimes["counts=fixed"].violated == [
+        "shift"
+    ]
+    assert regimes["counts=premised"].statements.against_zero == EQUAL and regimes["counts=premised"].violated == []
+    table = regime_table(summary.answer, families()["li2023"])
+    assert [row[:2] for row in table.rows] == [["premised", "met"], ["fixed", "fail: shift"]]
+    fig = regime_map_figure(summary)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(texts) == 2 and any(t.startswith("+2.30") and "premises fail" in t for t in texts)
+    assert sum(isinstance(p, Rectangle) and p.get_hatch() == "//" for p in fig.axes[0].patches) == 1

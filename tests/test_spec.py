@@ -266,7 +266,10 @@ def test_a_spec_that_extends_another_is_its_fields_with_its_own_replacing(tmp_pa
         "name: base\nmodels: [vit, cnn]\nn_train: [5, 20]\nseeds: 4\ndata: {tau: 0.1, n_tokens: 60}\n"
         "axes: {alpha_star: [0.1, 0.3]}\n"
     )
-    (tmp_path / "child.yaml").write_text("# a check\nextends: base.yaml\nname: child\ndata: {tau: 0.2}\nseeds: 6\n")
+    (tmp_path / "child.yaml").write_text(
+        "# a check\nextends: base.yaml\nname: child\ndata: {tau: 0.2}\nseeds: 6\n"
+        "n_train: null\ntraining: {protocol: one_pass, batch_size: 8, max_steps: 20}\n"  # null: the base's key removed
+    )
     sweep = load_spec(tmp_path / "child.yaml")
     data = sweep.resolved_cell(sweep.cells[0]).data
     assert (sweep.name, sweep.seeds, data.tau, data.n_tokens, sweep.models) == ("child", 6, 0.2, 60, ("vit", "cnn"))

@@ -50,6 +50,12 @@ def _answer_metrics(summary: Summary) -> dict[str, float]:
     if p.difference is not None:
         estimates[f"answer.k.{p.models[1]}_minus_{p.models[0]}"] = p.difference
     estimates |= {f"answer.ratio.{field}_{point.value:g}": point.ratio for point in p.ratios}
+    later = "_minus_".join(reversed(p.models))
+    estimates |= {
+        f"answer.regime.{regime.label.replace(' ', '.')}.k.{later}": regime.statements.difference
+        for regime in summary.answer.regimes
+        if regime.statements.difference is not None
+    }
     for name, e in estimates.items():
         ends = dict(zip(("ci95_lo", "ci95_hi"), e.ci95 or []))
         out |= {name: e.value} | {f"{name}.{end}": value for end, value in ends.items() if value is not None}

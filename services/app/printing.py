@@ -74,7 +74,7 @@ def print_screen(screen: "Screen") -> None:
     statements, the checks' table and the verdict."""
     for line in screen.lines:
         show(line)
-    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+    for table, after in screen.blocks():
         if table is not None:
             show_table(table.title, table.header, table.rows, left=tuple(table.left))
         for line in after:

@@ -37,13 +37,19 @@ CRITERION_WORDS = {
 
 @dataclass(frozen=True)
 class Screen:
-    """The opening of a report: lines, the N* table, the statements, the checks' table and notes."""
+    """The opening of a report: lines, the N* table, the statements, the checks' table and notes, and
+    where the sweep maps regimes (answer.regimes), the regime map's table."""
 
     lines: list[str]
     table: TableView | None
     statements: list[str]
     checks: TableView | None
     notes: list[str]
+    regimes: TableView | None = None
+
+    def blocks(self) -> list[tuple[TableView | None, list[str]]]:
+        """(table, the lines after it) in the order a report shows them."""
+        return [(self.table, self.statements), (self.regimes, []), (self.checks, self.notes)]
 
 
 def screen(
@@ -67,6 +73,7 @@ def screen(
         statement_lines(answer, family),
         _checks_table(answer, checks, list(missing), family) if checks or missing else None,
         [*_verdict(answer, checks), *_grid_ends(p, family), *_compare_line(sweep_checks or [], sweep_id)],
+        regime_table(answer, family) if answer.regimes else None,
     )
 
 
@@ -355,3 +362,27 @@ def _ratio_summary(s: Statements) -> str:
     values = [r.ratio.value for r in s.ratios if r.ratio.value is not None]
     parts = [f"{k} of {len(s.ratios)} {d}" for d, k in counts.items() if k]
     return ", ".join(parts) + (f" ({min(values):.2f}-{max(values):.2f})" if values else "")
+
+
+def regime_table(answer: Answer, family: Family) -> TableView:
+    """The regime map as a table: per regime its premises, the ratio at the smallest value of the
+    scaling field, each model's exponent, their difference against 0 and the excess, the favoured
+    model's against its bound."""
+    p = answer.primary
+    name = family.name_of
+    a, b = (name(m) for m in (p.models + p.models)[:2])
+    axes = list(answer.regimes[0].values)
+    low = min((point.value for point in p.points), default=None)
+    header = [*axes, "premises", f"(a) {b} / {a} at {family.scaling.name} = {fmt(low, 'g')}"]
+    header += [f"k {name(m)}" for m in p.models] + [f"(b) {b} - {a}", "vs 0", "vs excess", f"(c) {a}"]
+    rows = []
+    for regime in answer.regimes:
+        s = regime.statements
+        at = next((point for point in s.points if point.value == low), None)
+        premises = "met" if not regime.violated else "fail: " + ", ".join(regime.violated)
+        row = [*(str(regime.values[x]) for x in axes), premises, _ratio_text(at) if at else "-"]
+        row += [_estimate(e.value, e.ci95, ".2f") if (e := s.exponents.get(m)) else "-" for m in p.models]
+        d = s.difference
+        row += [_estimate(d.value, d.ci95, "+.2f") if d else "-", s.against_zero, s.against_excess, s.bound]
+        rows.append(row)
+    return TableView("regime map: the three statements in each regime", header, rows, [*axes, "premises"])

@@ -5,11 +5,12 @@ saves or logs them."""
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from services.plotting import colours, legend_beside, panels, readable_log, subplots
 from services.report.compare import Comparison, PaperGrid
-from services.report.text import ANSWER_FIGURE
+from services.report.text import ANSWER_FIGURE, REGIME_MAP_FIGURE
 from services.results import Cell, CellResult
 from services.spec import Sweep
 from services.stats import paper, statistics
@@ -172,9 +173,50 @@ def answer_figure(summary: "Summary"):
     return fig
 
 
+def regime_map_figure(summary: "Summary"):
+    """The regime map (answer.regimes) as a grid, the first regime axis down and the others across: per
+    regime the difference of the exponents (the later model's less the favoured one's) with its 95%
+    CI, coloured by its value, and the ratio of N* at the smallest value of the scaling field; a
+    regime whose premises fail in some cell hatched and marked."""
+    answer, family = summary.answer, summary.experiment
+    regimes = answer.regimes
+    down, across = list(regimes[0].values)[:1], list(regimes[0].values)[1:]
+    rows = list(dict.fromkeys(tuple(r.values[a] for a in down) for r in regimes))
+    cols = list(dict.fromkeys(tuple(r.values[a] for a in across) for r in regimes))
+    fig, ax = subplots(figsize=(2.6 * len(cols) + 2.5, 1.5 * len(rows) + 1.8))
+    grid = np.full((len(rows), len(cols)), np.nan)
+    a, b = (family.name_of(m) for m in (answer.primary.models * 2)[:2])
+    low = min((p.value for p in answer.primary.points), default=None)
+    for regime in regimes:
+        i = rows.index(tuple(regime.values[x] for x in down))
+        j = cols.index(tuple(regime.values[x] for x in across))
+        d, s = regime.statements.difference, regime.statements
+        grid[i, j] = np.nan if d is None or d.value is None else d.value
+        at = next((p for p in s.points if p.value == low and p.ratio is not None), None)
+        text = "not fitted" if d is None else f"{d.value:+.2f}\n{fmt(d.ci95, '+.2f')}"
+        text += f"\nratio {at.ratio.value:.2f}" if at and at.ratio.value is not None else ""
+        if regime.violated:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="grey", lw=0))
+            text += "\npremises fail"
+        ax.text(j, i, text, ha="center", va="center", fontsize=8)
+    shown = ax.imshow(grid, cmap="coolwarm", vmin=-2.5, vmax=2.5, aspect="auto")
+    ax.set_xticks(range(len(cols)), [" ".join(f"{k}={v}" for k, v in zip(across, c)) or "-" for c in cols])
+    ax.set_yticks(range(len(rows)), [" ".join(f"{k}={v}" for k, v in zip(down, r)) for r in rows])
+    ax.set_title(
+        f"{b} - {a}: exponent of N* in {family.scaling.symbol} [95% CI], and N* ratio at "
+        f"{family.scaling.name} = {fmt(low, 'g')} (hatched: premises fail)",
+        fontsize=9,
+    )
+    fig.colorbar(shown, ax=ax, label=f"{b} - {a} exponent (Proposition 1 against Theorem 1: +{answer.excess or 0:g})")
+    fig.tight_layout()
+    return fig
+
+
 def figures(sweep: Sweep, summary: "Summary", cells: list[CellResult]) -> dict:
     """name.png -> matplotlib figure, for whatever the sweep measured (the answer's first, where it has one)."""
     figs = {ANSWER_FIGURE: answer_figure(summary)} if summary.answer and summary.answer.primary.points else {}
+    if summary.answer and summary.answer.regimes:
+        figs[REGIME_MAP_FIGURE] = regime_map_figure(summary)
     figs |= {"success_rate_vs_n.png": _success_figure(sweep, summary), "outcomes.png": _outcomes_figure(summary)}
     if any(fit.value is not None for fit in summary.exponent.values()):
         groups = summary.exponent

@@ -335,7 +335,7 @@ def _screen_markdown(screen: Screen | None) -> list[str]:
     if screen is None:
         return []
     lines = [*screen.lines, ""]
-    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+    for table, after in screen.blocks():
         if table is not None:
             lines += [f"**{table.title}**", "", *_markdown_table(table.header, table.rows), ""]
         lines += [*(f"- {line}" for line in after), ""]
@@ -385,16 +385,21 @@ def _screen_html(screen: Screen | None, figures: list[str]) -> str:
     if screen is None:
         return ""
     out = "".join(f"<p>{escape(line)}</p>" for line in screen.lines)
-    for table, after in ((screen.table, screen.statements), (screen.checks, screen.notes)):
+    for table, after in screen.blocks():
         if table is not None:
             out += _html_table(table.header, table.rows, table.title)
         out += "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in after) + "</ul>"
-    if ANSWER_FIGURE in figures:
-        out += f'<p><img src="{ANSWER_FIGURE}" alt="N* against the scaling variable, both models"></p>'
+    for name, alt in (
+        (ANSWER_FIGURE, "N* against the scaling variable, both models"),
+        (REGIME_MAP_FIGURE, "the regime map"),
+    ):
+        if name in figures:
+            out += f'<p><img src="{name}" alt="{alt}"></p>'
     return out + "<h2>Details</h2>"
 
 
 ANSWER_FIGURE = "answer.png"  # the headline figure (services.report.figures): first in the HTML and in MLflow
+REGIME_MAP_FIGURE = "answer_regime_map.png"  # a regime map's figure, beside the headline one
 
 
 def html(report: ReportView, screen: Screen | None = None) -> str:
@@ -404,7 +409,7 @@ def html(report: ReportView, screen: Screen | None = None) -> str:
     tables = _html_table(first.header, first.rows)
     tables += "".join(f"<h2>{escape(t.title)}</h2>{_html_table(t.header, t.rows)}" for t in others)
     notes = "".join(f"<li>{escape(line)}</li>" for line in report.notes)
-    shown = [name for name in report.figures if not (screen and name == ANSWER_FIGURE)]
+    shown = [name for name in report.figures if not (screen and name in (ANSWER_FIGURE, REGIME_MAP_FIGURE))]
     pictures = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in shown)
     return (
         "<!doctype html><meta "

@@ -117,7 +117,8 @@ def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
 
 
 def _primary_problems(spec: SweepSpec) -> list[Problem]:
-    """answer.primary: each key an axis the sweep varies (not the family's scaling field), each value one of its."""
+    """answer.primary and answer.regimes: each an axis the sweep varies (not the family's scaling field), each
+    primary value one of its."""
     scaling = spec.FAMILY.scaling.field if spec.FAMILY.scaling else None
     axes = {axis: values for axis, values in spec.swept.items() if axis != scaling}
     problems = []
@@ -129,6 +130,10 @@ def _primary_problems(spec: SweepSpec) -> list[Problem]:
             )
         elif value not in axes[axis]:
             problems.append(Problem(f"answer.primary.{axis}", value, f"one of axes.{axis}: {axes[axis]}"))
+    for i, axis in enumerate(spec.answer.regimes):
+        if axis not in axes:
+            allowed = ", ".join(axes) or "none: the sweep varies no axis but its scaling field"
+            problems.append(Problem(f"answer.regimes[{i}]", axis, f"not a swept axis; those a map can read: {allowed}"))
     return problems
 
 
@@ -267,8 +272,12 @@ def _extended(path: Path, text: str, seen: tuple[Path, ...]) -> str:
 
 
 def _merged(base: dict, own: dict) -> dict:
-    """``base`` with ``own``'s values: a mapping in both merged key by key, any other value replaced."""
+    """``base`` with ``own``'s values, as JSON Merge Patch (RFC 7386) merges: a mapping in both merged key
+    by key, a null removing the key (data: {tau: null} where tau becomes an axis), any other value replaced."""
     out = dict(base)
     for key, value in own.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out

@@ -134,6 +134,12 @@ class AnswerSpec(BaseModel):
         description="names of the specs whose recorded sweeps in the same home check this answer (each run as "
         "`vitsweep run sweeps/NAME.yaml`); the report says, claim by claim, whether each agrees",
     )
+    regimes: list[str] = Field(
+        default_factory=list,
+        description="swept axes whose values are data regimes of their own (e.g. [tau, patterns]): the three "
+        "statements are read in every combination of their values, the other axes at the primary's (a regime "
+        "map, each regime's premises met or not), instead of as checks of the primary",
+    )
 
 
 class SweepSpec(BaseModel):

@@ -35,6 +35,7 @@ from services.stats.rows import (
     Check,
     CriterionFits,
     Point,
+    Regime,
     Statements,
     Summary,
 )
@@ -64,8 +65,14 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
 
     main = read("primary", first, summary.criterion)
     others = [read(c, first, c) for c in readings if c != summary.criterion]
-    others += [read(s, s, summary.criterion) for s in settings if s != first]
+    regime_of = {s: _regime_part(s, spec.regimes) for s in settings}
+    others += [read(s, s, summary.criterion) for s in settings if s != first and regime_of[s] == regime_of[first]]
     rows = [r for r in summary.cells if _setting(r.values, field_name) == first]
+    regimes = [
+        Regime(_values(s, spec.regimes), read(s, s, summary.criterion), _violated(summary, s))
+        for s in settings
+        if spec.regimes and _others_part(s, spec.regimes) == _others_part(first, spec.regimes)
+    ]
     return Answer(
         main,
         margin,
@@ -77,7 +84,35 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
         rows[0].n_test,
         rows[0].samples.test_sets if rows[0].samples else 1,
         list(spec.checks),
+        regimes,
     )
+
+
+def _parts(setting: str) -> list[tuple[str, str]]:
+    """A setting's (axis, value) pairs, as text ("tau=0.1 counts=premised")."""
+    return [tuple(word.split("=", 1)) for word in setting.split() if "=" in word]
+
+
+def _regime_part(setting: str, regimes: list[str]) -> str:
+    """The values of the regime axes in a setting ("" without regimes)."""
+    return " ".join(f"{k}={v}" for k, v in _parts(setting) if k in regimes)
+
+
+def _others_part(setting: str, regimes: list[str]) -> str:
+    """The values of the axes that are not regime axes in a setting."""
+    return " ".join(f"{k}={v}" for k, v in _parts(setting) if k not in regimes)
+
+
+def _values(setting: str, regimes: list[str]) -> dict[str, str]:
+    """The regime axes' values of a setting, in its order."""
+    return {k: v for k, v in _parts(setting) if k in regimes}
+
+
+def _violated(summary: Summary, setting: str) -> list[str]:
+    """The premises some cell of ``setting`` violates, each named once."""
+    field_name = summary.scaling.field
+    rows = [r for r in summary.cells if _setting(r.values, field_name) == setting]
+    return list(dict.fromkeys(p.name for r in rows for p in r.violated))
 
 
 def agreement(primary: Statements, other: Statements) -> dict[str, str]:

@@ -203,6 +203,25 @@ class Check:
 
 
 @dataclass
+class Regime:
+    """One data regime of a regime map (answer.regimes): its axis values, the three statements read
+    there (the primary's criterion, the other axes at the primary's values) and the theory's premises
+    that some cell of it violates (none: every premise met in every cell)."""
+
+    values: dict[str, Any]
+    statements: Statements
+    violated: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.values.items())
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "Regime":
+        return cls(raw["values"], Statements.from_dict(raw["statements"]), raw["violated"])
+
+
+@dataclass
 class Answer:
     """A sweep's three statements at its primary, their checks from the same runs, and what they are
     read against: the equivalence margin, the theory's excess of the other model's exponent over the
@@ -218,12 +237,18 @@ class Answer:
     n_test: int = 0  # test samples a model is scored on
     test_sets: int = 1  # test sets (one per seed, or one shared)
     named_checks: list[str] = field(default_factory=list)  # the specs whose sweeps check it (answer.checks)
+    regimes: list[Regime] = field(default_factory=list)  # the regime map (answer.regimes), the primary's among them
 
     @classmethod
     def from_dict(cls, raw: dict) -> "Answer":
         """An answer as a sweep's recorded summary holds it (Summary.to_dict)."""
-        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("primary", "checks")}
-        return cls(Statements.from_dict(raw["primary"]), checks=[Check.from_dict(c) for c in raw["checks"]], **rest)
+        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("primary", "checks", "regimes")}
+        return cls(
+            Statements.from_dict(raw["primary"]),
+            checks=[Check.from_dict(c) for c in raw["checks"]],
+            regimes=[Regime.from_dict(r) for r in raw.get("regimes", [])],
+            **rest,
+        )
 
 
 @dataclass
