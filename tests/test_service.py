@@ -67,9 +67,10 @@ def _check(summary: dict, expected) -> None:
         "summary.json",
     } <= artifacts
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert sorted(c.info.run_name for c in children) == sorted(rows)  # one child per cell, none per seed
+    names = {cell.run_name: cell.label for cell in spec.cells}  # a run's name: the cell in a table's width
+    assert sorted(names[c.info.run_name] for c in children) == sorted(rows)  # one child per cell, none per seed
     for child in children:
-        mine = rows[child.info.run_name]
+        mine = rows[names[child.info.run_name]]
         history = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "success_rate")}
         assert history == {r["n"]: r["success_rate"] for r in mine}
         steps = {m.step: m.value for m in client.get_metric_history(child.info.run_id, "median_iterations_to_zero")}
@@ -88,10 +89,10 @@ def _check(summary: dict, expected) -> None:
             if child.data.params["model"] == "cnn":
                 assert logged == {}
             else:  # one pack per cell in the smoke spec, so the steps are the pack's own
-                assert logged.keys() == curves[child.info.run_name][n].keys()
+                assert logged.keys() == curves[names[child.info.run_name]][n].keys()
                 np.testing.assert_allclose(
                     [logged[k] for k in sorted(logged)],
-                    [curves[child.info.run_name][n][k] for k in sorted(logged)],
+                    [curves[names[child.info.run_name]][n][k] for k in sorted(logged)],
                     rtol=1e-6,
                 )
         table = json.loads(tracking.artifact_text(client, child.info.run_id, "models.json"))
@@ -100,7 +101,7 @@ def _check(summary: dict, expected) -> None:
         stable = next(
             (r["n"] for i, r in enumerate(mine) if all(x["success_rate"] >= spec.success_rate for x in mine[i:])), None
         )
-        assert summary["n_star"][child.info.run_name] == stable
+        assert summary["n_star"][names[child.info.run_name]] == stable
         assert (stable is None) == (not passing or passing[-1] != mine[-1]["n"])
 
 
@@ -224,7 +225,8 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
     children = client.search_runs(
         [client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'"
     )
-    status = {c.info.run_name: c.info.status for c in children}
+    labels = {cell.run_name: cell.label for cell in spec.cells}
+    status = {labels[c.info.run_name]: c.info.status for c in children}
     assert {k for k, v in status.items() if v == "FAILED"} == {k for k in rows if k.startswith("cnn")}
     assert {k for k, v in status.items() if v == "FINISHED"} == {k for k in rows if k.startswith("vit")}
 

@@ -132,7 +132,7 @@ class Point:
 
     value: float  # the scaling field's value as the spec gives it (Paper A: alpha*)
     effective: float | None  # the value its samples have (Paper A: alpha*_eff)
-    n_star: dict[str, CriterionRow]
+    n_star: dict[str, CriterionRow | None]  # None: the model's cell does not define the criterion (multi-pass)
     ratio: Estimate | None = None
     decision: str = UNDECIDED
 
@@ -173,7 +173,7 @@ class Statements:
             Point(
                 r["value"],
                 r["effective"],
-                {m: CriterionRow(**row) for m, row in r["n_star"].items()},
+                {m: None if row is None else CriterionRow(**row) for m, row in r["n_star"].items()},
                 None if r["ratio"] is None else Estimate(**r["ratio"]),
                 r["decision"],
             )
