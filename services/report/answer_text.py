@@ -374,7 +374,8 @@ def regime_table(answer: Answer, family: Family) -> TableView:
     axes = list(answer.regimes[0].values)
     low = min((point.value for point in p.points), default=None)
     header = [*axes, "premises", f"(a) {b} / {a} at {family.scaling.name} = {fmt(low, 'g')}"]
-    header += [f"k {name(m)}" for m in p.models] + [f"(b) {b} - {a}", "vs 0", "vs excess", f"(c) {a}"]
+    excess = "vs excess" if answer.excess is None else f"vs {answer.excess:+g}"
+    header += [f"k {name(m)}" for m in p.models] + [f"(b) {b} - {a}", "vs 0", excess, f"(c) {a}"]
     rows = []
     for regime in answer.regimes:
         s = regime.statements
