@@ -90,7 +90,7 @@ def test_the_step_bench_measures_a_main_job_pack_against_a_baseline_commit(tmp_p
     result = _run_bench("steps.py", tmp_path / "steps.json", *args)
     for rows in (result["rows"], result["baseline_result"]["rows"]):
         (row,) = rows
-        assert (row["workload"], row["model"], row["K"], row["B"]) == ("W2", "cnn", 8, 8)
+        assert (row["workload"], row["model"], row["K"], row["B"]) == ("W2", "cnn", 16, 8)
         assert row["model_steps_per_s"] > 0 and 0 < row["matmul_share"] < 1 and 0 < row["outside_matmul"] < 1
     assert result["baseline_result"]["tree"] != result["tree"] == str(ROOT)
     assert set(result["ratio_vs_baseline"]) == {"W2", "W2 cnn"} and result["ratio_vs_baseline"]["W2"] > 0
@@ -134,5 +134,5 @@ def test_the_device_checks_cpu_fallback_runs_both_parts_at_toy_sizes(tmp_path):
         "trainings": trainings,
     }
     (row,) = json.loads((tmp_path / "steps.json").read_text())["rows"]
-    assert (row["workload"], row["model"], row["K"]) == ("W2", "cnn", 8) and row["model_steps_per_s"] > 0
+    assert (row["workload"], row["model"], row["K"]) == ("W2", "cnn", 16) and row["model_steps_per_s"] > 0
     assert json.loads((tmp_path / "job.json").read_text())["name"] == "sample_complexity"

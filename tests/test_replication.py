@@ -190,7 +190,7 @@ def test_a_sweep_with_seed_start_trains_and_records_seeds_from_it(two_seed_sets)
     )[0]
     assert parent.data.params["seed_start"] == "100" and parent.data.params["seeds"] == "4"
     assert parse_spec(state.spec_text(home, replica)).seed_start == 100
-    assert "- measurement seeds: 100-103 (4)" in output
+    assert "4 seeds, 100-103 (" in output  # the answer's primary line names the seeds it measured on
 
 
 def test_compare_of_two_real_sweeps_on_disjoint_seeds_and_of_one_with_itself(two_seed_sets, tmp_path):

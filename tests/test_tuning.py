@@ -358,16 +358,17 @@ def test_a_tuned_sweep_runs_through_ray_into_mlflow_and_back(local_ray, tmp_path
         }
         assert cell["window"]["stability_window"] == 3 and cell["window"]["runs"] == 4
         assert cell["window"]["checked"] is None or cell["window"]["checked"] >= 3
-    assert "chosen on seeds 1000-1002" in output and "measured on seeds 0-3" in output
+    report = (tmp_path / "home" / "reports" / summary["sweep_id"] / "summary.md").read_text()  # run writes it whole
+    assert "chosen on seeds 1000-1002" in report and "measured on seeds 0-3" in report
     # stdout is not a terminal: tables as whole Markdown rows, lines unwrapped, no colour codes
     assert "…" not in output and "\x1b[" not in output
-    assert "| cell | alpha* (effective) | N* | bracket |" in output
-    assert any(line.startswith("| vit alpha_star=0.25 | 0.2500 |") for line in output.splitlines())
+    assert "| alpha* | ViT N* [95% CI] | CNN N* [95% CI] | CNN / ViT [95% CI] |" in output  # the answer's table
+    assert any(line.startswith("| 0.25 | ") for line in output.splitlines())
     client = MlflowClient(summary["tracking_uri"])
     parent = client.get_run(summary["mlflow_parent_run_id"])
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     for child in children:
-        chosen = tuned[child.info.run_name]["chosen"]
+        chosen = tuned[Cell.from_key(child.data.tags["vitsweep.cell"]).label]["chosen"]  # a run's name is short
         assert float(child.data.params["tuned.lr"]) == chosen["lr"]
         assert int(child.data.params["tuned.batch_size"]) == chosen["batch_size"]
         assert "tuning.json" in {a.path for a in client.list_artifacts(child.info.run_id)}

@@ -63,7 +63,8 @@ def screen(
     lines = [
         f"Question: {family.question or _generic_question(family, p)}",
         f"Primary (named in the spec before the data): {p.setting}; success: "
-        f"{CRITERION_WORDS.get(p.criterion, p.criterion)}; {answer.seeds} seeds ({tests} of {answer.n_test:,}); "
+        f"{CRITERION_WORDS.get(p.criterion, p.criterion)}; {answer.seeds} seeds, {_seed_span(answer)} ({tests} of "
+        f"{answer.n_test:,}); "
         f"N* = the smallest N where the share of seeds succeeding reaches {answer.p:g}.",
     ]
     checks = [*answer.checks, *(sweep_checks or [])]
@@ -82,6 +83,12 @@ def _compare_line(checks: list[Check], sweep_id: str) -> list[str]:
     if not checks or not sweep_id:
         return []
     return [f"a check cell by cell: vitsweep compare {sweep_id} {checks[0].source} (and so for each check's sweep)"]
+
+
+def _seed_span(answer: Answer) -> str:
+    """The measurement seeds for people ("0-15"; a replication's "100-115")."""
+    last = answer.first_seed + answer.seeds - 1
+    return f"{answer.first_seed}-{last}" if answer.seeds > 1 else str(answer.first_seed)
 
 
 def _generic_question(family: Family, p: Statements) -> str:

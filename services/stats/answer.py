@@ -81,6 +81,7 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
         [Check(s, "same runs", agreement(main, s)) for s in others],
         summary.success_rate,
         len(summary.seeds),
+        min(summary.seeds, default=0),
         rows[0].n_test,
         rows[0].samples.test_sets if rows[0].samples else 1,
         list(spec.checks),

@@ -234,6 +234,7 @@ class Answer:
     checks: list[Check] = field(default_factory=list)
     p: float = 0.5  # N* is where the share of seeds succeeding reaches p
     seeds: int = 0  # measurement seeds
+    first_seed: int = 0  # the first of them (a replication's: its seed_start)
     n_test: int = 0  # test samples a model is scored on
     test_sets: int = 1  # test sets (one per seed, or one shared)
     named_checks: list[str] = field(default_factory=list)  # the specs whose sweeps check it (answer.checks)
