@@ -12,7 +12,6 @@ from services.execution import ray_tune
 from services.execution.ray_tune import PlanSearcher
 from services.search.nstar import Bracket
 from services.search.packs import TrialConfig
-from services.search.planners import planner
 from services.spec import parse_spec
 
 SEEDS = 20
@@ -85,7 +84,7 @@ def _searcher(cells: int) -> PlanSearcher:
         f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
         "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n"
     )
-    return PlanSearcher(planner(spec), "s-1")
+    return PlanSearcher(spec.mode.make_planner(spec), "s-1")
 
 
 def _pack(config: dict) -> dict:
@@ -198,7 +197,7 @@ def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the
         "search: {mode: sample_complexity, max_steps_cap: 300}\n",
         "spec",
     )
-    searcher = PlanSearcher(planner(spec), "s-1")
+    searcher = PlanSearcher(spec.mode.make_planner(spec), "s-1")
     config = _pack(searcher.suggest("t0"))
     assert searcher.suggest("t1") is None and "max_steps" not in config
     stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.search.packs import TrialConfig, packs
-from services.search.planners import planner
 from services.spec import SpecError, parse_spec, spec_from_dict
 
 BOTH = """name: both
@@ -50,7 +49,7 @@ def test_one_pass_needs_no_n_train_and_multi_pass_says_it_does():
 
 def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     spec = parse_spec(BOTH)
-    searcher = PlanSearcher(planner(spec), "s-1")
+    searcher = PlanSearcher(spec.mode.make_planner(spec), "s-1")
     suggested = {}
     while isinstance(config := searcher.suggest(f"t{len(suggested)}"), dict):
         suggested[f"t{len(suggested)}"] = TrialConfig.of(config).pack.config()

@@ -21,7 +21,6 @@ from services.app.cli import app
 from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
 from services.search.nstar import SampleComplexityMode
-from services.search.planners import planner
 from services.spec import Sweep, load_spec
 from services.spec.modes import spread
 
@@ -468,7 +467,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert re.search(r"its search played out in \d+ draws", made.basis)
     extended = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})}))
     seen = {i: [rehearse.Seen(2, 1.0, None, 50.0)] * 4 for i in range(len(extended.cells))}
-    played = rehearse.rehearse(extended, lambda: planner(extended), seen)
+    played = rehearse.rehearse(extended, lambda: extended.mode.make_planner(extended), seen)
     assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in played)  # the tie at B = 2: B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step at B as steps at B = 8 by their costs: timed at 8 and at 1 (model, pack), on the line
@@ -491,7 +490,9 @@ def test_a_rehearsed_run_stops_where_the_pilot_model_nearest_its_batch_and_step_
     seen = [rehearse.Seen(b, lr, None, 15.0 if (b, lr) == (2, 0.25) else never) for b in (2, 8) for lr in (0.25, 1.0)]
     assert list(rehearse._nearest(seen, 4, 0.25, None)) == [0, 2]  # as near B = 2 as 8 (log scale): a tie
     assert list(rehearse._nearest(seen, 1, 2.0, None)) == [1]
-    for world in rehearse.rehearse(spec, lambda: planner(spec), dict.fromkeys(range(len(spec.cells)), seen)):
+    for world in rehearse.rehearse(
+        spec, lambda: spec.mode.make_planner(spec), dict.fromkeys(range(len(spec.cells)), seen)
+    ):
         measured = [t for t in world if t.cell == 0][-1]
         assert measured.batch_size == 2 and measured.steps == (15,) * 4  # 30 samples at B = 2, on 4 seeds
 
@@ -503,10 +504,10 @@ def test_every_search_mode_is_played_out_through_the_round_planner_protocol_alon
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
     searched = Sweep.of(spec.spec.model_copy(update={"search": SampleComplexityMode(mode="sample_complexity")}))
     seen = {i: [rehearse.Seen(1, 1.0, n, 10.0) for n in (5, 20)] for i in range(len(spec.cells))}
-    (world,) = rehearse.rehearse(searched, lambda: planner(searched), seen, draws=1)
+    (world,) = rehearse.rehearse(searched, lambda: searched.mode.make_planner(searched), seen, draws=1)
     models = [len(t.steps) for t in world if t.cell == 0]
     assert sum(models) == (2 + 4) * spec.seeds and {t.steps for t in world} == {(10,) * m for m in models}
-    (grid,) = rehearse.rehearse(spec, lambda: planner(spec), seen, draws=1)
+    (grid,) = rehearse.rehearse(spec, lambda: spec.mode.make_planner(spec), seen, draws=1)
     assert sum(len(t.steps) for t in grid) == spec.trainings  # a grid: its first round is all
 
 

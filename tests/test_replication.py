@@ -16,7 +16,6 @@ from services.analysis import Outcomes
 from services.app.cli import app
 from services.ratios import n_star_ratio
 from services.report.compare import AGREE, DIFFER, compare, verdict
-from services.search.planners import planner
 from services.spec import Sweep, parse_spec, spec_text
 from services.store import state, tracking
 from services.store.cache import model_keys
@@ -42,7 +41,7 @@ TINY = (  # one model at two alpha*: an exponent, in seconds
 def _first_round_seeds(text: str) -> set[int]:
     """The seeds of every pack the spec's planner plans first."""
     spec = parse_spec(text)
-    made = planner(spec)
+    made = spec.mode.make_planner(spec)
     return {s for cell in range(len(spec.cells)) for pack in made.next_round(cell) for s in pack.seeds}
 
 

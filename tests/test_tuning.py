@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
-from services.search.planners import planner
 from services.search.selection import Run, n_star_of_runs
 from services.search.tuning import TuningSearch
 from services.search.tuning_multi_pass import MultiPassTuning
@@ -166,10 +165,10 @@ def _records(pack, truth) -> list[dict]:
 def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     spec = parse_spec(SPEC)
     whole = [p.config() for p in drive(TuningSearch(spec))]
-    first = PlanSearcher(planner(spec), "s-1")
+    first = PlanSearcher(spec.mode.make_planner(spec), "s-1")
     head = [p.config() for p in drive(first.search, until=7)]
     state = json.loads(json.dumps(first.search.get_state()))
-    again = PlanSearcher(planner(spec), "s-1")
+    again = PlanSearcher(spec.mode.make_planner(spec), "s-1")
     again.search.set_state(state)
     rest = [p.config() for p in drive(again.search)]
     assert head + rest == whole
@@ -188,7 +187,7 @@ def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_
     then searched on the measurement seeds, bracketed to the precision; the summary reads the
     same choice back from the records; a stopped search resumes as if never stopped."""
     spec = parse_spec(MULTI_PASS)
-    search = planner(spec)
+    search = spec.mode.make_planner(spec)
     assert isinstance(search, MultiPassTuning)
     packs = drive(search)
     selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}

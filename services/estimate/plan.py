@@ -33,7 +33,7 @@ from services.estimate.timing import (
     timing_key,
 )
 from services.estimate.worlds import PILOT_S
-from services.search.planners import first_packs, planner
+from services.search.planners import first_packs
 from services.store import state
 from services.store.files import CorruptFile, read_json, write_atomic
 
@@ -222,7 +222,9 @@ def _timed(sweep: "Sweep", slots: int, earlier) -> list[tuple]:
 def _played(sweep: "Sweep", slots: int, cells: list[tuple], found: dict, earlier) -> SweepPlan:
     """The plan of ``cells`` (``_timed``) with their searches played out in the worlds ``found``,
     at the earlier sweep's measured rate and start where it has them."""
-    played = rehearse(sweep, lambda: planner(sweep, slots), {index: seen for index, (seen, _) in found.items()})
+    played = rehearse(
+        sweep, lambda: sweep.mode.make_planner(sweep, slots), {index: seen for index, (seen, _) in found.items()}
+    )
     plans = [_cell_plan(sweep, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
     if earlier and earlier.train_s and earlier.trainings and not earlier.cache_hits:

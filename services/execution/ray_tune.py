@@ -30,7 +30,6 @@ from ray.tune.search import Searcher
 from services import legacy
 from services.results import SELECTION, CellResult, ModelRecord, SweepResult, in_spec_order
 from services.search.packs import Pack, TrialConfig
-from services.search.planners import planner
 from services.search.rounds import RoundPlanner
 from services.store import state
 from services.store.files import CorruptFile
@@ -105,7 +104,7 @@ def _new_tuner(sweep: "Sweep", trainable, sweep_id: str, storage: Path, callback
         trainable,
         param_space={},
         tune_config=tune.TuneConfig(
-            search_alg=PlanSearcher(planner(sweep, slots), sweep_id),
+            search_alg=PlanSearcher(sweep.mode.make_planner(sweep, slots), sweep_id),
             num_samples=-1,
             # Tune starts a searcher's trials one at a time unless told how many may run at once
             # (a concurrency limit): all the cluster's slots, so a round's packs spread over its nodes

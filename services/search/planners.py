@@ -1,19 +1,14 @@
-"""The sweep's round planner, made by its strategy (``Mode.make_planner``), and what its first round
-holds. The executor runs whichever planner it gets through one Ray Tune Searcher
-(services.execution.ray_tune.PlanSearcher); `vitsweep plan` plays it out (services.estimate.rehearse)."""
+"""What the first round of a sweep's strategy holds: its packs and its trials. The round planner
+itself is the strategy's (``sweep.mode.make_planner``); the executor runs it through one Ray Tune
+Searcher (services.execution.ray_tune.PlanSearcher), and `vitsweep plan` plays it out
+(services.estimate.rehearse)."""
 
 from typing import TYPE_CHECKING
 
 from services.search.packs import Pack, packs
-from services.search.rounds import RoundPlanner
 
 if TYPE_CHECKING:
     from services.spec import Sweep
-
-
-def planner(sweep: "Sweep", slots: int | None = None) -> RoundPlanner:
-    """The round planner of the sweep's strategy, its packs sized for ``slots`` trials at once."""
-    return sweep.mode.make_planner(sweep, slots)
 
 
 def first_packs(sweep: "Sweep", slots: int | None = None) -> list[Pack]:
