@@ -224,8 +224,8 @@ def test_a_regime_map_reads_the_statements_in_every_regime_and_draws_each():
     the ViT's by more than Proposition 1's +2, one whose premises fail), none dropped."""
     from matplotlib.patches import Rectangle
 
+    from services.report.answer_figures import regime_map_figure
     from services.report.answer_text import regime_table
-    from services.report.figures import regime_map_figure
     from vit_core.family import Premise
 
     above = {("iterate", "counts=fixed"): {"difference": Estimate(2.3, [2.1, 2.5])}}

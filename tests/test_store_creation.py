@@ -13,10 +13,10 @@ import pytest
 from conftest import wait_until
 from mlflow.tracking import MlflowClient
 
-from services.store.tracking import client_of
+from services.store.client import client_of
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKE = "import sys; from services.store.tracking import client_of; client_of(sys.argv[1])"
+MAKE = "import sys; from services.store.client import client_of; client_of(sys.argv[1])"
 
 
 def test_a_kill_while_the_store_is_made_leaves_no_store_and_the_next_call_makes_it(tmp_path):

@@ -304,9 +304,9 @@ def sync(
     ),
 ) -> None:
     """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
-    from services.app import runs
+    from services.app import recording, runs
 
-    logged, left = runs.sync(home, tracking_uri, runs.stderr)
+    logged, left = recording.sync(home, tracking_uri, runs.stderr)
     for sweep_id, run_id, uri in logged:
         print(f"{sweep_id}: logged to {uri} (parent run {run_id})")
     if not logged and not left:

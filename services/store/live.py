@@ -23,6 +23,7 @@ from mlflow.entities import Metric
 from services.results import Cell, CellResult, ModelRecord, in_spec_order
 from services.spec import Sweep
 from services.store import run_values, tracking
+from services.store.client import client_of
 from services.store.logged import SummaryLog
 from services.store.uris import redact
 
@@ -137,7 +138,7 @@ class LiveRecord:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start and stop lines
-        self.client = tracking.client_of(self.uri)
+        self.client = client_of(self.uri)
         self.experiment = tracking.experiment_of(self.client, self.sweep, self.uri, self.home)
         storage = str((self.home / "ray").resolve() / self.sweep_id)
         self.parent, whole = tracking.open_parent(

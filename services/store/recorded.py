@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 
 from mlflow.tracking import MlflowClient
 
-from services.store.tracking import REPORT_VIEW, SUMMARY_JSON, SWEEP_TAG, artifact_text, client_of, parent_run
+from services.store.client import client_of
+from services.store.tracking import REPORT_VIEW, SUMMARY_JSON, SWEEP_TAG, artifact_text, parent_run
 
 
 class RecordedReport(NamedTuple):

@@ -6,12 +6,8 @@ per run): each call to a tracking server costs tens of milliseconds, so per-mode
 would dominate a sweep. The embedded default is a SQLite store under the sweep home.
 """
 
-import contextlib
 import hashlib
 import json
-import logging
-import os
-import sqlite3
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -21,7 +17,6 @@ import yaml
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, Run, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
-from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracking import MlflowClient
 
 from services import legacy
@@ -29,7 +24,7 @@ from services.plotting import SAVE
 from services.results import Cell, CellResult, ModelRecord, SweepResult
 from services.spec import Sweep, spec_from_dict
 from services.store import provenance, run_values
-from services.store.files import locked
+from services.store.client import client_of
 from services.store.logged import CellLog, SummaryLog, SweepLog
 from services.store.uris import redact
 
@@ -79,54 +74,6 @@ def _experiment_id(client: MlflowClient, name: str, home: Path, embedded: bool) 
         if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
             raise
         return client.get_experiment_by_name(name).experiment_id
-
-
-def client_of(tracking_uri: str) -> MlflowClient:
-    """A client of the store at ``tracking_uri``; a SQLite store's tables made or brought up to
-    date by one process at a time (two sweeps starting at once on one home both migrated a new
-    store, and one failed on "duplicate column name: step"). A new store is made whole beside its
-    place and renamed into it, so a kill while MLflow makes its tables leaves no store, never half
-    of one; a half-made store an older vitsweep left (it holds no run) is made again. A server
-    orders its own writes."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return MlflowClient(tracking_uri)
-    store = Path(tracking_uri.removeprefix("sqlite:///"))
-    with locked(store.with_name(store.name + ".lock")):
-        if not store.exists():
-            _make_store(store)
-        try:
-            return MlflowClient(tracking_uri)  # an older store's tables brought up to date
-        except Exception:
-            if _runs_in(store):
-                raise  # a store with runs is the user's: never replaced
-        # MLflow keeps one engine a URI, open on the file it failed on: let it go before the file is made again
-        if (engine := SqlAlchemyStore._engine_map.pop(tracking_uri, None)) is not None:
-            engine.dispose()
-        store.replace(store.with_name(store.name + ".half-made"))  # kept beside, for a look
-        _make_store(store)
-        return MlflowClient(tracking_uri)
-
-
-def _make_store(store: Path) -> None:
-    """A new SQLite store at ``store``, its tables made under another name first, then renamed."""
-    partial = store.with_name(store.name + ".making")
-    partial.unlink(missing_ok=True)  # a kill's leftover: the caller holds the store's lock
-    mlflow_db, level = logging.getLogger("mlflow.store.db.utils"), logging.getLogger("mlflow.store.db.utils").level
-    mlflow_db.setLevel(logging.WARNING)  # "Creating initial MLflow database tables...": nothing a user acts on
-    try:
-        MlflowClient(f"sqlite:///{partial}")  # makes the tables as it opens the store
-    finally:
-        mlflow_db.setLevel(level)
-    os.replace(partial, store)
-
-
-def _runs_in(store: Path) -> int:
-    """Runs a SQLite store holds (0 where it has no runs table: a store whose making was cut short)."""
-    try:
-        with contextlib.closing(sqlite3.connect(store)) as db:
-            return db.execute("SELECT count(*) FROM runs").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def _ms(epoch_s: float | None) -> int | None:

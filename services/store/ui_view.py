@@ -8,7 +8,8 @@ from urllib.parse import urlencode
 from mlflow.entities import Run
 
 from services.results import Cell
-from services.store.tracking import CELL_TAG, SWEEP_TAG, child_runs, client_of, parent_run
+from services.store.client import client_of
+from services.store.tracking import CELL_TAG, SWEEP_TAG, child_runs, parent_run
 
 # MLflow 3.17's UI opens an experiment in the GenAI view unless the URL (or the browser's last
 # choice) asks for the model-training one; the experiment's kind tag alone does not switch it

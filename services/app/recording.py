@@ -1,0 +1,113 @@
+"""A finished sweep's record: its summary logged to MLflow (unless it is there already), its report
+written under the home with its answer's screen and the checks its spec names as the store holds them;
+`vitsweep sync` logs the sweeps whose server was down when they ended. No printing: messages go to
+``say``."""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from services.app.printing import command
+from services.results import SweepResult
+from services.spec import Sweep
+from services.store import state
+from services.store.uris import redact, resolve_tracking_uri, unreachable
+
+if TYPE_CHECKING:
+    from services.app.recorded import Checks
+    from services.report.answer_text import Screen
+    from services.stats.rows import Summary
+    from services.store.tracking import Record
+
+
+class Recorded(NamedTuple):
+    """A finished sweep as `record` leaves it: its MLflow record (None: MLflow was unreachable and the
+    results wait under the home for `vitsweep sync`), its summary, the folder its report was written
+    to, the checks its answer names as found in the store, and its answer's screen (None: no answer)."""
+
+    record: "Record | None"
+    summary: "Summary"
+    folder: Path
+    checks: "Checks"
+    screen: "Screen | None"
+
+
+def record(
+    sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
+) -> Recorded:
+    """Log a finished sweep to MLflow, unless it is there already, and mark it logged; write its
+    report (HOME/reports/SWEEP_ID), its answer's screen with the checks found in the store first."""
+    from services.app.logs import sweep_log
+    from services.app.recorded import Checks, screen_of, sweep_checks
+    from services.report.text import ReportView, write
+    from services.stats.summarize import summarize
+
+    summary = summarize(sweep, result.sweep_id, result.cells)
+    log = sweep_log(sweep, summary, result.cells)
+    made, checks = _logged(sweep, result, uri, home, spec_text, say, log), Checks([], [])
+    if made is not None:
+        state.set_recorded(home, result.sweep_id, made.run_id)
+        checks = sweep_checks(uri, log.parent.summary)
+    folder = home / "reports" / result.sweep_id
+    shown = screen_of(log.parent.summary, checks)
+    write(folder, ReportView.from_dict(log.view), log.parent.summary, log.parent.figures, shown)
+    return Recorded(made, summary, folder, checks, shown)
+
+
+def _logged(sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say, log) -> "Record | None":
+    """The sweep logged to MLflow (record_sweep); None, said, where the server is unreachable."""
+    from services.store.tracking import record_sweep
+
+    given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(sweep, None, home) else ()
+    later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
+    if not warn_if_unreachable(uri, later, say):
+        return None
+    try:
+        return record_sweep(sweep, result, uri, home, spec_text, log)
+    except Exception:
+        if warn_if_unreachable(uri, later, say):
+            raise  # the server is up: a real error, not an outage
+        return None
+
+
+def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tuple[list[tuple[str, str, str]], int]:
+    """Log every finished sweep under ``home`` that is not logged yet: ([(sweep id, parent run,
+    tracking URI)] logged now, how many are left)."""
+    from services.spec import parse_spec
+
+    logged, left = [], 0
+    for sweep_id, marker in state.markers(home):
+        if marker["recorded"] is not None:
+            continue
+        result = state.load_result(home, sweep_id)
+        if result is None:
+            say(
+                f"{sweep_id}: not finished; to resume it, run its spec again: "
+                + command(
+                    "run",
+                    state.folder(home, sweep_id) / state.SPEC,
+                    "--home",
+                    home,
+                    *(("--tracking-uri", redact(tracking_uri)) if tracking_uri else ()),
+                )
+            )
+        elif marker.get("uri_given") and not tracking_uri:
+            say(f"{sweep_id}: it ran with --tracking-uri; give it again")
+        else:
+            text = state.spec_text(home, sweep_id)
+            sweep = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
+            uri = resolve_tracking_uri(sweep, tracking_uri, home)
+            made = record(sweep, result, uri, home, text, say).record
+            if made is not None:
+                logged.append((sweep_id, made.run_id, redact(uri)))
+                continue
+        left += 1
+    return logged, left
+
+
+def warn_if_unreachable(uri: str, consequence: str, say: Callable[[str], None]) -> bool:
+    """Say so when the tracking server cannot be reached; True when it can."""
+    why = unreachable(uri)
+    if why:
+        say(f"warning: MLflow at {redact(uri)} is unreachable ({why}): {consequence}")
+    return why is None
