@@ -65,13 +65,13 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
 
     main = read("primary", first, summary.criterion)
     others = [read(c, first, c) for c in readings if c != summary.criterion]
-    regime_of = {s: _regime_part(s, spec.regimes) for s in settings}
-    others += [read(s, s, summary.criterion) for s in settings if s != first and regime_of[s] == regime_of[first]]
+    split = {s: _split(s, spec.regimes) for s in settings}  # (its regime's values, the rest) per setting
+    others += [read(s, s, summary.criterion) for s in settings if s != first and split[s][0] == split[first][0]]
     rows = [r for r in summary.cells if _setting(r.values, field_name) == first]
     regimes = [
-        Regime(_values(s, spec.regimes), read(s, s, summary.criterion), _violated(summary, s))
+        Regime(split[s][0], read(s, s, summary.criterion), _violated(summary, s))
         for s in settings
-        if spec.regimes and _others_part(s, spec.regimes) == _others_part(first, spec.regimes)
+        if spec.regimes and split[s][1] == split[first][1]
     ]
     return Answer(
         main,
@@ -89,24 +89,10 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
     )
 
 
-def _parts(setting: str) -> list[tuple[str, str]]:
-    """A setting's (axis, value) pairs, as text ("tau=0.1 counts=premised")."""
-    return [tuple(word.split("=", 1)) for word in setting.split() if "=" in word]
-
-
-def _regime_part(setting: str, regimes: list[str]) -> str:
-    """The values of the regime axes in a setting ("" without regimes)."""
-    return " ".join(f"{k}={v}" for k, v in _parts(setting) if k in regimes)
-
-
-def _others_part(setting: str, regimes: list[str]) -> str:
-    """The values of the axes that are not regime axes in a setting."""
-    return " ".join(f"{k}={v}" for k, v in _parts(setting) if k not in regimes)
-
-
-def _values(setting: str, regimes: list[str]) -> dict[str, str]:
-    """The regime axes' values of a setting, in its order."""
-    return {k: v for k, v in _parts(setting) if k in regimes}
+def _split(setting: str, regimes: list[str]) -> tuple[dict[str, str], str]:
+    """A setting ("tau=0.1 counts=premised") as the values of its regime axes and the text of the rest."""
+    pairs = [word.split("=", 1) for word in setting.split() if "=" in word]
+    return {k: v for k, v in pairs if k in regimes}, " ".join(f"{k}={v}" for k, v in pairs if k not in regimes)
 
 
 def _violated(summary: Summary, setting: str) -> list[str]:
