@@ -1,6 +1,6 @@
 """A fit of one's own, added in this one file: a Statistic with its entries, line, figure and metric
 (here N* where every seed succeeds, fitted along alpha* as the built-in fits are, with their pieces
-from services.stats.fitting), registered as an installed package's entry point of group
+from services.stats.api, the statistics' public API), registered as an installed package's entry point of group
 vitsweep.statistics would be; the summary, its JSON, the report, the figures and MLflow then carry
 it beside the built-in ones."""
 
@@ -13,11 +13,9 @@ from mlflow.tracking import MlflowClient
 
 from services import stats
 from services.app.logs import sweep_log
-from services.plotting import subplots
 from services.report import figures
 from services.report import text as report
-from services.stats import fitting
-from services.stats.base import Statistic
+from services.stats.api import Statistic, fitting, subplots
 from services.stats.summarize import summarize
 from services.store.tracking import record_sweep
 

@@ -16,8 +16,7 @@ sampler and the network are in ``sparse_parity.model``, imported where a trial n
 from dataclasses import dataclass
 from typing import Literal
 
-from vit_core.family import Family, Scaling
-from vit_core.fields import ConfigError, param
+from vit_core.api import ConfigError, Family, Scaling, param
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The sparse-parity family's sampler and network, packed over K models as vitsweep's trainer
 expects: samples are ``TokenBatch``es of n one-dimensional tokens (the bits, the hidden set's
-marked relevant), and a pack (vit_core.packed.PackedModels: its own forward and select; K comes
+marked relevant), and a pack (vit_core.api.PackedModels: its own forward and select; K comes
 from the parameters) maps them to outputs F (K, B)."""
 
 import numpy as np
@@ -8,9 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from sparse_parity import MLPConfig, ParityData
-from vit_core.packed import PackedModels
-from vit_core.seeding import Stream, numpy_rng, stream_seed
-from vit_core.tokens import BLOCK, TokenBatch, TokenKind, blocks_of
+from vit_core.api import BLOCK, PackedModels, Stream, TokenBatch, TokenKind, blocks_of, numpy_rng, stream_seed
 
 
 def support(data: ParityData) -> np.ndarray:
