@@ -2,7 +2,7 @@
 revision's own entry points (its families and search modes) written beside its code: a process run from
 the tree (its folder first on sys.path, or on PYTHONPATH) finds them before the installed vitsweep's,
 which name modules the baseline may not have (the strategies moved to services/search and Paper A's
-family to vit_core/li2023 on 2026-12-06)."""
+family to vit_core/li2023)."""
 
 import subprocess
 import tomllib

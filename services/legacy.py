@@ -1,8 +1,8 @@
 """Every reader of what an older vitsweep wrote, in one place: plain functions (no imports) on the
 saved dicts, or on what MLflow returns, that give them back as today's code reads them. Each says
-the date its format changed; files written since 2026-12-06 also say their format by number
-(``"format"``: the home's marker, result.json, cache entries, a report's view), read by their own
-classes. Drop a reader when no home, store or sweep of its age is left to read.
+what its older format lacked or held; newer files also say their format by number (``"format"``:
+the home's marker, result.json, cache entries, a report's view), read by their own classes. Drop
+a reader when no home, store or sweep of its age is left to read.
 
 Sections: results and specs (services.results, services.spec), round planners' states
 (services.search), MLflow records (services.store.tracking), Ray Tune trial state
@@ -13,7 +13,7 @@ Sections: results and specs (services.results, services.spec), round planners' s
 
 
 def record_row(row: dict) -> dict:
-    """A model record (a table row, or vit_core's dict): before 2026-11-23 its seed was ``seeds``."""
+    """A model record (a table row, or vit_core's dict): an older one named its seed ``seeds``."""
     row = dict(row)
     if "seeds" in row:
         row["seed"] = row.pop("seeds")
@@ -21,23 +21,23 @@ def record_row(row: dict) -> dict:
 
 
 def cell_result(saved: dict) -> dict:
-    """A cell of a saved SweepResult: before 2026-11-23 it had no ``started_at`` and ``ended_at``."""
+    """A cell of a saved SweepResult: an older one has no ``started_at`` and ``ended_at``."""
     return {"started_at": None, "ended_at": None} | saved
 
 
 def sweep_result(saved: dict) -> dict:
-    """A saved SweepResult: before 2026-11-24 it had no ``slots`` (0: not known)."""
+    """A saved SweepResult: an older one has no ``slots`` (0: not known)."""
     return {"slots": 0} | saved
 
 
 def search_section(raw: dict, fields) -> dict:
     """A recorded spec's search section with only its own mode's ``fields``: sweeps recorded before
-    the modes were classes of their own (2026-11-22) hold every mode's."""
+    the modes were classes of their own hold every mode's."""
     return {k: v for k, v in raw.items() if k in fields}
 
 
 def removed_training_fields(raw: dict) -> dict:
-    """A recorded spec: before 2026-12-07 its training section had ``compile`` (the compiled step,
+    """A recorded spec: an older one's training section may have ``compile`` (the compiled step,
     removed), and its axes section listed that field with every other."""
     return raw | {
         section: {k: v for k, v in raw[section].items() if k != "compile"}
@@ -47,8 +47,8 @@ def removed_training_fields(raw: dict) -> dict:
 
 
 def trial_config(config: dict) -> dict:
-    """A Ray Tune trial's config (services.search.packs.TrialConfig): before 2026-12-06 its pack and
-    a searcher's sampled values and resolved cell were keys of the config itself, not of ``trial``."""
+    """A Ray Tune trial's config (services.search.packs.TrialConfig): in an older one its pack and
+    a searcher's sampled values and resolved cell are keys of the config itself, not of ``trial``."""
     return config.get("trial", config)
 
 
@@ -56,13 +56,13 @@ def trial_config(config: dict) -> dict:
 
 
 def planner_state(saved: dict) -> dict:
-    """A round planner's saved state: before 2026-11-24 it had no ``failed`` cells."""
+    """A round planner's saved state: an older one has no ``failed`` cells."""
     return {"failed": []} | saved
 
 
 def bracket_states(cells: list[dict]) -> tuple[list[dict], set[int]]:
-    """The N* search's saved brackets, and the cells that had failed: before 2026-11-24 a bracket
-    held its cell's ``failed`` flag itself."""
+    """The N* search's saved brackets, and the cells that had failed: in an older state a bracket
+    holds its cell's ``failed`` flag itself."""
     cells = [dict(c) for c in cells]
     return cells, {i for i, c in enumerate(cells) if c.pop("failed", False)}
 
@@ -72,13 +72,13 @@ def bracket_states(cells: list[dict]) -> tuple[list[dict], set[int]]:
 
 def cell_of_run(tags: dict, run_name: str, cell_tag: str, by_label: dict):
     """The cell of a child run: its ``cell_tag`` where it has one; a run recorded before that tag
-    existed (2026-11-23) is matched by its name, the cell's label (``by_label``: label -> cell)."""
+    existed is matched by its name, the cell's label (``by_label``: label -> cell)."""
     return None if cell_tag in tags else by_label[run_name]
 
 
 def whole_record(marker: str | None, status: str) -> bool:
     """Whether a sweep's parent run holds its whole record: its record tag says so; a parent
-    logged before sweeps were recorded live (2026-11-25) has no such tag, and was whole once its
+    logged before sweeps were recorded live has no such tag, and was whole once its
     status left RUNNING (set last)."""
     return marker == "whole" if marker is not None else status != "RUNNING"
 
@@ -87,8 +87,8 @@ def whole_record(marker: str | None, status: str) -> bool:
 
 
 def searcher_state(saved: dict) -> dict:
-    """PlanSearcher's saved state: before 2026-11-25 it did not say whether its search had ended;
-    then, as those versions read it, it had ended where no pack was queued or in flight."""
+    """PlanSearcher's saved state: an older one does not say whether its search had ended;
+    as those versions read it, it had ended where no pack was queued or in flight."""
     ended = not saved.get("queue") and not saved.get("in_flight")
     return {"search_finished": ended} | saved
 

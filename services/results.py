@@ -225,7 +225,7 @@ class CellResult:
 
     def one_seed_scores(self) -> dict[int, tuple[int, np.ndarray]]:
         """Paper B, per N: (seed, its scores (D, D)) of the cell's smallest seed whose trial kept its
-        own, for a figure of one model's A beside the mean (records before 2026-11-28 keep none)."""
+        own, for a figure of one model's A beside the mean (older records keep none)."""
         found: dict[int, tuple[int, np.ndarray]] = {}
         for part in self.curve_parts:
             for n, p in part.get("scores", {}).items():

@@ -26,8 +26,8 @@ EXIT_STATUS = pytest.StashKey[int]()
 STACK_TESTS = "test_compose_stack.py"
 # Files whose tests start no Ray (no sweep, no cluster): in two workers they run beside the stack's
 # start-ups. A Ray started on a machine that busy can fail: its raylet aborts when its dashboard
-# agent, a Python process, takes over ~15 s to report its port (seen in a fresh clone's `make test`,
-# 2026-11-27: "Timed out waiting for file .../metrics_agent_port_..."). A file not named here runs after them.
+# agent, a Python process, takes over ~15 s to report its port ("Timed out waiting for file
+# .../metrics_agent_port_..."). A file not named here runs after them.
 NO_RAY = {
     "test_analysis.py",
     "test_data.py",
@@ -50,7 +50,7 @@ NO_RAY = {
 }
 
 
-# The longest of the other files, longest first (their seconds in the suite of 2026-11-28, 2 cores):
+# The longest of the other files, longest first (their seconds in the suite on 2 cores):
 # a worker given a long file last runs alone to the end while the other waits.
 LONGEST = (
     "test_slurm.py",  # 371 s
@@ -117,11 +117,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Once pytest has reported, end the process with its exit status, without the interpreter's
-    own teardown: a native library's finalizer (torch's, Ray's or grpc's; no Python frame) crashed
-    there once in three fresh-clone runs (2026-11-24: "Segmentation fault" after "372 passed"),
-    which turned a green run red. The tests' own servers and Ray clusters are stopped by then;
-    a Ray this process still holds is shut down first. An xdist worker ends as xdist ends it: it
-    has sent its results by now, and a crash after that is not counted."""
+    own teardown: a native library's finalizer (torch's, Ray's or grpc's; no Python frame) can crash
+    there ("Segmentation fault" after every test passed), which would turn a green run red. The
+    tests' own servers and Ray clusters are stopped by then; a Ray this process still holds is shut
+    down first. An xdist worker ends as xdist ends it: it has sent its results by now, and a crash
+    after that is not counted."""
     if ray.is_initialized():
         stop_ray()
     if hasattr(config, "workerinput"):

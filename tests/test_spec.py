@@ -248,7 +248,7 @@ def test_a_type_error_does_not_hide_a_range_error():
 
 
 def test_a_trial_config_round_trips_and_reads_the_flat_form_older_sweeps_saved():
-    """A trial's config is one TrialConfig; Tune's saved state of a sweep begun before 2026-12-06 holds
+    """A trial's config is one TrialConfig; Tune's saved state of an older sweep holds
     its pack, sampled values and resolved cell at the top level, which a resumed sweep still reads."""
     from services.search.packs import Pack, TrialConfig
 

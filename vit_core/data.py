@@ -1,4 +1,4 @@
-"""Deprecated: the token batch and its blocks moved to vit_core.tokens on 2026-12-06 (Paper A's
+"""Deprecated: the token batch and its blocks moved to vit_core.tokens (Paper A's
 sampler to vit_core.li2023.data); import them from vit_core.api, the families' public API. This
 alias keeps a family written against the README of before that working, with a DeprecationWarning,
 for one release (docs/extending.md, "Public API"), after which it goes."""

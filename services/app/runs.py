@@ -332,7 +332,7 @@ def _estimated_s(sweep: Sweep, home: Path, slots: int) -> float | None:
 
 def _record_alongside(work: Callable[[], None] | None, *args) -> Recorded:
     """record(*args) in a thread while ``work`` runs in this one: stopping Ray, which must happen
-    in the thread that started it (stop_ray: ~0.5 s here)."""
+    in the thread that started it."""
     if work is None:
         return record(*args)
     with ThreadPoolExecutor(1, thread_name_prefix="record") as pool:
@@ -343,7 +343,7 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> Recorded:
 
 def _check_cluster(ray_address: str | None) -> None:
     """NoCluster, before anything starts, when nothing answers at the cluster address: ray.init
-    would retry it for minutes first (13 min 45 s here)."""
+    would retry it for many minutes first."""
     from services.execution.ray_start import cluster_address, unreachable_cluster
 
     why = unreachable_cluster(ray_address)

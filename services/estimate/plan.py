@@ -41,12 +41,11 @@ if TYPE_CHECKING:
     from services.spec import Sweep
 
 # A sweep's time beside its trials' (its wall time less their time over its slots) without an
-# earlier one to learn it from: the smoke sweep's, 2 cores (4.6 s, 2.7 s in trials on 2 slots,
-# 2026-11-25; the four other sweeps under 25 s measured 2.5-3.2 s).
+# earlier one to learn it from: the smoke sweep's on 2 cores (short sweeps spend 2.5-3.2 s so).
 START_S = 3.2
 # How much slower a trial's steps may run inside a sweep than this process times them alone: the
-# bound's allowance. association_sensitivity's packs took 16.4 s in the sweep against 12.7 s timed
-# (1.29x, 2 cores, 2026-11-25): two trials at once in Ray lose 1.07x, the driver and Ray ~0.17 core.
+# bound's allowance. packs run ~1.3x slower in a sweep on 2 cores than
+# timed alone: two trials at once in Ray lose ~1.07x, the driver and Ray take ~0.17 core.
 IN_SWEEP = 1.5
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from services.results import Cell
     from services.spec import Sweep
 
-# Ray Tune's own cost per trial (suggest, start on a reused actor, report): 40 trials that train
-# nothing took 2.1 s on 2 slots, 4 took 1.5 s (2026-11-25, services.execution.ray_tune.run_sweep)
+# Ray Tune's own cost per trial (suggest, start on a reused actor, report), from trials that train
+# nothing through services.execution.ray_tune.run_sweep on 2 slots
 TRIAL_S = 0.05
 TIMING_S = 0.5  # a step time is measured once the last try took this much longer than the first
 FIRST_TRY = 10  # steps of the first try that times a step

@@ -21,24 +21,23 @@ if TYPE_CHECKING:
     from services.spec import Sweep
 
 # A cell's pilot is cut after PILOT_S, or PILOT_SHARE of the cell's most work, whichever is less:
-# at 1 s pilots saw few one-pass ViTs' windows confirmed, and the budget they were then counted at
-# put 11 of 29 specs' expectations 2.5x-25x above their sweeps (docs/performance.md, 2026-11-26)
+# much shorter pilots see few one-pass ViTs' windows confirmed, and counting those runs at their budget
+# puts expectations far above their sweeps
 PILOT_S = 3.0
 PILOT_SHARE = 0.1
 PILOT_MODELS = 4  # models in a pilot's pack: a small pack takes more steps a second
 # A plan's probes and pilots end within PLAN_PILOTS x the pilot's allowance from its start (24 s at
 # the default 3 s: the command within 30 s with its start, its play-out and a pilot's cut at its next
-# evaluation; at 27 s, 5 of 17 plans took 30.1-41.7 s), each pilot, blind or not, cut at its share of
-# what is left as it starts. The main job's eight pilots, blind up to 30 s each, took 57 s of its 79 s plan
-# (2026-11-28); fig1_grid_one_pass_tuned's 39, 3 s each, 39 s of its 55 s (2026-11-29)
+# evaluation), each pilot, blind or not, cut at its share of what is left as it starts: pilots that each
+# ran to their own limit made a plan of many cells take minutes
 PLAN_PILOTS = 8
 # ... but no pilot shorter than LEAST_PILOT x the allowance, however little is left: one cut at its
 # first evaluation sees nothing (its world all guesses), and the plan then overruns by that at most
 LEAST_PILOT = 0.1
 # Where pilots cut short by that deadline left guesses, they run again within a SPENT-th of the
-# sweep that first plan expects (plan.make_plan): a plan's expectation lay within 0.41-2.13x of its
-# sweep on every bundled spec (docs/performance.md), so the plan stays within a tenth of the sweep.
-# Its 20 pilots sharing 24 s, cut at step 20 of 4,000, put fig1_grid_multi_pass_tuned 2.4x over its sweep
+# sweep that first plan expects (plan.make_plan): a plan's expectation lies within about 0.5-2.3x of
+# its sweep on every bundled spec (docs/performance.md), so the plan stays within a tenth of the sweep.
+# Without it, a spec of many cells whose pilots share the 24 s sees almost nothing and is planned far over
 SPENT = 30
 
 

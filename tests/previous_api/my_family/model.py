@@ -1,4 +1,4 @@
-# The README's smallest family as of 50fb26e^ (2026-12-06), written against the public names
+# The README's smallest family as of 50fb26e^, written against the public names
 # of then, verbatim: tests/test_family_plugin.py installs and trains it through the aliases.
 import numpy as np
 import torch
