@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 # earlier one to learn it from: the smoke sweep's on 2 cores (short sweeps spend 2.5-3.2 s so).
 START_S = 3.2
 # How much slower a trial's steps may run inside a sweep than this process times them alone: the
-# bound's allowance. packs run ~1.3x slower in a sweep on 2 cores than
+# bound's allowance. Packs run ~1.3x slower in a sweep on 2 cores than
 # timed alone: two trials at once in Ray lose ~1.07x, the driver and Ray take ~0.17 core.
 IN_SWEEP = 1.5
 
