@@ -1,7 +1,9 @@
 """What a sweep keeps under its home beside Ray Tune's own state, so that nothing computed is lost.
 
 ``ray/SWEEP_ID/vitsweep.json`` (the marker) holds the spec's key and, once the sweep is logged,
-its MLflow parent run; ``spec.yaml`` is the spec as the user wrote it. Once every trial is done,
+its MLflow parent run; ``spec.yaml`` is the spec as the user wrote it (the marker keeps its hash);
+``searcher-state-*.pkl`` (Tune names it) is the search's checkpoint (searcher_checkpoint, JSON,
+read back by restore_searcher). Once every trial is done,
 ``result.json`` holds the collected results: a driver killed after training, or a tracking server
 that was down, costs a logging step, never a training, and a sweep already recorded is shown
 from it. Every file is written atomically (a temporary file, then ``os.replace``), and each is
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from services import legacy
 from services.results import SweepResult
 from services.store.cache import vit_core_hash
 from services.store.files import CorruptFile, locked, read_json, write_atomic
@@ -30,8 +33,9 @@ if TYPE_CHECKING:
     from services.spec import Sweep
 
 MARKER, SPEC, RESULT = "vitsweep.json", "spec.yaml", "result.json"
-MARKER_FORMAT = 1  # the marker's keys: format, spec_key, recorded, uri_given, created
+MARKER_FORMAT = 1  # the marker's keys: format, spec_key, recorded, uri_given, created, spec_sha256
 MARKER_KEYS = ("spec_key", "recorded")
+SEARCHER_FORMAT = 1  # the searcher checkpoint's keys: format, search_finished, and its planner's state
 
 
 def new_sweep_id(sweep: "Sweep", home: Path) -> str:
@@ -125,9 +129,14 @@ def mark_sweep(sweep: "Sweep", sweep_id: str, home: Path, spec_text: str, uri_gi
                 "recorded": None,
                 "uri_given": uri_given,
                 "created": datetime.now(UTC).isoformat(),
+                "spec_sha256": _sha256(spec_text),
             }
         ),
     )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def marker(home: Path, sweep_id: str) -> dict:
@@ -143,8 +152,20 @@ def set_recorded(home: Path, sweep_id: str, parent_run_id: str) -> None:
 
 
 def spec_text(home: Path, sweep_id: str) -> str:
-    """The spec a sweep ran, as its user wrote it."""
-    return (folder(home, sweep_id) / SPEC).read_text()
+    """The spec a sweep ran, as its user wrote it; CorruptFile where it is not the text the sweep's
+    marker names (emptied, cut, overwritten; an older marker names none: then
+    where it is not a YAML mapping)."""
+    path = folder(home, sweep_id) / SPEC
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise CorruptFile(path, "not a YAML spec (not text)") from None
+    expected = marker(home, sweep_id).get("spec_sha256")
+    if expected is not None and _sha256(text) != expected:
+        raise CorruptFile(path, "not the spec this sweep ran (emptied, cut or overwritten since)")
+    if expected is None and _spec_name(path.parent) is None:
+        raise CorruptFile(path, "not a YAML spec with a name")
+    return text
 
 
 def save_result(result: SweepResult, home: Path) -> None:
@@ -163,6 +184,32 @@ def load_result(home: Path, sweep_id: str) -> SweepResult | None:
         return SweepResult.from_dict(saved)
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptFile(path, f"a sweep result that does not read back ({type(error).__name__}: {error})") from None
+
+
+def searcher_checkpoint(planner_state: dict, finished: bool) -> str:
+    """A sweep's searcher checkpoint: its planner's state (RoundPlanner.get_state) and whether its
+    search ran to its end, as JSON that says its format; Tune's PlanSearcher.save writes it where
+    Tune asks (``searcher-state-*.pkl`` in the sweep's folder), and restore_searcher reads it."""
+    return json.dumps(planner_state | {"search_finished": finished, "format": SEARCHER_FORMAT})
+
+
+def restore_searcher(path: Path, planner, named: Path | None = None) -> bool:
+    """Restore ``planner`` (a RoundPlanner: its ``set_state``) from the searcher checkpoint at
+    ``path`` (searcher_checkpoint's); whether its search had ended. CorruptFile where the file does
+    not read back (emptied, cut, foreign, of a newer format, or a state the planner refuses),
+    naming ``named`` where given: the home's file, where Tune reads a copy in its staging folder."""
+    try:
+        saved = read_json(path, "searcher checkpoint", SEARCHER_FORMAT, ("queue", "in_flight"))
+        saved = legacy.searcher_state({key: value for key, value in saved.items() if key != "format"})
+        finished = saved.pop("search_finished")
+        try:
+            planner.set_state(saved)
+        except Exception as error:  # whatever the planner's own state makes of it (Optuna's study is a pickle)
+            why = f"a searcher checkpoint its planner cannot restore ({type(error).__name__}: {error})"
+            raise CorruptFile(path, why) from None
+    except CorruptFile as corrupt:
+        raise CorruptFile(named or path, corrupt.why) from None
+    return bool(finished)
 
 
 def sweep_ids(home: Path) -> list[str]:
