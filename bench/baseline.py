@@ -1,5 +1,5 @@
 """A git worktree of a baseline revision, for the benchmarks' ratios measured in the same run, with that
-revision's own entry points (its families and search modes) written beside its code: a process run from
+revision's own entry points (its families and strategies) written beside its code: a process run from
 the tree (its folder first on sys.path, or on PYTHONPATH) finds them before the installed vitsweep's,
 which name modules the baseline may not have (the strategies moved to services/search and Paper A's
 family to vit_core/li2023)."""

@@ -31,8 +31,8 @@ def sweep_result(saved: dict) -> dict:
 
 
 def search_section(raw: dict, fields) -> dict:
-    """A recorded spec's search section with only its own mode's ``fields``: sweeps recorded before
-    the modes were classes of their own hold every mode's."""
+    """A recorded spec's search section with only its own strategy's ``fields``: sweeps recorded
+    before the strategies were classes of their own hold every one's."""
     return {k: v for k, v in raw.items() if k in fields}
 
 

@@ -87,7 +87,7 @@ class ModelRecord:
     n_first_zero: int | None = None  # one pass: its first N with zero test error (-1: never)
     n_stable: int | None = None  # one pass: the N from which its test error stays zero (-1: never)
     censored: bool | None = None  # one pass with a stability window: stopped at its cap before its window closed
-    phase: str | None = None  # tuned: "selection" (choosing its setting) or "measurement" (services.search.tuning)
+    phase: str | None = None  # tuned: "selection" (choosing its setting) or "measurement" (search.tuning_one_pass)
 
     @property
     def test_error(self) -> float:

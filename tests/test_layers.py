@@ -108,8 +108,8 @@ LAYERS = (
         "services.results",
         "services.plotting",
     ),
-    ("services.spec",),  # the schema, the search modes, a cell resolved, the checks
-    ("services.search",),  # each mode's round planner, the packs
+    ("services.spec",),  # the schema, the strategies, a cell resolved, the checks
+    ("services.search",),  # each strategy's round planner, the packs
     ("services.stats",),  # the summary, its fits, the registered statistics
     ("services.report",),  # text, figures, frames, comparisons
     ("services.store",),  # state, cache, MLflow

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from services.app.cli import app
 from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
-from services.search.nstar import SampleComplexityMode
+from services.search.nstar import SampleComplexityStrategy
 from services.spec import Sweep, load_spec
-from services.spec.modes import spread
+from services.spec.strategies import spread
 
 ROOT = Path(__file__).parents[1]
 
@@ -31,7 +31,7 @@ runner = CliRunner()
 
 def first_pilot(spec, cell):
     """The cell's first pilot run of four models, as `vitsweep plan` runs it."""
-    return spec.mode.pilots(spec, cell, 4)[0]
+    return spec.strategy.pilots(spec, cell, 4)[0]
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_the_bound_counts_an_extended_cells_runs_in_steps_timed_at_the_smallest_
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
     spec = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})}))
     cell = spec.cells[0]
-    assert spec.mode.most_steps(spec, cell) == 8 * 60 // 1
+    assert spec.strategy.most_steps(spec, cell) == 8 * 60 // 1
     rate = timing.probe(spec, cell, 4)
     most = timing.most_probe(spec, cell, 4, rate)
     assert most.step_s >= rate.step_s / 2 and most.pack_step_s >= rate.pack_step_s / 2 and most.eval_s == rate.eval_s
@@ -467,7 +467,7 @@ def test_a_tuned_one_pass_cell_is_expected_to_take_the_rounds_its_search_would_t
     assert re.search(r"its search played out in \d+ draws", made.basis)
     extended = Sweep.of(spec.spec.model_copy(update={"tuning": spec.tuning.model_copy(update={"max_extensions": 1})}))
     seen = {i: [rehearse.Seen(2, 1.0, None, 50.0)] * 4 for i in range(len(extended.cells))}
-    played = rehearse.rehearse(extended, lambda: extended.mode.make_planner(extended), seen)
+    played = rehearse.rehearse(extended, lambda: extended.strategy.make_planner(extended), seen)
     assert all(min(t.batch_size for t in world if t.cell == 0) == 1 for world in played)  # the tie at B = 2: B = 1
     assert plan.make_plan(extended, tmp_path, 2).cells[0].model_steps > made.model_steps
     # a step at B as steps at B = 8 by their costs: timed at 8 and at 1 (model, pack), on the line
@@ -491,7 +491,7 @@ def test_a_rehearsed_run_stops_where_the_pilot_model_nearest_its_batch_and_step_
     assert list(rehearse._nearest(seen, 4, 0.25, None)) == [0, 2]  # as near B = 2 as 8 (log scale): a tie
     assert list(rehearse._nearest(seen, 1, 2.0, None)) == [1]
     for world in rehearse.rehearse(
-        spec, lambda: spec.mode.make_planner(spec), dict.fromkeys(range(len(spec.cells)), seen)
+        spec, lambda: spec.strategy.make_planner(spec), dict.fromkeys(range(len(spec.cells)), seen)
     ):
         measured = [t for t in world if t.cell == 0][-1]
         assert measured.batch_size == 2 and measured.steps == (15,) * 4  # 30 samples at B = 2, on 4 seeds
@@ -502,12 +502,12 @@ def test_every_search_mode_is_played_out_through_the_round_planner_protocol_alon
     widest step: its grid, then the bisection of that step to its precision (smoke: N in {5, 20},
     precision 0.1: log2(log 4 / log 1.1) = 3.9, four midpoints), each seed at every N once."""
     spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
-    searched = Sweep.of(spec.spec.model_copy(update={"search": SampleComplexityMode(mode="sample_complexity")}))
+    searched = Sweep.of(spec.spec.model_copy(update={"search": SampleComplexityStrategy(mode="sample_complexity")}))
     seen = {i: [rehearse.Seen(1, 1.0, n, 10.0) for n in (5, 20)] for i in range(len(spec.cells))}
-    (world,) = rehearse.rehearse(searched, lambda: searched.mode.make_planner(searched), seen, draws=1)
+    (world,) = rehearse.rehearse(searched, lambda: searched.strategy.make_planner(searched), seen, draws=1)
     models = [len(t.steps) for t in world if t.cell == 0]
     assert sum(models) == (2 + 4) * spec.seeds and {t.steps for t in world} == {(10,) * m for m in models}
-    (grid,) = rehearse.rehearse(spec, lambda: spec.mode.make_planner(spec), seen, draws=1)
+    (grid,) = rehearse.rehearse(spec, lambda: spec.strategy.make_planner(spec), seen, draws=1)
     assert sum(len(t.steps) for t in grid) == spec.trainings  # a grid: its first round is all
 
 

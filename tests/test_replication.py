@@ -41,7 +41,7 @@ TINY = (  # one model at two alpha*: an exponent, in seconds
 def _first_round_seeds(text: str) -> set[int]:
     """The seeds of every pack the spec's planner plans first."""
     spec = parse_spec(text)
-    made = spec.mode.make_planner(spec)
+    made = spec.strategy.make_planner(spec)
     return {s for cell in range(len(spec.cells)) for pack in made.next_round(cell) for s in pack.seeds}
 
 
@@ -55,7 +55,7 @@ def _first_round_seeds(text: str) -> set[int]:
     ],
 )
 def test_seed_start_moves_the_seeds_every_planner_trains(text, unshifted):
-    """Each mode's first round trains its seeds shifted by seed_start; the measurement seeds are
+    """Each strategy's first round trains its seeds shifted by seed_start; the measurement seeds are
     seed_start .. seed_start + seeds - 1, and a tuned sweep's selection seeds shift as much."""
     assert _first_round_seeds(text) == unshifted
     assert _first_round_seeds(text + "seed_start: 100\n") == {s + 100 for s in unshifted}

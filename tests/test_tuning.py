@@ -16,8 +16,8 @@ from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
 from services.search.selection import Run, n_star_of_runs
-from services.search.tuning import TuningSearch
 from services.search.tuning_multi_pass import MultiPassTuning
+from services.search.tuning_one_pass import OnePassTuning
 from services.spec import Setting, SpecError, parse_spec
 from services.stats.summarize import summarize
 from vit_core import TrainConfig
@@ -91,7 +91,7 @@ def drive(search, truth=stable_n, until: int | None = None) -> list:
 
 def test_selection_and_measurement_seeds_never_overlap_and_n_star_is_measured_at_the_best_setting():
     spec = parse_spec(SPEC)
-    search = TuningSearch(spec)
+    search = OnePassTuning(spec)
     packs = drive(search)
     selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
     measurement = {s for p in packs if p.phase == MEASUREMENT for s in p.seeds}
@@ -114,7 +114,7 @@ def test_settings_go_on_to_a_larger_cap_only_while_they_could_still_win():
         return 2 * stable_n(setting, seed)
 
     spec = parse_spec(SPEC)
-    search = TuningSearch(spec)
+    search = OnePassTuning(spec)
     packs = drive(search, slower)
     assert spec.tuning.caps(4 * 400) == [100, 400, 1600]
     caps: dict[tuple, set[int]] = {}
@@ -124,7 +124,7 @@ def test_settings_go_on_to_a_larger_cap_only_while_they_could_still_win():
                 caps.setdefault((p.batch_size, lr), set()).add(n)
     assert W * n_star_of_runs(search.cells[0].table()[Setting(1, 1.0)], 0.5) > 100  # not known at the first cap
     assert all(used == {100, 400} for used in caps.values())  # none went on to 1600
-    full = TuningSearch(parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, cap_rounds: 1}")))
+    full = OnePassTuning(parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, cap_rounds: 1}")))
     drive(full, slower)
     assert search.cells[0].chosen == full.cells[0].chosen == [1, 1.0]
 
@@ -137,7 +137,7 @@ def test_a_best_setting_at_an_edge_is_extended_then_flagged():
         return round(400 * setting.batch_size / setting.lr) + seed % 3
 
     spec = parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, max_extensions: 2}"))
-    search = TuningSearch(spec)
+    search = OnePassTuning(spec)
     packs = drive(search, rising)
     tried = {lr for p in packs if p.phase == SELECTION and p.cell == 0 for lr in p.lr}
     assert tried == {0.25, 1.0, 4.0, 16.0, 64.0}
@@ -149,7 +149,7 @@ def test_a_best_setting_at_an_edge_is_extended_then_flagged():
     assert row.tuning.at_edge == ["batch_size: 1, the smallest possible", "lr: the largest value tried (64)"]
     assert row.tuning.selection_seeds == [1000, 1001, 1002, 1003] and row.tuning.measurement_seeds == list(range(6))
     flag = parse_spec(SPEC.replace("selection_seeds: 4}", "selection_seeds: 4, at_edge: flag}"))
-    search = TuningSearch(flag)
+    search = OnePassTuning(flag)
     drive(search, rising)
     assert search.cells[0].chosen == [1, 4.0] and search.cells[0].extensions == {}
 
@@ -164,7 +164,7 @@ def _records(pack, truth) -> list[dict]:
 
 def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     spec = parse_spec(SPEC)
-    whole = [p.config() for p in drive(TuningSearch(spec))]
+    whole = [p.config() for p in drive(OnePassTuning(spec))]
     first = PlanSearcher(spec.mode.make_planner(spec), "s-1")
     head = [p.config() for p in drive(first.search, until=7)]
     state = json.loads(json.dumps(first.search.get_state()))
@@ -187,7 +187,7 @@ def test_multi_pass_tuning_searches_each_settings_n_star_then_measures_the_best_
     then searched on the measurement seeds, bracketed to the precision; the summary reads the
     same choice back from the records; a stopped search resumes as if never stopped."""
     spec = parse_spec(MULTI_PASS)
-    search = spec.mode.make_planner(spec)
+    search = spec.strategy.make_planner(spec)
     assert isinstance(search, MultiPassTuning)
     packs = drive(search)
     selection = {s for p in packs if p.phase == SELECTION for s in p.seeds}
@@ -302,7 +302,7 @@ def test_a_model_can_search_values_of_its_own():
     )
     spec = parse_spec(text + "per_model: {cnn: {tuning: {lr: [16, 64]}}}\n")
     assert spec.tuning_of("cnn").lr == [16.0, 64.0] and spec.tuning_of("vit").lr == [0.25, 1.0, 4.0]
-    packs = drive(TuningSearch(spec))
+    packs = drive(OnePassTuning(spec))
     first = {(spec.cells[p.cell].model, lr) for p in packs if p.phase == SELECTION for lr in p.lr}
     assert {lr for m, lr in first if m == "cnn"} == {16.0, 64.0, 4.0, 1.0}  # best at 16: two steps down past it
     assert {lr for m, lr in first if m == "vit"} >= {0.25, 1.0, 4.0}
@@ -386,7 +386,7 @@ def test_a_cells_next_round_is_planned_as_soon_as_its_round_reports_and_long_pac
     cell's round has reported, its next round is queued ahead of the CNN packs still waiting,
     so that a slow cell's last round does not run alone at the end."""
     spec = parse_spec(SPEC)
-    search = TuningSearch(spec)
+    search = OnePassTuning(spec)
     first = search.suggest("t0")
     assert spec.cells[first.cell].model == "vit"
     waiting = [spec.cells[p.cell].model for p in search.queue]
@@ -437,14 +437,14 @@ def test_the_settings_and_steps_a_cell_may_take_bound_what_its_search_trains(tru
     spec = parse_spec(
         SPEC.replace("batch_size: [1, 4]", "batch_size: [8, 32]").replace("seeds: 4}", "seeds: 4, max_extensions: 2}")
     )
-    search = TuningSearch(spec)
+    search = OnePassTuning(spec)
     packs = [p for p in drive(search, worlds[truth]) if p.cell == 0]
     cell = spec.cells[0]
     tried = {Setting(p.batch_size, lr) for p in packs if p.phase == SELECTION for lr in p.lr}
     trainings = sum(len(p.seeds) for p in packs)
     steps = max(n // p.batch_size for p in packs for n in p.n_train)
     assert len(tried) <= spec.tuning.most_settings(Setting(4, 1.0))
-    assert trainings <= spec.mode.most_trainings(spec, cell) and steps <= spec.mode.most_steps(spec, cell)
+    assert trainings <= spec.strategy.most_trainings(spec, cell) and steps <= spec.strategy.most_steps(spec, cell)
     if truth == "never":
         grid_and_extensions = 2 * 3 + 2 * 2 * 2
         assert len(tried) > grid_and_extensions and min(s.batch_size for s in tried) == 1 < 8

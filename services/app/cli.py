@@ -72,7 +72,7 @@ def entry() -> None:
 def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> None:
     """Check a sweep spec: exit 0, or 2 with one line per problem (field path, value, what is allowed)."""
     sweep = _load_or_exit(path)
-    size = sweep.mode.trainings_text(sweep, sweep.trainings, sweep.max_trainings_bound)
+    size = sweep.strategy.trainings_text(sweep, sweep.trainings, sweep.max_trainings_bound)
     print(f"{path}: ok: {len(sweep.cells)} cells, {size}")
     for model, config in models_resolved(sweep).items():
         print(f"  {model}: " + ", ".join(f"{key}={value}" for key, value in config.items()))

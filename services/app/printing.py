@@ -112,7 +112,8 @@ def print_sweep(sweep, result, uri: str, parent_id: str | None, home: Path, fold
     for failure in (f for cell in result.cells for f in cell.failures):
         print(f"failed trial: {failure}", file=sys.stderr)
     if result.best:
-        show(f"best ({sweep.search.metric}, {sweep.search.direction}): {result.best}")
+        metric, direction = sweep.strategy.objective()
+        show(f"best ({metric}, {direction}): {result.best}")
     show(
         f"{result.trainings} trainings ({result.cache_hits} more read from the result cache) in {result.wall_s:.1f} s"
         + ("" if result.estimated_s is None else f" (vitsweep plan estimated {result.estimated_s:.0f} s)")

@@ -1,5 +1,5 @@
-"""A cell's pilot for `vitsweep plan`: a few models trained here as its search mode says
-(``Mode.pilots``), cut after an allowance, and the steps each took to stop, is foreseen to, or
+"""A cell's pilot for `vitsweep plan`: a few models trained here as its strategy says
+(``Strategy.pilots``), cut after an allowance, and the steps each took to stop, is foreseen to, or
 is guessed to (``Pilot``): the world its search is then played out in (services.estimate.rehearse)."""
 
 import math
@@ -78,7 +78,7 @@ class Pilot:
 
 
 def pilot(sweep: "Sweep", cell: "Cell", run: "PilotRun", allowance: float, blind_s: float | None = None) -> Pilot:
-    """The models of ``run`` (Mode.pilots) in one run up to their budget, cut at the first
+    """The models of ``run`` (Strategy.pilots) in one run up to their budget, cut at the first
     evaluation after ``allowance`` seconds, or after ``blind_s`` (default BLIND x the allowance)
     while none of them has stopped and some are guesses (one pass: not at zero test error). One
     run, not a limit doubled: a one-pass run's first steps are the same under any limit, so each

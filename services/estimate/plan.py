@@ -1,9 +1,9 @@
 """`vitsweep plan`: what a sweep will train and how long it should take, before anything runs.
 
 Per cell: its first round's packs and trainings, the most trainings and model-steps its protocol
-allows (the budgets, from its search mode), and the work it is expected to take: its search mode's
+allows (the budgets, from its strategy), and the work it is expected to take: its strategy's round
 planner played out (services.estimate.rehearse) in worlds where each run stops as the cell's pilot
-models did (services.estimate.pilot: as its mode pilots it), or as an earlier sweep of the name under
+models did (services.estimate.pilot: as its strategy pilots it), or as an earlier sweep of the name under
 the home did, or at its budget where no run stops early; each pack at the step costs timed here
 (services.estimate.timing). The wall time on S slots is Ray Tune's own time plus the larger of the work
 over S and the longest cell's work over its packs (where trials share a GPU, at the pace of packs
@@ -207,7 +207,7 @@ def _timed(sweep: "Sweep", slots: int, earlier) -> list[tuple]:
     recorded = {c.cell.key: c.records for c in earlier.cells} if earlier else {}
     first, probes, cells = first_packs(sweep, slots), {}, []
     for index, cell in enumerate(sweep.cells):
-        trainings = sweep.mode.first_trainings(sweep, cell)
+        trainings = sweep.strategy.first_trainings(sweep, cell)
         packs = sum(p.cell == index for p in first) or math.ceil(trainings / sweep.resources.models_per_pack)
         size = max(1, min(sweep.resources.models_per_pack, math.ceil(trainings / packs)))
         key = timing_key(sweep, cell, size)
@@ -222,7 +222,7 @@ def _played(sweep: "Sweep", slots: int, cells: list[tuple], found: dict, earlier
     """The plan of ``cells`` (``_timed``) with their searches played out in the worlds ``found``,
     at the earlier sweep's measured rate and start where it has them."""
     played = rehearse(
-        sweep, lambda: sweep.mode.make_planner(sweep, slots), {index: seen for index, (seen, _) in found.items()}
+        sweep, lambda: sweep.strategy.make_planner(sweep, slots), {index: seen for index, (seen, _) in found.items()}
     )
     plans = [_cell_plan(sweep, played, *cell[:4], found[cell[0]][1]) for cell in cells]
     steps_by_cell = {c.cell.key: worlds.model_steps(c.records) for c in earlier.cells} if earlier else {}
@@ -238,8 +238,8 @@ def _cell_plan(sweep, played: list[list[Trained]], index, packs, size, rates, ba
     """A cell's plan from its packs in every played world, each pack at its own batch's step costs."""
     cell, (rate, most_rate) = sweep.cells[index], rates
     training = timed_configs(sweep, cell)[2]
-    per_model, most = sweep.mode.most_steps(sweep, cell), sweep.mode.most_trainings(sweep, cell)
-    as_steps = batch_steps(training.batch_size, sweep.mode.smallest_batch(sweep, cell), rates)
+    per_model, most = sweep.strategy.most_steps(sweep, cell), sweep.strategy.most_trainings(sweep, cell)
+    as_steps = batch_steps(training.batch_size, sweep.strategy.smallest_batch(sweep, cell), rates)
     evals = evaluations_s(training, basis.eval_s)
     model_steps = pack_steps = evals_s = 0.0
     mine = [t for world in played for t in world if t.cell == index]
@@ -249,11 +249,11 @@ def _cell_plan(sweep, played: list[list[Trained]], index, packs, size, rates, ba
         pack_steps += pack * max(trained.steps)
         evals_s += sum(evals(s) for s in trained.steps)
     draws = len(played)
-    words = basis.words + (f"; its search played out in {draws} draws" if not sweep.mode.fixed else "")
+    words = basis.words + (f"; its search played out in {draws} draws" if not sweep.strategy.fixed else "")
     return CellPlan(
         label=cell.label,
         packs=packs,
-        trainings=sweep.mode.first_trainings(sweep, cell),
+        trainings=sweep.strategy.first_trainings(sweep, cell),
         trainings_most=most,
         model_steps=min(most * per_model, round(model_steps / draws)),
         model_steps_most=most * per_model,
@@ -268,7 +268,7 @@ def _cell_plan(sweep, played: list[list[Trained]], index, packs, size, rates, ba
         size=size,
         most_step_s=most_rate.step_s,
         most_pack_step_s=most_rate.pack_step_s,
-        rounds_most=sweep.mode.most_rounds(sweep, cell),
+        rounds_most=sweep.strategy.most_rounds(sweep, cell),
         steps_most=per_model,
         later_packs=max(0, round(len(mine) / draws) - packs),
         model_s=rate.model_s,

@@ -1,10 +1,10 @@
-"""A sweep's search played out before it runs, for `vitsweep plan`'s expectation: any search mode's
+"""A sweep's search played out before it runs, for `vitsweep plan`'s expectation: any strategy's
 round planner, driven through the RoundPlanner protocol alone (``suggest`` and ``complete``, as
 Ray Tune drives it), in a World where each run stops as the pilot model nearest its setting did.
 
 So the plan counts the rounds only results decide (later caps, settings past an edge, an N*
 search's bisection, retries, the measurement's seeds that run to the budget) the way the search
-takes them, and a new mode gets an expectation with no code of the plan's. Counting a tuned
+takes them, and a new strategy gets an expectation with no code of the plan's. Counting a tuned
 cell's first round and its measurement at the soonest stop alone put sample_complexity_arms 3.9x
 under its sweep, its runs past the grid a third of it; drawing every run's stop from every pilot
 model alike put the main job of then 2.9x over (docs/performance.md).

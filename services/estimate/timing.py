@@ -43,7 +43,7 @@ def timed_configs(sweep: "Sweep", cell: "Cell") -> tuple:
     """The cell's configs as its steps are timed: its first pilot's (a tuned cell at its grid's
     smallest batch size and middle step size, over its sample budget)."""
     data, model, _ = sweep.resolved_cell(cell).configs
-    return data, model, sweep.mode.pilots(sweep, cell, 1)[0].training
+    return data, model, sweep.strategy.pilots(sweep, cell, 1)[0].training
 
 
 def local_slots(sweep: "Sweep") -> int:
@@ -177,12 +177,12 @@ def _split(sweep: "Sweep", cell: "Cell", configs: tuple, size: int, full: float,
 
 def most_probe(sweep: "Sweep", cell: "Cell", size: int, rate: Probe) -> Probe:
     """The step costs the bound counts a cell's steps at: ``rate``'s, or a tuned one-pass cell's at
-    the smallest batch its extensions may reach below its grid's (``Tuned.most_steps`` counts its
+    the smallest batch its extensions may reach below its grid's (``TuningStrategy.most_steps`` counts its
     runs in those steps: timed at the grid's smallest, 8x the steps of sample_complexity_arms' B = 8
     at B = 1 made its bound 18x, where a step at B = 1 took a seventh of one at B = 8). A run's cost,
     budget / B steps of a + b·B each, is the largest at the smallest B."""
     data, model, training = timed_configs(sweep, cell)
-    smallest = sweep.mode.smallest_batch(sweep, cell)
+    smallest = sweep.strategy.smallest_batch(sweep, cell)
     if smallest >= training.batch_size:
         return rate
     quiet = _quiet(training.at_batch(smallest))

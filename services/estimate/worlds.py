@@ -1,6 +1,6 @@
 """Where a cell's runs stop, for `vitsweep plan` (services.estimate.plan): at their budget where none
 stops early, as an earlier sweep of the name under the home recorded them, or as the cell's pilots
-saw (services.estimate.pilot, run as its search mode says: Mode.pilots). Its search is then played out
+saw (services.estimate.pilot, run as its strategy says: Strategy.pilots). Its search is then played out
 in that world (services.estimate.rehearse)."""
 
 import dataclasses
@@ -57,20 +57,20 @@ def worlds_of(
 ) -> dict[int, tuple[list[Seen], Basis]]:
     """Each cell's world (``cells``: its index, pack size, step costs and history: an earlier
     sweep's id and its records, or None): every run at its budget where none stops early, else the
-    runs an earlier sweep recorded, else its pilots' (Mode.pilots), run side by side on ``slots``
+    runs an earlier sweep recorded, else its pilots' (Strategy.pilots), run side by side on ``slots``
     as a sweep's trials are, all ended by ``deadline`` (``time.monotonic``; ``_pilot_job``)."""
     found, jobs = {}, []
     for index, size, rate, history in cells:
         cell = sweep.cells[index]
-        if not stops_early(sweep, cell) and (sweep.mode.fixed or history is None):
+        if not stops_early(sweep, cell) and (sweep.strategy.fixed or history is None):
             found[index] = at_budget(sweep, index), Basis("budget", False, rate.eval_s)
         elif history is not None and history[1]:  # a cell an earlier sweep recorded no run of: piloted
             found[index] = _recorded(sweep, cell, history[1]), Basis(f"history {history[0]}", False, rate.eval_s)
         else:
-            most = sweep.mode.most_trainings(sweep, cell) * sweep.mode.most_steps(sweep, cell)
+            most = sweep.strategy.most_trainings(sweep, cell) * sweep.strategy.most_steps(sweep, cell)
             allowance = min(pilot_s, PILOT_SHARE * most * (rate.step_s + rate.pack_step_s / size))
-            models = min(PILOT_MODELS, sweep.mode.first_trainings(sweep, cell))
-            jobs += [(sweep, index, run, allowance, rate) for run in sweep.mode.pilots(sweep, cell, models)]
+            models = min(PILOT_MODELS, sweep.strategy.first_trainings(sweep, cell))
+            jobs += [(sweep, index, run, allowance, rate) for run in sweep.strategy.pilots(sweep, cell, models)]
     wide, least = width(sweep, slots, len(jobs)), LEAST_PILOT * pilot_s
     jobs = [(*job, _Turn(len(jobs) - order, wide, deadline, least)) for order, job in enumerate(jobs)]
     tried: dict[int, list] = {}

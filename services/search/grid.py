@@ -1,17 +1,18 @@
-"""Search mode ``grid``: the strategy (its section and budget are a Mode's) and its planner, one
-round holding every pack of the sweep (services.search.packs)."""
+"""Strategy ``grid``: its section and budget (a Strategy's) and its planner, one round holding
+every pack of the sweep (services.search.packs)."""
 
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from services.search.packs import Pack, pack_cost, packs
 from services.search.rounds import RoundPlanner
-from services.spec import Mode
+from services.spec import Strategy
+from services.spec.strategies import renamed
 
 if TYPE_CHECKING:
     from services.spec import Sweep
 
 
-class GridMode(Mode):
+class GridStrategy(Strategy):
     """grid: every cell of the axes at every N of n_train (one pass: at its sample budget)."""
 
     mode: Literal["grid"] = "grid"
@@ -42,3 +43,6 @@ class GridPlanner(RoundPlanner):
     def set_state(self, state: dict) -> None:
         super().set_state(state)
         self.rounds = {int(i): [Pack.from_config(p) for p in ps] for i, ps in state["rounds"].items()}
+
+
+__getattr__ = renamed(__name__, {"GridMode": ("GridStrategy", GridStrategy)})

@@ -1,4 +1,4 @@
-"""Adaptive N* search (search mode ``sample_complexity``): which packs to train next, from the results so far.
+"""Adaptive N* search (strategy ``sample_complexity``): which packs to train next, from the results so far.
 
 A one_pass cell needs no search: its one round (each seed trained to its sample budget) gives its
 success at every evaluated N, so its Bracket is not adaptive and plans nothing after it.
@@ -25,8 +25,9 @@ from services.analysis import counted_success, full_grid_size, stable_n_star
 from services.results import Cell, ModelRecord
 from services.search.packs import Pack, cut, pack_cost
 from services.search.rounds import RoundPlanner
-from services.spec import Mode, Problem
+from services.spec import Problem, Strategy
 from services.spec.resolved import SweepView
+from services.spec.strategies import AdaptiveSearch, renamed
 from vit_core.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class NStarSearch(RoundPlanner):
         self.cells = [Bracket.from_state(c) for c in cells]
 
 
-class SampleComplexityMode(Mode):
+class SampleComplexityStrategy(Strategy):
     """sample_complexity: per cell, find N* adaptively, starting from n_train (services.search.nstar)."""
 
     mode: Literal["sample_complexity"]
@@ -180,6 +181,9 @@ class SampleComplexityMode(Mode):
         if self.n_max is not None and self.n_max < sweep.largest_n:
             return [Problem("search.n_max", self.n_max, f"must be at least the largest n_train ({sweep.largest_n})")]
         return []
+
+    def adaptive(self) -> AdaptiveSearch:
+        return self
 
     def most_n(self, sweep: SweepView, cell: Cell) -> int:
         """The most N one seed of a multi-pass cell trains at: its grid and every N of ratio
@@ -215,3 +219,6 @@ class SampleComplexityMode(Mode):
 
     def make_planner(self, sweep: "Sweep", slots: int | None = None) -> "NStarSearch":
         return NStarSearch(sweep, slots)
+
+
+__getattr__ = renamed(__name__, {"SampleComplexityMode": ("SampleComplexityStrategy", SampleComplexityStrategy)})

@@ -1,4 +1,4 @@
-"""Search mode ``optuna``: fields of one cell tuned by Optuna's TPE sampler through its ask and tell
+"""Strategy ``optuna``: fields of one cell tuned by Optuna's TPE sampler through its ask and tell
 interface, one trial per sample, each training every (N, seed) of the cell at the sampled values."""
 
 import base64
@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field, model_validator
 from services.results import Cell
 from services.search.packs import Pack, TrialConfig, packs
 from services.search.rounds import RoundPlanner
-from services.spec import Mode, Problem
+from services.spec import Problem, Strategy
 from services.spec.base import FORBID
-from services.spec.modes import SPEC_ONLY
 from services.spec.resolved import SweepView
+from services.spec.strategies import SPEC_ONLY, renamed
 from vit_core.fields import ConfigError
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _space_problems(sweep: SweepView, name: str, bounds: Range) -> list[Problem]
     return problems
 
 
-class OptunaMode(Mode):
+class OptunaStrategy(Strategy):
     """optuna: tune fields of one cell with Optuna (ask and tell), each trial training every
     (N, seed) of the cell with the sampled values."""
 
@@ -140,6 +140,11 @@ class OptunaMode(Mode):
         """A trial's sampled values as its fields take them: integers where a range is of integers
         (Optuna, and Tune's saved state, may hand back floats)."""
         return {k: int(v) if self.space[k].integer else v for k, v in sampled.items()}
+
+    def params(self) -> dict[str, Any]:
+        """Its fields, each range of the space as "[low, high]" (" log" on a log scale)."""
+        space = {f"space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}" for k, r in self.space.items()}
+        return self.model_dump(exclude={"space"}) | space
 
     def problems(self, sweep: SweepView) -> list[Problem]:
         """Optuna tunes the fields of `space` in one cell, one pack per trial."""
@@ -172,3 +177,6 @@ class OptunaMode(Mode):
 
     def make_planner(self, sweep: "Sweep", slots: int | None = None) -> "OptunaPlanner":
         return OptunaPlanner(sweep, slots)
+
+
+__getattr__ = renamed(__name__, {"OptunaMode": ("OptunaStrategy", OptunaStrategy)})

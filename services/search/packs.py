@@ -22,7 +22,7 @@ class Pack:
     max_steps: int | None = None  # a retry's larger step budget (None: the cell's own)
     lr: tuple[float, ...] | None = None  # each model's step size (None: the cell's)
     batch_size: int | None = None  # None: the cell's
-    phase: str | None = None  # tuning: "selection" or "measurement" (services.search.tuning)
+    phase: str | None = None  # tuning: "selection" or "measurement" (services.search.tuning_one_pass)
 
     def config(self) -> dict:
         """The pack as a Ray Tune trial's config entry (plain JSON values); from_config reads it."""

@@ -1,4 +1,4 @@
-"""The shape every search mode's planner has: rounds of packs per cell, planned as results come
+"""The shape every strategy's round planner has: rounds of packs per cell, planned as results come
 in (a pure object; services.execution.ray_tune adapts any of them to Ray Tune's Searcher)."""
 
 from services import legacy

@@ -1,6 +1,7 @@
-"""A tuned cell's settings compared (services.search.tuning): each setting's runs on the selection
-seeds, its N*, the best setting, its neighbours past an edge of the values tried, and where the
-chosen one still sits at an edge. Read by the planners and by the statistics of a tuned sweep."""
+"""A tuned cell's settings compared (services.search.tuning_one_pass, tuning_multi_pass): each
+setting's runs on the selection seeds, its N*, the best setting, its neighbours past an edge of
+the values tried, and where the chosen one still sits at an edge. Read by the planners and by the
+statistics of a tuned sweep."""
 
 import math
 from dataclasses import dataclass

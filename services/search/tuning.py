@@ -1,242 +1,194 @@
-"""Training settings searched inside every cell (``tuning``): N* of a model class, not of one optimiser setting.
+"""The strategy of a sweep with a tuning section (TuningStrategy, entry point ``tuning``): every
+cell's (B, eta) chosen on selection seeds, then its N* measured with the search section's strategy,
+which it asks only what any Strategy answers; its budget, problems, pilots and planner
+(services.search.tuning_one_pass one pass's, tuning_multi_pass multi-pass's)."""
 
-In one pass N = B·t, so a cell's N* is B times the SGD steps it needs at *that* (B, eta). Per cell,
-each setting of the space is trained on the *selection* seeds; the setting with the smallest N*
-there is chosen, and the cell's N* and its CI are then measured at that setting on other,
-*held-out* seeds (the measurement seeds, ``seeds``), so that the minimum over many noisy
-estimates (the winner's curse) never reaches the reported N* (docs/science-choices.md). A best
-setting at an edge of the values tried extends the space one geometric step past it (``at_edge:
-extend``, up to ``max_extensions`` per direction), or is flagged.
-
-Settings come from a grid (every combination of the listed values) or from Optuna's TPE sampler
-(``sampler: optuna``: ``num_samples`` settings per cell, ``parallel`` asked at a time, over the
-log range the lists span). Step sizes of one batch size share a pack: models carry their own eta.
-Pure: no Ray here (services.execution.ray_tune adapts every planner to Ray Tune's Searcher);
-multi-pass cells: services.search.tuning_multi_pass.
-"""
-
+import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from services.results import MEASUREMENT, SELECTION
-from services.search.packs import Pack, chunks, pack_cost
+from services.results import Cell
 from services.search.rounds import RoundPlanner
-from services.search.selection import DONE, Run, best, n_star_of_runs, neighbours, runs_by_setting
-from services.spec import Setting
+from services.search.tuning_multi_pass import MultiPassTuning
+from services.search.tuning_one_pass import OnePassTuning
+from services.spec import PilotRun, Problem, Setting, Strategy, Tuning
+from services.spec.resolved import SweepView
+from services.spec.strategies import renamed, spread
 
 if TYPE_CHECKING:
-    from services.results import ModelRecord
     from services.spec import Sweep
 
 
-@dataclass
-class CellTuning:
-    """The tuning state of one cell: every seed's run at every setting tried, the extensions made
-    past each edge, and the phase (selection, then the measurement of the chosen setting)."""
+class TuningStrategy(Strategy):
+    """The strategy of a sweep with a tuning section: every cell's (B, eta) chosen on selection
+    seeds, then its N* measured (one pass: under growing sample caps; multi-pass: an N* search of
+    ``search`` per setting). Made by services.spec.strategies.tuned, never named by a search section."""
 
-    runs: dict[str, dict[str, list]] = field(default_factory=dict)  # setting -> seed -> [n_stable, diverged, budget]
-    settings: dict[str, list] = field(default_factory=dict)  # setting label -> [B, lr]
-    extensions: dict[str, int] = field(default_factory=dict)  # "lr high" -> steps past that edge
-    phase: str = SELECTION
-    chosen: list | None = None  # [B, lr] once selection ended
-    asked: int = 0  # optuna: settings asked so far
+    mode: Literal["tuning"] = "tuning"
+    tuning: Tuning
+    search: Strategy
+    fixed: ClassVar[bool] = False
+    planned: ClassVar[bool] = False
+    section: ClassVar[bool] = False
 
-    def table(self) -> dict[Setting, dict[int, Run]]:
-        return {
-            Setting(*self.settings[label]): {int(s): Run(*v) for s, v in seeds.items()}
-            for label, seeds in self.runs.items()
-        }
+    def pilots(self, sweep: SweepView, cell: Cell, models: int) -> list[PilotRun]:
+        """At the grid's smallest batch size (one pass: and at its largest, for a run's samples to
+        stop change with B: the main job of then's ViT at 0.15, 5,120 at B = 32, > 10,400 at 8),
+        each at the cell's sample budget, its models at step sizes spread over the grid's (at the
+        middle one alone, fig1_grid_one_pass_tuned's pilots saw a fifth of the steps its
+        selections took); multi-pass each of those step sizes at the N grid's smallest and largest
+        N (at its largest alone, fig1_grid_multi_pass_tuned's ViT plan counted 2.1x the model-steps
+        its sweep took, whose runs at N = 2-16 settle in 20-80 steps; at the step sizes' ends alone,
+        its CNN's middle one, the fastest, drew the largest one's runs of thousands of steps)."""
+        resolved, tuning = sweep.resolved_cell(cell), sweep.tuning_of(cell.model)
+        lrs = sorted(tuning.lr or [resolved.training.lr])
+        batches = sorted(tuning.batch_size or [resolved.training.batch_size])
+        at = batches[:1] + (batches[-1:] if resolved.one_pass and batches[-1] != batches[0] else [])
+        spread_lr = spread(tuning.lr, models) if tuning.lr else None
+        n = None
+        if not resolved.one_pass:
+            each, ends = sorted(set(spread_lr or lrs)), sorted(set(spread(resolved.n_values, 2)))
+            spread_lr, n = tuple(lr for _ in ends for lr in each), tuple(x for x in ends for _ in each)
+            models = len(n)
+        middle = lrs[len(lrs) // 2]
+        return [
+            PilotRun(dataclasses.replace(resolved.training.at_batch(b), lr=middle), models, spread_lr, n) for b in at
+        ]
 
-    def add(self, setting: Setting, seed: int, run: Run) -> None:
-        """Keep a seed's run, unless a run of it with a larger budget is kept already."""
-        self.settings[setting.label] = [setting.batch_size, setting.lr]
-        mine = self.runs.setdefault(setting.label, {})
-        if str(seed) not in mine or run.budget > mine[str(seed)][2]:
-            mine[str(seed)] = [run.n_stable, run.diverged, run.budget]
+    def settings(self, sweep: SweepView, model: str) -> int:
+        """Settings tried per cell of a model before any extension: the grid's, or Optuna's samples."""
+        t = sweep.tuning_of(model)
+        return t.num_samples if t.sampler == "optuna" else len(t.lr or [0]) * len(t.batch_size or [0])
 
+    def runs(self, sweep: SweepView, cell: Cell) -> int:
+        """A cell's runs before any extension (one pass: one training each; multi-pass: an N* search
+        each): every setting on the selection seeds, and the measurement on the sweep's seeds."""
+        return self.settings(sweep, cell.model) * self.tuning.selection_seeds + sweep.seeds
 
-class TuningSearch(RoundPlanner):
-    """Plans packs round by round for every cell of a tuned spec (packs.RoundPlanner): the
-    selection rounds, then one measurement round at the chosen setting.
+    def first_trainings(self, sweep: SweepView, cell: Cell) -> int:
+        """Its grid on the selection seeds and the measurement, before any extension."""
+        one_pass = sweep.resolved_cell(cell).one_pass
+        return self.runs(sweep, cell) * (1 if one_pass else len(sweep.resolved_cell(cell).n_values))
 
-    Selection runs under growing sample caps (``Tuning.caps``): a run not confirmed stable by cap C
-    has a stable N above C/W (its window W·N must fit under C), so once some setting's N* is b, a
-    setting whose runs reached C >= W·b without N* cannot beat it and is not run further. Only the
-    settings that still could go on, at the next cap; every setting's sample budget is the cell's
-    (training.batch_size × max_steps), whatever its own batch size."""
+    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
+        """Every setting it may reach (extensions included) on the selection seeds once per sample
+        cap (one pass) or through a whole N* search (multi-pass), and its measurement."""
+        tuning, training = sweep.tuning_of(cell.model), sweep.resolved_cell(cell).training
+        settings = tuning.most_settings(Setting(training.batch_size, training.lr)) * self.tuning.selection_seeds
+        if sweep.resolved_cell(cell).one_pass:
+            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + sweep.seeds
+        return (settings + sweep.seeds) * self.search.most_n(sweep, cell)
 
-    def __init__(self, sweep: "Sweep"):
-        super().__init__(len(sweep.cells), pack_cost(sweep))
-        self.sweep, self.tuning, self.p = sweep, sweep.tuning, sweep.success_rate
-        self.tunings = [sweep.tuning_of(c.model) for c in sweep.cells]  # each cell's model's value lists
-        trainings = [sweep.resolved_cell(c).training for c in sweep.cells]
-        self.window = trainings[0].stability_window
-        self.caps = [t.caps(c.batch_size * c.max_steps) for t, c in zip(self.tunings, trainings)]  # ascending
-        self.bases = [Setting(t.batch_size, t.lr) for t in trainings]  # the values a dimension not searched keeps
-        self.cells = [CellTuning() for _ in sweep.cells]
-        self.samplers = [self._sampler(i) for i in range(len(sweep.cells))]
-        self.planned: dict[int, list[Setting]] = {}  # cell -> the settings of its selection round in flight
+    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
+        """The cell's sample budget at the smallest batch it may reach (one pass: an extension
+        past the grid's smallest takes that many more steps), or a multi-pass retry's cap."""
+        training = sweep.resolved_cell(cell).training
+        steps = training.batch_size * training.max_steps // self.smallest_batch(sweep, cell)
+        if sweep.resolved_cell(cell).one_pass or (adaptive := self.search.adaptive()) is None:
+            return steps
+        return max(steps, adaptive.max_steps_cap or 0)
 
-    def _sampler(self, cell: int) -> "SettingsSampler":
-        """How the cell's settings are chosen: the grid's rule, or Optuna's TPE (``tuning.sampler``)."""
-        kind = OptunaSettings if self.tuning.sampler == "optuna" else GridSettings
-        return kind(self.tunings[cell], self.p, self.bases[cell], self.caps[cell], self.window, self.cells[cell])
+    def smallest_batch(self, sweep: SweepView, cell: Cell) -> int:
+        """One pass: the smallest batch size its extensions may reach below its grid's; multi-pass: its grid's."""
+        training, tuning = sweep.resolved_cell(cell).training, sweep.tuning_of(cell.model)
+        if sweep.resolved_cell(cell).one_pass:
+            return int(tuning.reach("batch_size", training.batch_size)[0])
+        return min(tuning.batch_size or [training.batch_size])
 
-    def next_round(self, index: int) -> list[Pack]:
-        """A selection round, the measurement round once selection is over, or nothing (done)."""
-        cell = self.cells[index]
-        if index in self.planned:
-            self.samplers[index].tell(self.planned[index])
-        self.planned.pop(index, None)
-        if cell.phase == DONE:
-            return []
-        if cell.phase == MEASUREMENT:
-            cell.phase = DONE
-            return []
-        new = self.samplers[index].ask()
-        if new:
-            self.planned[index] = [s for s, _ in new]
-            return self._packs(index, new, self.tuning.selection_seed_list(self.sweep.seed_start), SELECTION)
-        chosen = best(cell.table(), self.p)
-        cell.chosen, cell.phase = [chosen.batch_size, chosen.lr], MEASUREMENT
-        return self._packs(index, [(chosen, self.caps[index][-1])], self.sweep.measurement_seeds, MEASUREMENT)
+    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
+        """Each selection round moves at least one setting (extensions included) one cap (one
+        pass) or one N* search round (multi-pass) on; then the measurement: one round, or a search."""
+        tuning = sweep.tuning_of(cell.model)
+        if tuning.sampler == "optuna":
+            return math.ceil(tuning.num_samples / tuning.parallel) + 1
+        training = sweep.resolved_cell(cell).training
+        settings = tuning.most_settings(Setting(training.batch_size, training.lr))
+        if sweep.resolved_cell(cell).one_pass:
+            return settings * len(tuning.caps(training.batch_size * training.max_steps)) + 1
+        search = self.search.most_rounds(sweep, cell)
+        return (settings + 1) * search
 
-    def _packs(self, index: int, settings: list[tuple[Setting, int]], seeds: list[int], phase: str) -> list[Pack]:
-        """The packs of one round: per batch size, its (eta, seed) models, each with its setting's
-        sample cap, cut into packs."""
-        packs = []
-        for batch_size in sorted({s.batch_size for s, _ in settings}):
-            models = [(s.lr, cap, seed) for s, cap in settings if s.batch_size == batch_size for seed in seeds]
-            packs += [
-                Pack(
-                    index,
-                    tuple(cap for _, cap, _ in chunk),
-                    tuple(seed for _, _, seed in chunk),
-                    lr=tuple(lr for lr, _, _ in chunk),
-                    batch_size=batch_size,
-                    phase=phase,
+    def n_limit(self, sweep: SweepView) -> int:
+        return self.search.n_limit(sweep)
+
+    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
+        return self.search.trainings_text(sweep, first, most)
+
+    def trials(self, first_packs: int) -> int | None:
+        return None
+
+    def objective(self) -> tuple[str, str] | None:
+        return None
+
+    def make_planner(self, sweep: "Sweep", slots: int | None = None) -> RoundPlanner:
+        """One pass's (successive caps) or multi-pass's (an N* search per setting)."""
+        return OnePassTuning(sweep) if sweep.resolved_cell(sweep.cells[0]).one_pass else MultiPassTuning(sweep)
+
+    def problems(self, sweep: SweepView) -> list[Problem]:
+        """Tuning searches eta and B in cells of one protocol (multi_pass: a grid, each setting's
+        N* searched adaptively): nothing else may set them per cell, and its selection seeds are
+        never measurement seeds (seed_start shifts both: Tuning.selection_seed_list)."""
+        tuning = self.tuning
+        own = {m: grid.tuning for m, grid in sweep.spec.per_model.items() if getattr(grid, "tuning", None)}
+        problems = self.search.problems(sweep)
+        if not (tuning.lr or tuning.batch_size):
+            problems.append(Problem("tuning", None, "give the values to try: lr, batch_size or both"))
+        one_pass = [sweep.resolved_cell(c).one_pass for c in sweep.cells]
+        if any(one_pass) and not all(one_pass):
+            problems.append(
+                Problem("tuning", None, "needs one training.protocol in every cell: one_pass or multi_pass")
+            )
+        if not any(one_pass):
+            if self.search.adaptive() is None:  # no N* search to run per setting
+                problems.append(
+                    Problem(
+                        "search.mode", self.search.mode, "multi_pass tuning searches N* per setting: sample_complexity"
+                    )
                 )
-                for chunk in chunks(models, self.sweep.resources.models_per_pack)
-            ]
-        return packs
-
-    def learn(self, pack: Pack, records: list["ModelRecord"]) -> None:
-        """Keep each seed's run of each setting the pack trained."""
-        for setting, runs in runs_by_setting(records).items():
-            for seed, run in runs.items():
-                self.cells[pack.cell].add(setting, seed, run)
-
-    def get_state(self) -> dict:
-        return super().get_state() | {
-            "cells": [vars(c) for c in self.cells],
-            "planned": {str(i): [[s.batch_size, s.lr] for s in v] for i, v in self.planned.items()},
-        }
-
-    def set_state(self, state: dict) -> None:
-        super().set_state(state)
-        self.cells = [CellTuning(**c) for c in state["cells"]]
-        self.samplers = [self._sampler(i) for i in range(len(self.cells))]
-        self.planned = {int(i): [Setting(*s) for s in v] for i, v in state["planned"].items()}
-
-
-class SettingsSampler:
-    """How a cell's settings are chosen (``tuning.sampler``), shaped as Optuna's ask and tell: ``ask``
-    gives the next selection round's (setting, sample cap) pairs ([] once selection is over),
-    ``tell`` hands back the settings of a round that ended (their runs are in ``cell``). Built
-    from the cell's runs alone, so a restored search asks what it would have asked."""
-
-    def __init__(self, tuning, p: float, base: Setting, caps: list[int], window: float, cell: CellTuning):
-        self.tuning, self.p, self.base, self.caps, self.window, self.cell = tuning, p, base, caps, window, cell
-
-    def ask(self) -> list[tuple[Setting, int]]:
-        raise NotImplementedError
-
-    def tell(self, settings: list[Setting]) -> None:
-        """What a round's settings gave (a grid reads it from the cell's runs when it asks)."""
-
-
-class GridSettings(SettingsSampler):
-    """The grid (``sampler: grid``): every combination of the values under the first cap, then the
-    settings that could still win at the next cap, then the best setting's untried neighbours."""
-
-    def ask(self) -> list[tuple[Setting, int]]:
-        caps = self.caps
-        if not self.cell.runs:
-            return [(s, caps[0]) for s in self.tuning.settings(self.base)]
-        table = self.cell.table()
-        stars = [star for r in table.values() if (star := n_star_of_runs(r, self.p)) is not None]
-        best_star = min(stars, default=None)
-        further = [(s, nxt) for s, runs in table.items() if (nxt := self._further(s, runs, best_star)) is not None]
-        if further:
-            return further
-        return [(s, caps[0]) for s in neighbours(self.cell.extensions, best(table, self.p), set(table), self.tuning)]
-
-    def _further(self, setting: Setting, runs: dict[int, Run], best_star: int | None) -> int | None:
-        """The next cap for a setting whose N* is not known yet and could still be the smallest,
-        ``best_star`` being the smallest N* known of the cell's settings (None: it is known,
-        cannot win, or had the last cap)."""
-        budget = max(r.budget for r in runs.values())
-        if n_star_of_runs(runs, self.p) is not None or not any(r.open for r in runs.values()):
-            return None
-        if best_star is not None and budget * setting.batch_size >= self.window * best_star:  # N* > cap / W >= best
-            return None
-        return next((c for c in self.caps if c // setting.batch_size > budget), None)
-
-
-class OptunaSettings(SettingsSampler):
-    """Optuna's TPE sampler over one cell's settings (``sampler: optuna``), asked ``parallel``
-    settings at a time until ``num_samples``, each run at the cell's whole sample budget (its last
-    cap). Its objective is log N* on the selection seeds; a setting without one scores as twice
-    that. Rebuilt from the cell's runs on restore (Optuna's add_trial)."""
-
-    def __init__(self, tuning, p: float, base: Setting, caps: list[int], window: float, cell: CellTuning):
-        import optuna
-
-        super().__init__(tuning, p, base, caps, window, cell)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.cap = caps[-1]
-        self.distributions = tuning.distributions()
-        self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=tuning.seed))
-        self.pending: dict[Setting, list] = {}
-        for setting, runs in cell.table().items():
-            self.study.add_trial(
-                optuna.trial.create_trial(
-                    params={d: setting.value(d) for d in self.distributions},
-                    distributions=self.distributions,
-                    value=self._value(setting, runs),
+            if tuning.sampler != "grid":
+                problems.append(Problem("tuning.sampler", tuning.sampler, "multi_pass tuning searches a grid: grid"))
+        if self.search.objective() is not None:  # its trials sample a cell's values themselves
+            problems.append(
+                Problem("search.mode", self.search.mode, "tuning searches every cell itself: grid or sample_complexity")
+            )
+        for model in sweep.models:
+            mine = sweep.tuning_of(model)
+            for name in ("lr", "batch_size"):
+                if getattr(mine, name) is None:
+                    continue
+                training = getattr(sweep.spec.per_model.get(model), "training", None)
+                if name in sweep.spec.axes_of(model) or (training and getattr(training, name) is not None):
+                    where = "axes" if name in sweep.spec.axes_of(model) else f"per_model.{model}.training"
+                    path = f"per_model.{model}.tuning.{name}" if model in own else f"tuning.{name}"
+                    problems.append(Problem(path, getattr(mine, name), f"also set in {where}.{name}: keep one"))
+        problems += [
+            Problem(f"{sweep.family.scaling.rule}.{m}.batch_size", rule.batch_size, "0 when tuning searches batch_size")
+            for m, rule in sweep.spec.scaling_rules.items()
+            if rule.batch_size and sweep.tuning_of(m).batch_size
+        ]
+        if any(one_pass) and not all(sweep.resolved_cell(c).training.stability_window for c in sweep.cells):
+            problems.append(
+                Problem(
+                    "training.stability_window", 0, "tuning needs a window (> 1): settings are compared on one rule"
                 )
             )
-
-    def _value(self, setting: Setting, runs: dict[int, Run]) -> float:
-        star = n_star_of_runs(runs, self.p)
-        return math.log(star if star is not None else 2 * self.cap)
-
-    def ask(self) -> list[tuple[Setting, int]]:
-        """The next round's settings at the whole budget (fewer when Optuna repeats one); [] after num_samples."""
-        asked = []
-        for _ in range(min(self.tuning.parallel, self.tuning.num_samples - self.cell.asked)):
-            trial = self.study.ask(self.distributions)
-            setting = self.base
-            for dimension, value in trial.params.items():
-                setting = setting.replace(dimension, value)
-            self.pending.setdefault(setting, []).append(trial)
-            asked.append(setting)
-        self.cell.asked += len(asked)
-        return [(s, self.cap) for s in sorted(set(asked))]
-
-    def tell(self, settings: list[Setting]) -> None:
-        """Give Optuna the selection N* of a round's settings."""
-        import optuna
-
-        table = self.cell.table()
-        for setting in settings:
-            value = self._value(setting, table.get(setting, {}))
-            asked = self.pending.pop(setting, [])
-            for trial in asked:
-                self.study.tell(trial, value)
-            if not asked:  # asked before a restore: Optuna learns it as a finished trial
-                params = {d: setting.value(d) for d in self.distributions}
-                self.study.add_trial(
-                    optuna.trial.create_trial(params=params, distributions=self.distributions, value=value)
+        if tuning.selection_seed_start < sweep.seeds:
+            problems.append(
+                Problem(
+                    "tuning.selection_seed_start",
+                    tuning.selection_seed_start,
+                    f"must be at least seeds={sweep.seeds}: selection seeds are never measurement seeds "
+                    "(seed_start shifts both: the measurement seeds from seed_start, the selection's from "
+                    "seed_start + selection_seed_start)",
                 )
+            )
+        return problems
+
+
+__getattr__ = renamed(
+    __name__,
+    {
+        "Tuned": ("services.search.tuning.TuningStrategy", TuningStrategy),
+        "TuningSearch": ("services.search.tuning_one_pass.OnePassTuning", OnePassTuning),
+    },
+)

@@ -1,6 +1,7 @@
 """Tuning of multi-pass cells: every setting of the grid gets an adaptive N* search (its own
 bracket) on the selection seeds, neighbours and extensions past a best edge, then the chosen
-setting's N* is searched again on the measurement seeds (services.search.tuning is one pass's)."""
+setting's N* is searched again on the measurement seeds (services.search.tuning_one_pass is one
+pass's; services.search.tuning the strategy that makes either)."""
 
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -51,9 +52,9 @@ class MultiPassCell:
 
 
 class MultiPassTuning(RoundPlanner):
-    """Tuning of multi-pass cells (services.tuning's TuningSearch is one pass's): every setting of
-    the grid gets the adaptive N* search of search mode sample_complexity (a fixed N trained to
-    zero training loss, N bracketed to ``search.precision``) on the selection seeds, all settings'
+    """Tuning of multi-pass cells (tuning_one_pass's OnePassTuning is one pass's): every setting of
+    the grid gets the adaptive N* search of the search section's strategy (sample_complexity: a
+    fixed N trained to zero training loss, N bracketed to ``search.precision``) on the selection seeds, all settings'
     rounds in step; once every search ended, the best setting's untried neighbours join (or the
     edges are extended), and the chosen setting's N* is then searched again on the measurement
     seeds. Every setting trains the cell's sample budget (training.batch_size x max_steps)."""
@@ -69,7 +70,7 @@ class MultiPassTuning(RoundPlanner):
         self.cells = [MultiPassCell() for _ in sweep.cells]
 
     def _bracket(self, index: int) -> Bracket:
-        search, cell = self.sweep.search, self.sweep.cells[index]
+        search, cell = self.sweep.search.adaptive(), self.sweep.cells[index]
         n_values = list(self.sweep.resolved_cell(cell).n_values)
         return Bracket(n_values, self.p, search.precision, search.factor, self.sweep.n_max)
 
@@ -133,7 +134,7 @@ class MultiPassTuning(RoundPlanner):
         else:
             bracket, seeds = cell.measurement, self.sweep.measurement_seeds
         budget = pack.max_steps or self.samples[pack.cell] // setting.batch_size
-        bracket_learn(bracket, records, seeds, budget, self.sweep.search.max_steps_cap)
+        bracket_learn(bracket, records, seeds, budget, self.sweep.search.adaptive().max_steps_cap)
 
     def get_state(self) -> dict:
         return super().get_state() | {"cells": [c.state() for c in self.cells]}

@@ -1,24 +1,38 @@
-"""Sweep specs: the schema (schema), the search strategies' shape (modes; the built-in ones are
+"""Sweep specs: the schema (schema), the search strategies' shape (strategies; the built-in ones are
 services.search's, found by entry points), the checks that read a YAML file
 into a spec or one problem per field (checks), and the spec resolved once (sweep: Sweep; resolved:
 a cell's configs), which every layer past this one receives."""
 
+import warnings
+
 from services.spec.base import Problem, SpecError
 from services.spec.checks import check_sweep, load_spec, parse_spec, spec_text
-from services.spec.modes import SEARCH_MODES, Mode, PilotRun
 from services.spec.resolved import ResolvedCell, TrialSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, refresh, spec_class, spec_from_dict
 from services.spec.sweep import Sweep
 from services.spec.tuning import DIMENSIONS, Setting, Tuning
+from services.spec.strategies import STRATEGIES, PilotRun, Strategy, search_strategies
 
-refresh()  # every installed family's spec, with every installed search mode (a mode's package may import this one)
+refresh()  # every installed family's spec, with every installed strategy (a strategy's package may import this one)
+
+
+def __getattr__(name: str):
+    """The names of the previous release, deprecated: ``Mode`` (Strategy), ``SEARCH_MODES`` (search_strategies())."""
+    if name == "Mode":
+        new, value = "Strategy", Strategy
+    elif name == "SEARCH_MODES":
+        new, value = "search_strategies()", search_strategies()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"services.spec.{name} is deprecated: use services.spec.{new}", DeprecationWarning, stacklevel=2)
+    return value
+
 
 __all__ = [
     "DEFAULT_FAMILY",
     "DIMENSIONS",
     "FAMILIES",
-    "SEARCH_MODES",
-    "Mode",
+    "STRATEGIES",
     "PilotRun",
     "Problem",
     "ResolvedCell",
@@ -26,6 +40,7 @@ __all__ = [
     "SpecError",
     "Sweep",
     "SweepSpec",
+    "Strategy",
     "TrialSweep",
     "Tuning",
     "check_sweep",
@@ -34,5 +49,6 @@ __all__ = [
     "parse_spec",
     "spec_class",
     "spec_from_dict",
+    "search_strategies",
     "spec_text",
 ]

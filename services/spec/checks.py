@@ -14,8 +14,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from services.spec.base import Problem, SpecError
-from services.spec.modes import SEARCH_MODES, _search_mode
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, spec_from_dict
+from services.spec.strategies import _search_mode, search_strategies
 from services.spec.sweep import Sweep
 from vit_core.fields import ConfigError
 
@@ -52,17 +52,17 @@ def _is_model(annotation) -> bool:
 
 
 def _pydantic_problems(error: ValidationError, spec_class: type[BaseModel]) -> list[Problem]:
-    problems = []
+    problems, named = [], search_strategies()
     for e in error.errors(include_url=False):
         loc = e["loc"]
-        if loc[:1] == ("search",) and len(loc) > 1 and loc[1] in SEARCH_MODES:  # the union's tag, not a field
+        if loc[:1] == ("search",) and len(loc) > 1 and loc[1] in named:  # the union's tag, not a field
             loc = (loc[0], *loc[2:])
         path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
         message = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "search_mode":  # a mode the union has no class for
+        if e["type"] == "search_mode":  # a strategy the union has no class for
             path, e = f"{path}.mode", e | {"input": _search_mode(e["input"])}
         if loc[:1] == ("search",) and e["type"] == "extra_forbidden":
-            owners = [mode for mode, cls in SEARCH_MODES.items() if loc[-1] in cls.model_fields]
+            owners = [name for name, cls in named.items() if loc[-1] in cls.model_fields]
             message = f"only used with search.mode={' or '.join(owners)}" if owners else message
         elif e["type"] == "extra_forbidden":
             message = _unknown_key(spec_class, loc)
@@ -77,7 +77,7 @@ def check_sweep(spec: SweepSpec) -> list[Problem]:
 
 
 def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
-    """check_sweep's problems, and the sweep resolved where its cells resolve (its mode's checks read it)."""
+    """check_sweep's problems, and the sweep resolved where its cells resolve (its strategy's checks read it)."""
     problems = [
         Problem(f"axes.{axis}", values, f"also set in {spec.section_of(axis)}.{axis}: keep one")
         for axis, values in spec.swept.items()
@@ -104,7 +104,7 @@ def _checked(spec: SweepSpec) -> tuple[list[Problem], Sweep | None]:
     if spec.tuning is None:
         problems += [Problem(f"per_model.{m}.tuning", None, "needs a sweep tuning section beside it") for m in own]
     sweep = Sweep.of(spec)
-    problems += sweep.mode.problems(sweep) + _pack_problems(sweep)
+    problems += sweep.strategy.problems(sweep) + _pack_problems(sweep)
     if sweep.max_trainings_bound > spec.max_trainings:
         problems.append(
             Problem(

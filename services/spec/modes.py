@@ -1,180 +1,41 @@
-"""The search strategy's shape: how a sweep chooses the N (and, tuned, the settings) its cells train
-at. A strategy (``Mode``, shaped like Optuna's ``BaseSampler``) is one class: its spec section (its
-fields), its budget (trainings and steps a cell may take), its problems, its words, how its cells
-are piloted for `vitsweep plan` (``pilots``) and its round planner (``make_planner``). Strategies
-are found by entry points of group ``vitsweep.search_modes``, the built-in ones too (pyproject.toml:
-each beside its planner in services.search), so this layer imports none of them. ``Sweep.mode`` is
-the sweep's strategy: its search section's, or the ``tuning`` strategy wrapping it where a tuning
-section searches every cell (``tuned``)."""
+"""Deprecated: services.spec.strategies (``Mode`` is ``Strategy`` there, ``SEARCH_MODES``
+``search_strategies()``, ``load_modes`` ``load_strategies``). Kept for one release for the
+strategies of other packages that import it; every name warns and names its new place."""
 
-import dataclasses
-import functools
-import operator
-import typing
 import warnings
 from importlib.metadata import entry_points
-from typing import Annotated, Any, ClassVar, Protocol
 
-from pydantic import BaseModel, Discriminator, Tag
+from services.spec import strategies
+from services.spec.strategies import GROUP
 
-from services.results import Cell
-from services.spec.base import FORBID, Problem
-from services.spec.resolved import SweepView
-from services.spec.tuning import Tuning
-from vit_core.train_config import TrainConfig
+__all__ = ["GROUP", "entry_points", "load_modes"]
 
-SPEC_ONLY = {"kind"}  # set by `models`, never inside `model:` or as an axis
-GROUP = "vitsweep.search_modes"
+RENAMED = {"Mode": "Strategy", "mode_name": "strategy_name"}
 
 
-@dataclasses.dataclass(frozen=True)
-class PilotRun:
-    """One pilot run of a cell (services.estimate.pilot): its training config, its models, each one's
-    step size (None: the config's) and, multi-pass, its N (None: the grid's largest, the slowest)."""
-
-    training: TrainConfig
-    models: int
-    lr: tuple[float, ...] | None = None
-    n: tuple[int, ...] | None = None
-
-
-def spread(values, models: int) -> tuple:
-    """``models`` of ``values`` evenly spaced from the smallest to the largest."""
-    ordered = sorted(values)
-    return tuple(ordered[round(k * (len(ordered) - 1) / max(1, models - 1))] for k in range(models))
-
-
-class Planner(Protocol):
-    """What a strategy's round planner answers the executor and the plan (services.search.rounds.RoundPlanner)."""
-
-    def suggest(self, trial_id: str) -> Any: ...
-    def complete(self, trial_id: str, records: list | None, metrics: dict | None = None) -> None: ...
-    def get_state(self) -> dict: ...
-    def set_state(self, state: dict) -> None: ...
-
-
-class Mode(BaseModel):
-    """A search strategy: its section's fields, and what every strategy has (a grid's budget),
-    which each may change; ``make_planner`` is each one's own."""
-
-    model_config = FORBID
-    mode: str
-    samples: ClassVar[int] = 1  # trainings of a cell's first round per (N, seed)
-    fixed: ClassVar[bool] = False  # whether every training is known before the sweep starts
-    planned: ClassVar[bool] = True  # whether its first round is the n_train grid's packs (services.search.packs)
-    section: ClassVar[bool] = True  # whether a spec's search section may name it (tuning: a tuning section's)
-
-    @property
-    def name(self) -> str:
-        return self.mode
-
-    def pilots(self, sweep: SweepView, cell: Cell, models: int) -> list[PilotRun]:
-        """How `vitsweep plan` pilots a cell: ``models`` models at its own settings; multi-pass at
-        Ns spread over its grid, as its grid or N* search trains them (a run to zero training
-        loss grows with N: at the largest N alone fig1_grid_multi_pass's ViT pilots counted
-        2.2-3.6x the model-steps its sweep took); one pass at its sample budget."""
-        resolved = sweep.resolved_cell(cell)
-        n = None if resolved.one_pass else spread(resolved.n_values, models)
-        return [PilotRun(resolved.training, models, None, n)]
-
-    def problems(self, sweep: SweepView) -> list[Problem]:
-        return []
-
-    def first_trainings(self, sweep: SweepView, cell: Cell) -> int:
-        """Models a cell trains in its first round."""
-        return self.samples * len(sweep.resolved_cell(cell).n_values) * sweep.seeds
-
-    def most_trainings(self, sweep: SweepView, cell: Cell) -> int:
-        """The most models a cell can train."""
-        return self.first_trainings(sweep, cell)
-
-    def most_steps(self, sweep: SweepView, cell: Cell) -> int:
-        """The most SGD steps one training of the cell takes."""
-        return sweep.resolved_cell(cell).training.max_steps
-
-    def smallest_batch(self, sweep: SweepView, cell: Cell) -> int:
-        """The smallest batch size a training of the cell may take."""
-        return sweep.resolved_cell(cell).training.batch_size
-
-    def most_rounds(self, sweep: SweepView, cell: Cell) -> int:
-        """The longest chain of a cell's rounds, each waiting for the one before (1: no round waits)."""
-        return 1
-
-    def n_limit(self, sweep: SweepView) -> int:
-        """The largest N the sweep may train."""
-        return sweep.largest_n
-
-    def objective(self) -> tuple[str, str] | None:
-        """(metric, direction) where trials are samples scored by an objective (the best is reported)."""
-        return None
-
-    def trials(self, first_packs: int) -> int | None:
-        """Ray Tune trials the sweep runs (given its first round's packs); None where later
-        rounds depend on the results."""
-        return first_packs if self.fixed else None
-
-    def trainings_text(self, sweep: SweepView, first: int, most: int) -> str:
-        """What `vitsweep validate` says of the sweep's size."""
-        return f"{first} trainings"
-
-    def make_planner(self, sweep: Any, slots: int | None = None) -> Planner:
-        """The sweep's round planner (a services.search.rounds.RoundPlanner for the resolved Sweep),
-        its packs sized for ``slots`` trials at once."""
-        raise NotImplementedError(f"search mode {self.mode} has no round planner")
-
-
-STRATEGIES: dict[str, type[Mode]] = {}  # every installed strategy by name (load_modes)
-SEARCH_MODES: dict[str, type[Mode]] = {}  # those a search section may name, grid first
-
-
-def mode_name(mode: type[Mode]) -> str:
-    """A mode's name: the value of its ``mode`` Literal."""
-    return typing.get_args(mode.model_fields["mode"].annotation)[0]
-
-
-def load_modes() -> dict[str, type[Mode]]:
-    """The installed search modes a section may name (SEARCH_MODES, filled again, and STRATEGIES
-    with the tuning one), grid first, the others by name: a strategy that fails to load is left out
-    with a warning that names its entry point and why."""
-    found = {}
-    for point in entry_points(group=GROUP):
-        try:
-            mode = point.load()
-            if mode_name(mode) != point.name:
-                raise ValueError(f"its mode field is {mode_name(mode)!r}")
-        except Exception as error:  # a broken package must not take the installed modes down with it
-            warnings.warn(f"search mode {point.name} ({point.value}, group {GROUP}) left out: {error}", stacklevel=2)
-            continue
-        found[point.name] = mode
-    STRATEGIES.clear()
-    STRATEGIES.update(sorted(found.items(), key=lambda item: (item[0] != "grid", item[0])))
-    SEARCH_MODES.clear()
-    SEARCH_MODES.update((name, mode) for name, mode in STRATEGIES.items() if mode.section)
-    return SEARCH_MODES
-
-
-def default_search() -> Mode:
-    """A spec's search where it names none: the grid."""
-    return SEARCH_MODES["grid"](mode="grid")
-
-
-def tuned(search: Mode, tuning: Tuning) -> Mode:
-    """The strategy of a sweep whose tuning section searches every cell: the installed ``tuning``
-    strategy, each cell's settings chosen before its N* is measured with ``search``."""
-    return STRATEGIES["tuning"](mode="tuning", tuning=tuning, search=search)
-
-
-def _search_mode(value: Any) -> str | None:
-    """The mode of a search section (grid where it names none; None where it is not a section)."""
-    if isinstance(value, dict):
-        return value.get("mode", "grid")
-    return value.mode if isinstance(value, BaseModel) else None
-
-
-def search_union() -> Any:
-    """The search section's type: one of SEARCH_MODES by its ``mode``."""
-    modes = [Annotated[cls, Tag(name)] for name, cls in SEARCH_MODES.items()]
-    tag = Discriminator(
-        _search_mode, custom_error_type="search_mode", custom_error_message=f"one of {', '.join(SEARCH_MODES)}"
+def load_modes() -> dict:
+    """Deprecated: services.spec.strategies.load_strategies (this one answers the strategies a
+    search section may name, from this module's ``entry_points``)."""
+    warnings.warn(
+        "services.spec.modes.load_modes is deprecated: use services.spec.strategies.load_strategies",
+        DeprecationWarning,
+        stacklevel=2,
     )
-    return Annotated[functools.reduce(operator.or_, modes), tag]
+    strategies.load_strategies(entry_points(group=GROUP))
+    return strategies.search_strategies()
+
+
+def __getattr__(name: str):
+    if name == "SEARCH_MODES":
+        new, value = "search_strategies()", strategies.search_strategies()
+    elif hasattr(strategies, RENAMED.get(name, name)):
+        new = RENAMED.get(name, name)
+        value = getattr(strategies, new)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"services.spec.modes.{name} is deprecated: use services.spec.strategies.{new}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return value

@@ -1,4 +1,4 @@
-"""A cell resolved once into vit_core's configs and N values (ResolvedCell), what a search mode
+"""A cell resolved once into vit_core's configs and N values (ResolvedCell), what a strategy
 reads of a resolved sweep (SweepView: services.spec.sweep.Sweep is one) and what a trial receives
 of it (TrialSweep)."""
 
@@ -47,8 +47,8 @@ class ResolvedCell:
 
 
 class SweepView(Protocol):
-    """What a search mode reads of a resolved sweep (services.spec.sweep.Sweep): named here, below
-    the modes, so that the sweep that holds a mode and the mode that reads it import no circle."""
+    """What a strategy reads of a resolved sweep (services.spec.sweep.Sweep): named here, below
+    the strategies, so that the sweep that holds a strategy and the strategy that reads it import no circle."""
 
     spec: Any  # the schema, for problems that name where a value was written
     family: Any
@@ -71,7 +71,7 @@ class SweepView(Protocol):
 class TrialSweep:
     """What a trial needs of a sweep, resolved once in the driver (Sweep.for_trials): every
     cell's configs and N values, and what a trial asks of its node. Plain data, no schema: no
-    spec class travels to the workers, so a search mode of one's own need not be importable there."""
+    spec class travels to the workers, so a strategy of one's own need not be importable there."""
 
     name: str
     cells: tuple[ResolvedCell, ...]  # by a pack's cell index

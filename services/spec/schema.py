@@ -15,8 +15,15 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, TypeAdap
 from services import legacy
 from services.results import Cell
 from services.spec.base import FORBID, distinct
-from services.spec.modes import SEARCH_MODES, SPEC_ONLY, Mode, default_search, load_modes, search_union
 from services.spec.resolved import ResolvedCell
+from services.spec.strategies import (
+    SPEC_ONLY,
+    Strategy,
+    default_search,
+    load_strategies,
+    search_strategies,
+    search_union,
+)
 from services.spec.tuning import Tuning, TuningSpace
 from vit_core.family import Family, families
 from vit_core.train_config import TrainConfig
@@ -181,7 +188,7 @@ class SweepSpec(BaseModel):
         description="flag a cell where more than this share of an N's models did not "
         "converge (training error above 0 at the step budget); flagged cells are left out of the fits",
     )
-    search: Mode = Field(default_factory=default_search)  # each family's spec: one of SEARCH_MODES (spec_class)
+    search: Strategy = Field(default_factory=default_search)  # each family's spec: a search strategy (spec_class)
     tuning: Tuning | None = Field(
         None, description="one pass: search these training settings inside every cell, N* at each cell's best"
     )
@@ -336,15 +343,15 @@ FAMILIES: dict[str, type[SweepSpec]] = {}
 
 
 def _search_words() -> str:
-    """The search section's description: the installed modes."""
-    names = list(SEARCH_MODES)
+    """The search section's description: the installed strategies it may name."""
+    names = list(search_strategies())
     return "how N is chosen: " + " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def refresh() -> None:
-    """Build every installed family's spec class with every installed search mode (services.spec
-    calls it once it is imported: a mode's package may import services.spec)."""
-    load_modes()
+    """Build every installed family's spec class with every installed strategy (services.spec
+    calls it once it is imported: a strategy's package may import services.spec)."""
+    load_strategies()
     FAMILIES.clear()
     FAMILIES.update({name: spec_class(family) for name, family in families().items()})
 
@@ -356,11 +363,12 @@ def json_schema() -> dict:
 
 def spec_from_dict(raw: dict, strict: bool = False) -> SweepSpec:
     """The spec class of raw's family (DEFAULT_FAMILY when absent), validated (ValidationError). A
-    recorded spec (not strict) is read as today's code reads it: only its search mode's fields (sweeps
-    recorded before the modes were classes of their own hold every mode's), none of the removed ones."""
-    mode = SEARCH_MODES.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
+    recorded spec (not strict) is read as today's code reads it: only its strategy's fields (sweeps
+    recorded before the strategies were classes of their own hold every one's), none of the removed ones."""
+    named = search_strategies()
+    strategy = named.get(raw["search"].get("mode", "grid")) if isinstance(raw.get("search"), dict) else None
     if not strict:
         raw = legacy.removed_training_fields(raw)
-    if not strict and mode is not None:
-        raw = raw | {"search": legacy.search_section(raw["search"], mode.model_fields)}
+    if not strict and strategy is not None:
+        raw = raw | {"search": legacy.search_section(raw["search"], strategy.model_fields)}
     return FAMILIES[raw.get("family", DEFAULT_FAMILY)].model_validate(raw, strict=strict)

@@ -1,5 +1,5 @@
 """The resolved sweep (Sweep): a checked spec resolved once into its cells, each cell's configs
-and N, its search mode and the settings every layer past the spec reads. `vitsweep` resolves a
+and N, its strategy and the settings every layer past the spec reads. `vitsweep` resolves a
 spec here once (services.spec.parse_spec); planners, trials, statistics, the store and the
 reports receive a Sweep, never the schema, which stays with the spec layer and the record."""
 
@@ -7,9 +7,9 @@ import dataclasses
 from functools import cached_property
 
 from services.results import Cell
-from services.spec.modes import Mode, tuned
 from services.spec.resolved import ResolvedCell, TrialSweep
 from services.spec.schema import AnswerSpec, Resources, SweepSpec, Tracking
+from services.spec.strategies import Strategy, tuned
 from services.spec.tuning import Tuning
 from vit_core.family import Family
 
@@ -24,8 +24,8 @@ class Sweep:
     name: str
     models: tuple[str, ...]
     cells: tuple[Cell, ...]  # in a stable order: a pack's cell is an index into it
-    mode: Mode  # the search section's, or the tuning strategy wrapping it where a tuning section searches every cell
-    search: Mode
+    strategy: Strategy  # the search section's, or the tuning strategy wrapping it where a tuning section is
+    search: Strategy  # the search section's strategy
     tuning: Tuning | None
     swept: dict[str, list]  # every axis some model sweeps, in spec order, with its first model's values
     seeds: int
@@ -49,7 +49,7 @@ class Sweep:
             name=spec.name,
             models=tuple(spec.models),
             cells=cells,
-            mode=spec.search if spec.tuning is None else tuned(spec.search, spec.tuning),
+            strategy=spec.search if spec.tuning is None else tuned(spec.search, spec.tuning),
             search=spec.search,
             tuning=spec.tuning,
             swept=spec.swept,
@@ -64,6 +64,11 @@ class Sweep:
             _resolved={c.key: spec.resolve(c) for c in cells},
             _tunings={m: spec.tuning_of(m) for m in spec.models},
         )
+
+    @property
+    def mode(self) -> Strategy:
+        """Deprecated, for the callers not switched yet (services.execution): ``strategy``."""
+        return self.strategy
 
     @property
     def measurement_seeds(self) -> list[int]:
@@ -95,12 +100,12 @@ class Sweep:
     def trainings(self) -> int:
         """Models the sweep trains in its first round (sample_complexity: later rounds add more;
         tuning: its grid on the selection seeds and the measurement, before any extension)."""
-        return sum(self.mode.first_trainings(self, c) for c in self.cells)
+        return sum(self.strategy.first_trainings(self, c) for c in self.cells)
 
     @cached_property
     def max_trainings_bound(self) -> int:
-        """The most models the sweep can train (each mode's bound, summed over its cells)."""
-        return sum(self.mode.most_trainings(self, c) for c in self.cells)
+        """The most models the sweep can train (its strategy's bound, summed over its cells)."""
+        return sum(self.strategy.most_trainings(self, c) for c in self.cells)
 
     @cached_property
     def largest_n(self) -> int:
@@ -111,7 +116,7 @@ class Sweep:
     @property
     def n_max(self) -> int:
         """The largest N the sweep may train."""
-        return self.mode.n_limit(self)
+        return self.strategy.n_limit(self)
 
     def for_trials(self) -> TrialSweep:
         """What trials receive: every cell resolved, and what a trial asks of its node."""

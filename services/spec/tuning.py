@@ -1,5 +1,5 @@
 """The tuning section: the training settings (B, eta) a tuned cell searches, their values or
-ranges, the selection seeds and the caps (services.search.tuning plans with them)."""
+ranges, the selection seeds and the caps (services.search.tuning's strategy plans with them)."""
 
 import dataclasses
 from typing import Annotated, Literal
@@ -52,7 +52,7 @@ class Tuning(TuningSpace):
     settings, chosen on the selection seeds and measured on the sweep's own seeds
     (services.search.tuning). A value list per searched field: a grid (every combination), or, with
     sampler optuna (one pass only), the log range the list spans. Multi-pass cells search each
-    setting's N* adaptively (search mode sample_complexity); the caps are one pass's.
+    setting's N* adaptively (strategy sample_complexity); the caps are one pass's.
     ``per_model.<model>.tuning`` gives a model lists of its own."""
 
     model_config = FORBID
@@ -119,7 +119,7 @@ class Tuning(TuningSpace):
     def selection_seed_list(self, seed_start: int) -> list[int]:
         """The selection seeds, shifted by the sweep's ``seed_start`` as its measurement seeds are: a
         replication (another seed_start) then draws the seeds that choose each setting afresh too, the
-        whole procedure on unseen seeds, and no seed_start can make the two sets overlap (Tuned.problems'
+        whole procedure on unseen seeds, and no seed_start can make the two sets overlap (TuningStrategy.problems'
         one check, selection_seed_start >= seeds, holds whatever the shift), so that --seed-start never
         refuses a spec that validated."""
         first = seed_start + self.selection_seed_start

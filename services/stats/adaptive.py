@@ -3,7 +3,6 @@ same N range (a tuned cell's: its measurement's, on the seeds the grid would use
 
 from services.analysis import full_grid_size
 from services.results import SELECTION, CellResult
-from services.search.nstar import SampleComplexityMode
 from services.spec import Sweep
 from services.stats.base import Statistic, fmt
 from services.stats.rows import Summary
@@ -16,18 +15,18 @@ class Adaptive(Statistic):
         return {self.name: None}
 
     def applies(self, sweep: Sweep) -> bool:
-        return isinstance(sweep.search, SampleComplexityMode)
+        return sweep.search.adaptive() is not None
 
     def compute(self, sweep: Sweep, cells: list[CellResult]) -> dict:
         done = [c for c in cells if c.records]
         trained = sum(r.phase != SELECTION for c in done for r in c.records)
         grid = sum(
-            full_grid_size(int(o.ns[0]), int(o.ns[-1]), sweep.search.precision) * len(o.seeds)
+            full_grid_size(int(o.ns[0]), int(o.ns[-1]), sweep.search.adaptive().precision) * len(o.seeds)
             for o in (c.outcomes() for c in done)
         )
         return {
             self.name: {
-                "precision": sweep.search.precision,
+                "precision": sweep.search.adaptive().precision,
                 "trainings": trained,
                 "full_grid_trainings": grid,
                 "ratio": grid / trained if trained else None,

@@ -7,7 +7,6 @@ import time
 from mlflow.entities import Metric
 
 from services.results import SweepResult
-from services.search.optuna import OptunaMode
 from services.spec import Sweep
 from vit_core.outcomes import OUTCOMES
 
@@ -48,11 +47,7 @@ def sweep_params(sweep: Sweep) -> dict:
     for section, cfg in zip(("data", "model", "training"), sweep.resolved_cell(sweep.cells[0]).configs):
         params |= {k: v for k, v in _flat(section, vars(cfg)).items() if k.split(".", 1)[1] not in sweep.swept}
     params.pop("model.kind")
-    params |= _flat("search", sweep.search.model_dump(exclude={"space"}))
-    return params | {
-        f"search.space.{k}": f"[{r.low}, {r.high}]{' log' if r.log else ''}"
-        for k, r in (sweep.search.space if isinstance(sweep.search, OptunaMode) else {}).items()
-    }
+    return params | _flat("search", sweep.search.params())
 
 
 def sweep_metrics(result: SweepResult, fitted: dict[str, float]) -> list[Metric]:

@@ -206,7 +206,8 @@ def record_sweep(
     metrics = run_values.sweep_metrics(result, log.parent.metrics)
     if result.best:
         log_batch(client, pid, params={f"best.{k}": v for k, v in result.best["values"].items()})
-        metrics.append(Metric(f"best_{sweep.search.metric}", result.best[sweep.search.metric], run_values.now_ms(), 0))
+        metric, _ = sweep.strategy.objective()  # a best trial: one scored by its strategy's objective
+        metrics.append(Metric(f"best_{metric}", result.best[metric], run_values.now_ms(), 0))
     log_batch(client, pid, metrics=metrics)
     children = child_runs(client, experiment, pid)
     by_cell: dict[str, Run] = {}
