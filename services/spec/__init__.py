@@ -9,9 +9,9 @@ from services.spec.base import Problem, SpecError
 from services.spec.checks import check_sweep, load_spec, parse_spec, spec_text
 from services.spec.resolved import ResolvedCell, TrialSweep
 from services.spec.schema import DEFAULT_FAMILY, FAMILIES, SweepSpec, json_schema, refresh, spec_class, spec_from_dict
+from services.spec.strategies import STRATEGIES, PilotRun, Strategy, search_strategies
 from services.spec.sweep import Sweep
 from services.spec.tuning import DIMENSIONS, Setting, Tuning
-from services.spec.strategies import STRATEGIES, PilotRun, Strategy, search_strategies
 
 refresh()  # every installed family's spec, with every installed strategy (a strategy's package may import this one)
 
@@ -38,17 +38,17 @@ __all__ = [
     "ResolvedCell",
     "Setting",
     "SpecError",
+    "Strategy",
     "Sweep",
     "SweepSpec",
-    "Strategy",
     "TrialSweep",
     "Tuning",
     "check_sweep",
     "json_schema",
     "load_spec",
     "parse_spec",
+    "search_strategies",
     "spec_class",
     "spec_from_dict",
-    "search_strategies",
     "spec_text",
 ]
