@@ -321,6 +321,7 @@ for name, reader in (
     ("compare", cli_recorded.compare),
     ("paper", cli_recorded.paper),
     ("status", cli_recorded.status),
+    ("results", cli_recorded.results),
 ):
     app.command(name)(reader)
 

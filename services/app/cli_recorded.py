@@ -3,6 +3,7 @@ and `status`. Each parses its arguments, calls services.app.recorded (its frames
 notebook API's) and prints what came back; services.app.cli registers them."""
 
 import json
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,11 +34,27 @@ def report(
     recompute: bool = typer.Option(
         False, "--recompute", help="recompute the summary from the records, redraw the figures (the code as it is now)"
     ),
+    publish: bool = typer.Option(
+        False,
+        "--publish",
+        help="instead: write the sweep's entry in the results registry (RESULTS/<spec>.json and .md), nothing else",
+    ),
+    results: Path = typer.Option(None, "--results", help="--publish: the registry's folder (default: results/)"),
+    machine: str = typer.Option(
+        None, "--machine", help="--publish: the machine it ran on, where its record names none (older sweeps)"
+    ),
 ) -> None:
     """Write a recorded sweep's figures and summary table (Markdown, HTML, JSON) and print the table:
-    as its run recorded them at its end (--recompute: from its records, now)."""
+    as its run recorded them at its end (--recompute: from its records, now). With --publish, write
+    its entry in the results registry instead: its provenance (commit, date, machine, wall time, spec
+    and vit_core hashes as recorded), the answer, N* per cell and the fitted exponents."""
     from services.app import recorded
 
+    if publish:
+        with _store(tracking_uri, home) as uri:
+            entry, written = recorded.publish(uri, sweep_id, results, machine)
+        print(f"{entry.sweep_id}: published as {written[0]} and {written[1]}")
+        return
     with _store(tracking_uri, home) as uri:
         found = recorded.report(uri, sweep_id, out, home, recompute=recompute)
     if found.screen is not None:
@@ -125,6 +142,35 @@ def paper(
     show(f"figure and JSON written to {folder}; MLflow run {run_id}")
     if as_json:
         print(json.dumps(grid.to_dict() | {"folder": str(folder), "mlflow_run_id": run_id}))
+
+
+def results(
+    folder: Path = typer.Option(None, "--results", help="the registry's folder (default: results/)"),
+    specs: Path = typer.Option(None, "--specs", help="the specs the entries are judged against (default: sweeps/)"),
+    readme: Path = typer.Option(None, "--readme", help="the document whose quoted entries --check checks"),
+    check: bool = typer.Option(False, "--check", help="exit 1 when an entry the README quotes is stale or missing"),
+    as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
+) -> None:
+    """The results registry (`vitsweep report SWEEP --publish` writes it), one line per entry: spec,
+    sweep, commit, date, and whether it is current or stale (its spec or vit_core changed since it
+    was measured); entries the README quotes (results/<spec>.md) are marked."""
+    from services.store import registry
+
+    rows = registry.listing(folder or registry.RESULTS, specs or registry.SPECS, readme or registry.README)
+    if as_json:
+        print(json.dumps([row._asdict() for row in rows]))
+    else:
+        spec_w, sweep_w = (max((len(getattr(r, k) or "-") for r in rows), default=0) for k in ("spec", "sweep_id"))
+        for row in rows:
+            commit, date = (row.commit or "?")[:7], (row.date or "?")[:10]
+            quoted = "  (quoted by the README)" if row.quoted else ""
+            print(
+                f"{row.spec:<{spec_w}}  {row.sweep_id or '-':<{sweep_w}}  {commit:<7}  {date:<10}  {row.status}{quoted}"
+            )
+    if check and (bad := [row for row in rows if row.quoted and row.status != registry.CURRENT]):
+        for row in bad:
+            print(f"vitsweep: results/{row.spec}.md is quoted by the README and {row.status}", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 @contextmanager

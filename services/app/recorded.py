@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from services.report.frames import SweepFrames
     from services.report.text import ReportView
     from services.stats.answer import Check
+    from services.store.registry import Entry
 
 
 class Checks(NamedTuple):
@@ -77,6 +78,8 @@ def screen_of(summary: dict, checks: Checks) -> "Screen | None":
     if summary.get("answer") is None:
         return None
     answer, family = Answer.from_dict(summary["answer"]), families()[summary["family"]]
+    if "first_seed" not in summary["answer"] and summary.get("seeds"):  # recorded before the answer named it
+        answer.first_seed = summary["seeds"][0]
     return screen(answer, family, checks.found, checks.missing, summary["sweep_id"])
 
 
@@ -110,6 +113,85 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
     text, shown = view(summary, list(drawn)), screen_of(document, checks)
     folder = write(folder_of(found_id), text, document, drawn, shown)
     return Report(found_id, text, document, folder, False, shown, checks)
+
+
+def publish(
+    uri: str, sweep_id: str | None, folder: Path | None = None, machine: str | None = None
+) -> tuple["Entry", tuple[Path, Path]]:
+    """A recorded sweep's entry in the results registry (services.store.registry), written to
+    ``folder`` (default: the project's results/) as JSON and Markdown: its provenance as its run
+    recorded it (``machine``, where its record names none), its summary as recorded (else recomputed
+    from its records), its answer's screen with the checks its store holds (a check it lacks
+    pointing at the check's own entry where the registry has one). LookupError: no such sweep;
+    nothing is written anywhere else."""
+    import yaml
+
+    from services.spec import Sweep, spec_from_dict
+    from services.store import provenance, registry
+    from services.store.recorded import recorded_run, recorded_summary
+
+    run = recorded_run(uri, sweep_id)
+    folder = folder or registry.RESULTS
+    if (found := recorded_summary(uri, run.sweep_id)) is not None:
+        summary = found[1]
+    else:
+        from services.stats.summarize import summarize
+        from services.store.tracking import load_sweep
+
+        summary = summarize(*load_sweep(uri, run.sweep_id)).to_dict()
+    checks = sweep_checks(uri, summary)
+    missing = [
+        (name, f"its own entry: results/{name}.md" if (folder / f"{name}.json").exists() else why)
+        for name, why in checks.missing
+    ]
+    shown = screen_of(summary, Checks(checks.found, missing))
+    spec = Sweep.of(spec_from_dict(yaml.safe_load(run.resolved_spec))).spec
+
+    def fits(values: dict) -> list:
+        return [registry.Fit(group=g, value=f.get("value"), ci95=f.get("ci95")) for g, f in values.items()]
+
+    def table(view) -> "registry.Table | None":
+        return None if view is None else registry.Table(title=view.title, header=view.header, rows=view.rows)
+
+    entry = registry.Entry(
+        spec=spec.name,
+        sweep_id=run.sweep_id,
+        commit=run.commit,
+        git_dirty=run.dirty,
+        date=registry.date_of(run.ended_ms),
+        machine=run.machine or machine,
+        machine_recorded=run.machine is not None,
+        wall_s=run.wall_s,
+        trainings=run.trainings,
+        spec_hash=provenance.spec_hash(spec),
+        vit_core_hash=run.vit_core_hash,
+        criterion=summary.get("criterion"),
+        success_rate=summary.get("success_rate"),
+        answer=None
+        if shown is None
+        else registry.Answer(
+            lines=shown.lines,
+            table=table(shown.table),
+            statements=shown.statements,
+            regimes=table(shown.regimes),
+            checks=table(shown.checks),
+            notes=shown.notes,
+        ),
+        n_star=[
+            registry.NStar(
+                cell=c["label"],
+                model=c["model"],
+                values=c["values"],
+                n_star=c.get("n_star"),
+                known=bool(c.get("n_star_known")),
+                ci95=c.get("n_star_ci95"),
+            )
+            for c in summary["cells"]
+        ],
+        exponents=fits(summary.get("exponent") or {}),
+        exponent_differences=fits(summary.get("exponent_difference") or {}),
+    )
+    return entry, registry.write(entry, folder)
 
 
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":

@@ -242,8 +242,11 @@ class Answer:
 
     @classmethod
     def from_dict(cls, raw: dict) -> "Answer":
-        """An answer as a sweep's recorded summary holds it (Summary.to_dict)."""
-        rest = {f.name: raw[f.name] for f in fields(cls) if f.name not in ("primary", "checks", "regimes")}
+        """An answer as a sweep's recorded summary holds it (Summary.to_dict); a field it was recorded
+        without (first_seed, in an older summary) takes its default."""
+        rest = {
+            f.name: raw[f.name] for f in fields(cls) if f.name in raw and f.name not in ("primary", "checks", "regimes")
+        }
         return cls(
             Statements.from_dict(raw["primary"]),
             checks=[Check.from_dict(c) for c in raw["checks"]],

@@ -1,9 +1,14 @@
 """Where a sweep's results came from, in MLflow's own tags: the git commit of the code (read where the
 code is: its checkout, or VITSWEEP_GIT_COMMIT, which `vitsweep submit` and the image's build set where
 no .git travels), whether the checkout had uncommitted changes, the hash of vit_core that keys the
-result cache, and the spec's opening comment as the run's description."""
+result cache, the machine its driver ran on, and the spec's opening comment as the run's description.
+A hash of the resolved spec's fields that results depend on (spec_hash) tells, with vit_core's, whether
+a measurement was taken at the spec and the science as they are now (services.store.registry)."""
 
+import hashlib
+import json
 import os
+import platform
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -14,6 +19,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GIT_COMMIT_ENV, GIT_DIRTY_ENV = "VITSWEEP_GIT_COMMIT", "VITSWEEP_GIT_DIRTY"  # where the code came without .git
 COMMIT_TAG, SOURCE_TAG, NOTE_TAG = "mlflow.source.git.commit", "mlflow.source.name", "mlflow.note.content"
 DIRTY_TAG, SCIENCE_TAG = "vitsweep.git_dirty", "vitsweep.vit_core_hash"
+MACHINE_TAG = "vitsweep.machine"  # the driver's machine: its CPU model and count, its system
+# a resolved spec's fields no result depends on: where it is logged, what a trial is given, the size limit
+RESULT_FREE_FIELDS = frozenset({"tracking", "resources", "max_trainings"})
 
 
 def _git(*args: str) -> subprocess.CompletedProcess | None:
@@ -61,7 +69,7 @@ def description(spec_text: str) -> str:
 
 def run_tags(spec_text: str) -> dict[str, str]:
     """The parent run's provenance tags (a commit MLflow's UI links to, where one is known)."""
-    tags = {SOURCE_TAG: "vitsweep run", SCIENCE_TAG: vit_core_hash()}
+    tags = {SOURCE_TAG: "vitsweep run", SCIENCE_TAG: vit_core_hash(), MACHINE_TAG: machine()}
     if (commit := git_commit()) is not None:
         tags[COMMIT_TAG] = commit
     if (dirty := uncommitted()) is not None:
@@ -69,3 +77,26 @@ def run_tags(spec_text: str) -> dict[str, str]:
     if text := description(spec_text):
         tags[NOTE_TAG] = text
     return tags
+
+
+def spec_hash(spec) -> str:
+    """A hash of a resolved spec (a SweepSpec) less RESULT_FREE_FIELDS: a spec whose comments, layout,
+    tracking or resources changed hashes the same; one whose grid, data, model or training changed not."""
+    fields = spec.model_dump(mode="json", exclude=set(RESULT_FREE_FIELDS))
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@cache
+def machine() -> str:
+    """This machine in a few words: its CPU model and count, its system and architecture."""
+    return f"{_cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # no /proc here (macOS, Windows)
+        pass
+    return platform.processor() or "unknown CPU"

@@ -8,8 +8,16 @@ from typing import Any, NamedTuple
 
 from mlflow.tracking import MlflowClient
 
+from services.store import provenance
 from services.store.client import client_of
-from services.store.tracking import REPORT_VIEW, SUMMARY_JSON, SWEEP_TAG, artifact_text, parent_run
+from services.store.tracking import (
+    REPORT_VIEW,
+    RESOLVED_SPEC_FILE,
+    SUMMARY_JSON,
+    SWEEP_TAG,
+    artifact_text,
+    parent_run,
+)
 
 
 class RecordedReport(NamedTuple):
@@ -69,3 +77,39 @@ def recorded_summary(tracking_uri: str, sweep_id: str | None) -> tuple[str, dict
     if found is None:
         return None
     return found.sweep_id, json.loads(artifact_text(found.client, found.run_id, SUMMARY_JSON))
+
+
+class RecordedRun(NamedTuple):
+    """Where a whole sweep's results came from, as its parent run recorded it: the git commit and
+    whether its checkout had uncommitted changes, the hash of vit_core, the machine its driver ran on
+    (None: recorded before vitsweep recorded it, or not known there), its end (ms since the epoch),
+    wall time (s) and trainings, and its spec as resolved (YAML)."""
+
+    sweep_id: str
+    commit: str | None
+    dirty: bool | None
+    vit_core_hash: str | None
+    machine: str | None
+    ended_ms: int | None
+    wall_s: float | None
+    trainings: int | None
+    resolved_spec: str
+
+
+def recorded_run(tracking_uri: str, sweep_id: str | None) -> RecordedRun:
+    """A whole sweep's provenance and size as its parent run recorded them (the latest sweep when
+    ``sweep_id`` is None, the latest of the spec so named); LookupError: no such sweep."""
+    client = client_of(tracking_uri)
+    parent = parent_run(client, tracking_uri, sweep_id)
+    tags, metrics = parent.data.tags, parent.data.metrics
+    return RecordedRun(
+        tags[SWEEP_TAG],
+        tags.get(provenance.COMMIT_TAG),
+        {"true": True, "false": False}.get(tags.get(provenance.DIRTY_TAG, "")),
+        tags.get(provenance.SCIENCE_TAG),
+        tags.get(provenance.MACHINE_TAG),
+        parent.info.end_time,
+        metrics.get("wall_s"),
+        int(metrics["trainings"]) if "trainings" in metrics else None,
+        artifact_text(client, parent.info.run_id, RESOLVED_SPEC_FILE),
+    )
