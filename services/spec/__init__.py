@@ -13,8 +13,6 @@ from services.spec.strategies import STRATEGIES, PilotRun, Strategy, search_stra
 from services.spec.sweep import Sweep
 from services.spec.tuning import DIMENSIONS, Setting, Tuning
 
-refresh()  # every installed family's spec, with every installed strategy (a strategy's package may import this one)
-
 
 def __getattr__(name: str):
     """The names of the previous release, deprecated: ``Mode`` (Strategy), ``SEARCH_MODES`` (search_strategies())."""
@@ -27,6 +25,10 @@ def __getattr__(name: str):
     warnings.warn(f"services.spec.{name} is deprecated: use services.spec.{new}", DeprecationWarning, stacklevel=2)
     return value
 
+
+# every installed family's spec, with every installed strategy: a strategy's package may import this one (by a name of
+# the previous release too, which __getattr__, above, answers)
+refresh()
 
 __all__ = [
     "DEFAULT_FAMILY",
