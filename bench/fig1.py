@@ -43,11 +43,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import ray
 import torch
+from ray import tune
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from services.execution.ray_start import start_local_ray  # noqa: E402
 from services.stats.paper import success_table  # noqa: E402  (the paper's Fig 1 grid)
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack  # noqa: E402
 from vit_core.family import families  # noqa: E402
@@ -99,7 +102,6 @@ def loop(work: list[dict]) -> float:
 
 def ray_per_trial(work: list[dict], storage: Path) -> float:
     """(a): seconds for Ray Tune to run one trial per model, Ray's start included."""
-    from ray import tune
 
     def trainable(config: dict) -> None:
         result = train_one(config)
@@ -113,11 +115,6 @@ def tune_grid_seconds(trainable, param_space: dict, storage: Path) -> float:
     ``param_space``, one trial per point: the per-trial baselines' common part. A new Ray of its
     own, as vitsweep's embedded default starts it: a bare ray.init joins the newest Ray started
     on the machine (a test's cluster that later kills its nodes: "Owner's node has crashed")."""
-    import ray
-    from ray import tune
-
-    from services.execution.ray_start import start_local_ray
-
     start = time.perf_counter()
     start_local_ray(include_dashboard=False, log_to_driver=False)
     run_config = tune.RunConfig(storage_path=str(storage), verbose=0)

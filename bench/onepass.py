@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from ray import tune
 from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +128,6 @@ def loop(work: list[dict], device: str) -> float:
 def ray_per_trial(work: list[dict], storage: Path, device: str, gpus: float) -> float:
     """(a): seconds for Ray Tune to run one trial per run, Ray's start included (on a GPU, each
     trial asks for ``gpus`` of it)."""
-    from ray import tune
 
     def trainable(config: dict) -> None:
         result = train_one(work[config["index"]], device)

@@ -12,7 +12,7 @@ def legend_beside(ax, fontsize: float = 7, **kw) -> None:
 
 def subplots(rows: int = 1, cols: int = 1, figsize: tuple[float, float] | None = None, **kw):
     """pyplot.subplots without pyplot: (figure, axes)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415  (matplotlib loads on use)
 
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(rows, cols, **kw)
@@ -31,17 +31,17 @@ def panels(n: int, cols: int, size: tuple[float, float]):
 
 def colours() -> list[str]:
     """Matplotlib's default colour cycle."""
-    from matplotlib import rcParams
+    from matplotlib import rcParams  # noqa: PLC0415  (matplotlib loads on use)
 
     return rcParams["axes.prop_cycle"].by_key()["color"]
 
 
 def readable_log(ax, x: bool = True, y: bool = True) -> None:
     """Log axes with plain numbers (2, 5, 10, 20, ...) as ticks, not 2 x 10^0 overprinting its neighbours."""
-    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+    from matplotlib import ticker  # noqa: PLC0415  (matplotlib loads on use)
 
     for axis, on in ((ax.xaxis, x), (ax.yaxis, y)):
         if on:
-            axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
-            axis.set_major_formatter(FormatStrFormatter("%g"))
-            axis.set_minor_formatter(NullFormatter())
+            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0), numticks=12))
+            axis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+            axis.set_minor_formatter(ticker.NullFormatter())

@@ -9,6 +9,7 @@ The command line (`vitsweep run`, `report`, `export`, `compare`, ...) is ``servi
 
 from pathlib import Path
 
+from services.app import recorded
 from services.report.frames import SweepFrames
 from services.store.uris import embedded_uri
 
@@ -22,6 +23,4 @@ def load_sweep(sweep_id: str | None = None, home: str | Path = "runs", tracking_
     numbers `vitsweep report` prints. ``sweep_id``: None for the latest sweep in the store;
     ``tracking_uri``: an MLflow store or server, else the embedded SQLite store under ``home``.
     Raises LookupError when the store has no such sweep."""
-    from services.app import recorded
-
     return recorded.frames(tracking_uri or embedded_uri(Path(home)), sweep_id)

@@ -37,6 +37,7 @@ from services.app.printing import (
 )
 from services.app.progress import progress
 from services.app.train_command import train
+from services.spec import SpecError, json_schema, load_spec, spec_text
 from services.store import state
 from services.store.files import CorruptFile
 from services.store.uris import UI_HOST, UI_PORT, embedded_uri, resolve_tracking_uri
@@ -84,14 +85,10 @@ def validate(path: str = typer.Argument(..., help="a sweep spec (YAML)")) -> Non
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of sweep specs (for editors)."""
-    from services.spec import json_schema
-
     print(json.dumps(json_schema(), indent=2))
 
 
 def _load_or_exit(path: str, seed_start: int | None = None):
-    from services.spec import SpecError, load_spec
-
     try:
         return load_spec(path, seed_start)
     except SpecError as error:
@@ -152,8 +149,7 @@ def run(
     sweep = _load_or_exit(path, seed_start)
     if max_minutes is not None:
         _refuse_beyond(sweep, home, max_minutes)
-    from services.app import runs
-    from services.spec import spec_text
+    from services.app import runs  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     try:
         with progress(sweep, progress_every) as follow:
@@ -211,7 +207,7 @@ def _refuse_beyond(sweep, home: Path, max_minutes: float) -> None:
 
 def _plan_here(sweep, home: Path, pilot_s: float | None = None):
     """The spec's plan on this machine's slots, kept under the home for the run to report."""
-    from services.estimate import plan, timing
+    from services.estimate import plan, timing  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     made = plan.make_plan(sweep, home, timing.local_slots(sweep), pilot_s or plan.PILOT_S)
     plan.save(made, sweep, home)
@@ -240,7 +236,7 @@ def plan_command(
     the same name under HOME sets the rate and the steps of runs that stop early) and on --cpus/--gpus.
     The plan is kept under HOME: the sweep's run reports it beside the time it takes."""
     sweep = _load_or_exit(path, seed_start)
-    from services.estimate import plan, timing
+    from services.estimate import plan, timing  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     made = _plan_here(sweep, home, pilot_s)
     cluster = timing.slots_of(sweep, cpus, gpus) if cpus else None
@@ -304,7 +300,7 @@ def sync(
     ),
 ) -> None:
     """Log to MLflow every finished sweep under HOME that is not logged yet (the server was down)."""
-    from services.app import recording, runs
+    from services.app import recording, runs  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     logged, left = recording.sync(home, tracking_uri, runs.stderr)
     for sweep_id, run_id, uri in logged:
@@ -339,8 +335,8 @@ def ui(
     store = home / "mlflow.db"
     if not store.exists():
         usage(f"{store}: no MLflow store yet; run a sweep with --home {home} first")
-    from services.app import browser
-    from services.store.ui_view import ui_pages
+    from services.app import browser  # noqa: PLC0415  (CLI start-up: loads with its command)
+    from services.store.ui_view import ui_pages  # noqa: PLC0415  (MLflow loads on use)
 
     shown = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"  # what a browser here opens
     page = shown
@@ -382,7 +378,7 @@ def submit(
             file=sys.stderr,
         )
         raise typer.Exit(2)
-    from services.execution import jobs
+    from services.execution import jobs  # noqa: PLC0415  (Ray loads on use)
 
     try:
         client, job_id = jobs.submit(Path(path), sweep.name, address, tracking_uri, home)

@@ -48,7 +48,7 @@ def report(
     as its run recorded them at its end (--recompute: from its records, now). With --publish, write
     its entry in the results registry instead: its provenance (commit, date, machine, wall time, spec
     and vit_core hashes as recorded), the answer, N* per cell and the fitted exponents."""
-    from services.app import recorded
+    from services.app import recorded  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     if publish:
         with _store(tracking_uri, home) as uri:
@@ -89,7 +89,7 @@ def export(
         usage(f"--out {out}: the file name must end in {', '.join(EXPORT_FORMATS)}")
     if table not in ("models", "cells"):
         usage(f"--table {table}: must be models or cells")
-    from services.app import recorded
+    from services.app import recorded  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     with _store(tracking_uri, home) as uri:
         if table == "cells":
@@ -114,7 +114,7 @@ def compare(
     CI and whether the two agree (the CI holds no difference); whether their measurement seeds are
     disjoint (a replication: `vitsweep run SPEC --seed-start K`) and where their specs differ; one
     overlaid figure, also logged to MLflow as a run of its own in B's experiment."""
-    from services.app import recorded
+    from services.app import recorded  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     with _store(tracking_uri, home) as uri:
         comparison, folder, run_id = recorded.compare(uri, sweep_a, sweep_b, out, home)
@@ -134,7 +134,7 @@ def paper(
     """The paper's own figure (Paper A: Fig 1) beside recorded sweeps: per model and column of the
     figure, the paper's N* | each sweep's N* with its 95% CI and the (B, eta) it was measured at
     (tuned or fixed); one figure with the paper's boundary drawn over ours, also logged to MLflow."""
-    from services.app import recorded
+    from services.app import recorded  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     with _store(tracking_uri, home) as uri:
         grid, folder, run_id = recorded.paper_grid(uri, sweeps, out, home)
@@ -154,7 +154,7 @@ def results(
     """The results registry (`vitsweep report SWEEP --publish` writes it), one line per entry: spec,
     sweep, commit, date, and whether it is current or stale (its spec or vit_core changed since it
     was measured); entries the README quotes (results/<spec>.md) are marked."""
-    from services.store import registry
+    from services.store import registry  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     rows = registry.listing(folder or registry.RESULTS, specs or registry.SPECS, readme or registry.README)
     if as_json:
@@ -192,7 +192,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="print the list as one JSON array"),
 ) -> None:
     """List the sweeps under a home with their trials by status (from Ray Tune's own state)."""
-    from services.app import recorded
+    from services.app import recorded  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     rows = recorded.status(home)
     if as_json:

@@ -1,10 +1,12 @@
 """What the command line prints: tables (rich's, or plain Markdown rows off a terminal), a
 sweep's summary and where it is recorded, comparisons and the paper's grid, estimates."""
 
+import math
 import os
 import shlex
 import shutil
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -12,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.analysis import Estimate
+from services.stats.base import fmt
 from services.store.uris import embedded_uri, redact, ui_address
 
 if TYPE_CHECKING:
@@ -64,7 +68,7 @@ def duration(seconds: float) -> str:
 
 def print_summary(summary: "Summary") -> None:
     """The per-cell N* table (bracket, CI, T) and the fits against theory."""
-    from services.report.text import view
+    from services.report.text import view  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     print_view(view(summary))
 
@@ -134,7 +138,7 @@ def show_pages(uri: str, home: Path, sweep_id: str) -> None:
     ui = ui_address(uri, home)
     if ui is None:
         return
-    from services.store.ui_view import ui_pages
+    from services.store.ui_view import ui_pages  # noqa: PLC0415  (MLflow loads on use)
 
     pages = ui_pages(uri, ui, sweep_id)
     if uri == embedded_uri(home):
@@ -159,11 +163,7 @@ def print_comparison(comparison: "Comparison") -> None:
     """N* of both sweeps per cell with B / A, then each fitted group's exponents and their
     difference, each with its verdict; whose seeds each measured on (a warning on stderr where they
     share some: then B is no replication of A), and where their specs differ."""
-    import math
-
-    from services.analysis import Estimate
-    from services.report.compare import AGREE, MAY_DIFFER
-    from services.stats.base import fmt
+    from services.report.compare import AGREE, MAY_DIFFER  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     none = Estimate(None, None)
     rows = [
@@ -217,7 +217,7 @@ def print_comparison(comparison: "Comparison") -> None:
 
 def _agreeing(verdicts: list[str], what: str) -> str:
     """How many of the decided ``verdicts`` say agree ("2 of 3 what"), and how many are undetermined."""
-    from services.report.compare import AGREE, UNDETERMINED
+    from services.report.compare import AGREE, UNDETERMINED  # noqa: PLC0415  (CLI start-up: loads with its command)
 
     decided = [v for v in verdicts if v != UNDETERMINED]
     left = len(verdicts) - len(decided)
@@ -226,8 +226,6 @@ def _agreeing(verdicts: list[str], what: str) -> str:
 
 def print_paper_grid(grid: "PaperGrid") -> None:
     """One table per model: the paper's N* per column of its figure, then every sweep's."""
-    from services.stats.base import fmt
-
     for k, sweep in enumerate(grid.sweeps):
         first = next((g.ours[sweep] for g in grid.points if sweep in g.ours), None)
         show(f"[{k + 1}] {sweep}: {first.setting if first else 'no cell of these models'}")
@@ -249,8 +247,6 @@ def print_paper_grid(grid: "PaperGrid") -> None:
 
 def models_resolved(sweep) -> dict[str, dict]:
     """Each model's resolved config (its first cell's: per-model values included), as the trials build it."""
-    from dataclasses import asdict
-
     first = {}
     for cell in sweep.cells:
         first.setdefault(cell.model, asdict(sweep.resolved_cell(cell).model))
@@ -260,8 +256,6 @@ def models_resolved(sweep) -> dict[str, dict]:
 def training_resolved(sweep) -> dict[str, tuple[dict, set[str]]]:
     """Each model's resolved training settings (its first cell's, its axes' and scaling rule's values
     in) and the names the spec wrote (the training section, the model's own, an axis, a scaling rule)."""
-    from dataclasses import asdict
-
     spec, out = sweep.spec, {}
     for cell in sweep.cells:
         if cell.model in out:
@@ -301,7 +295,5 @@ def run_json(out, failed: list[str]) -> dict:
 def checks_json(checks) -> dict:
     """The checks other sweeps gave the answer (services.app.recorded.Checks) as JSON: those read, with
     their statements and agreement, and those not read, with why."""
-    from dataclasses import asdict
-
     missing = [{"name": name, "why": why} for name, why in checks.missing]
     return {"sweep_checks": [asdict(c) for c in checks.found], "sweep_checks_missing": missing}

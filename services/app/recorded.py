@@ -9,9 +9,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+import yaml
+
 from services.plotting import SAVE
-from services.store import state
+from services.report.answer_text import screen
+from services.report.compare import compare as compared
+from services.report.compare import paper_grid as gridded
+from services.report.text import ReportView, view, write
+from services.spec import Sweep, spec_from_dict
+from services.stats.answer import Answer, sweep_check
+from services.stats.summarize import summarize
+from services.store import provenance, registry, state
 from services.store.files import CorruptFile
+from vit_core.family import families
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,7 +29,6 @@ if TYPE_CHECKING:
     from services.report.answer_text import Screen
     from services.report.compare import Comparison, PaperGrid
     from services.report.frames import SweepFrames
-    from services.report.text import ReportView
     from services.stats.answer import Check
     from services.store.registry import Entry
 
@@ -50,8 +59,7 @@ class Report(NamedTuple):
 def sweep_checks(uri: str, summary: dict) -> Checks:
     """The checks a sweep's answer names (its ``summary``: Summary.to_dict) read from their latest
     whole sweeps in the store at ``uri``, each against the sweep's primary."""
-    from services.stats.answer import Answer, sweep_check
-    from services.store.recorded import recorded_summary
+    from services.store.recorded import recorded_summary  # noqa: PLC0415  (MLflow loads on use)
 
     if summary.get("answer") is None:
         return Checks([], [])
@@ -71,10 +79,6 @@ def sweep_checks(uri: str, summary: dict) -> Checks:
 
 def screen_of(summary: dict, checks: Checks) -> "Screen | None":
     """A summary's answer as its screen, with ``checks``; None where the sweep has no answer."""
-    from services.report.answer_text import screen
-    from services.stats.answer import Answer
-    from vit_core.family import families
-
     if summary.get("answer") is None:
         return None
     answer, family = Answer.from_dict(summary["answer"]), families()[summary["family"]]
@@ -88,13 +92,12 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
     its run recorded them at its end, unless ``recompute`` (or its run recorded no report view):
     then the summary is recomputed from its records and the figures redrawn with the code as it is
     now. LookupError when the store has no such sweep."""
-    from services.report.text import ReportView, view, write
 
     def folder_of(found_id: str) -> Path:
         return out or home / "reports" / found_id
 
     if not recompute:
-        from services.store.recorded import recorded_report
+        from services.store.recorded import recorded_report  # noqa: PLC0415  (MLflow loads on use)
 
         found = recorded_report(uri, sweep_id, folder_of, ReportView.from_dict)
         if found:
@@ -102,9 +105,8 @@ def report(uri: str, sweep_id: str | None, out: Path | None, home: Path, *, reco
             shown = screen_of(found.summary, checks)
             write(found.folder, found.view, found.summary, screen=shown)
             return Report(found.sweep_id, found.view, found.summary, found.folder, True, shown, checks)
-    from services.report import figures
-    from services.stats.summarize import summarize
-    from services.store.tracking import load_sweep
+    from services.report import figures  # noqa: PLC0415  (matplotlib loads on use)
+    from services.store.tracking import load_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     sweep, found_id, cells = load_sweep(uri, sweep_id)
     summary = summarize(sweep, found_id, cells)
@@ -124,19 +126,14 @@ def publish(
     from its records), its answer's screen with the checks its store holds (a check it lacks
     pointing at the check's own entry where the registry has one). LookupError: no such sweep;
     nothing is written anywhere else."""
-    import yaml
-
-    from services.spec import Sweep, spec_from_dict
-    from services.store import provenance, registry
-    from services.store.recorded import recorded_run, recorded_summary
+    from services.store.recorded import recorded_run, recorded_summary  # noqa: PLC0415  (MLflow loads on use)
 
     run = recorded_run(uri, sweep_id)
     folder = folder or registry.RESULTS
     if (found := recorded_summary(uri, run.sweep_id)) is not None:
         summary = found[1]
     else:
-        from services.stats.summarize import summarize
-        from services.store.tracking import load_sweep
+        from services.store.tracking import load_sweep  # noqa: PLC0415  (MLflow loads on use)
 
         summary = summarize(*load_sweep(uri, run.sweep_id)).to_dict()
     checks = sweep_checks(uri, summary)
@@ -197,8 +194,8 @@ def publish(
 def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
     """A recorded sweep (the latest when ``sweep_id`` is None) as DataFrames of its model records
     and its cells, its cells as its run recorded them where it did; LookupError: no such sweep."""
-    from services.report.frames import SweepFrames, cells_frame, models_frame
-    from services.store.tracking import load_sweep
+    from services.report.frames import SweepFrames, cells_frame, models_frame  # noqa: PLC0415  (pandas loads on use)
+    from services.store.tracking import load_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     loaded = load_sweep(uri, sweep_id)
     found_id, rows = _cell_rows(uri, loaded[1], False, loaded)
@@ -207,8 +204,8 @@ def frames(uri: str, sweep_id: str | None) -> "SweepFrames":
 
 def models_frame(uri: str, sweep_id: str | None) -> tuple[str, "pd.DataFrame"]:
     """(sweep id, one row per model record) of a recorded sweep; LookupError: no such sweep."""
-    from services.report.frames import models_frame as build
-    from services.store.tracking import load_sweep
+    from services.report.frames import models_frame as build  # noqa: PLC0415  (pandas loads on use)
+    from services.store.tracking import load_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     _, found_id, cells = load_sweep(uri, sweep_id)
     return found_id, build(found_id, cells)
@@ -217,7 +214,7 @@ def models_frame(uri: str, sweep_id: str | None) -> tuple[str, "pd.DataFrame"]:
 def cells_frame(uri: str, sweep_id: str | None, *, recompute: bool = False) -> tuple[str, "pd.DataFrame"]:
     """(sweep id, one row per cell) of a recorded sweep: from the summary its run recorded at its
     end, unless ``recompute`` (or its run recorded none): then from its records, now."""
-    from services.report.frames import cells_frame as build
+    from services.report.frames import cells_frame as build  # noqa: PLC0415  (pandas loads on use)
 
     found_id, rows = _cell_rows(uri, sweep_id, recompute)
     return found_id, build(found_id, rows)
@@ -227,12 +224,11 @@ def _cell_rows(uri: str, sweep_id: str | None, recompute: bool, loaded: tuple | 
     """(sweep id, its summary's cell rows as JSON holds them): as its run recorded them, unless
     ``recompute`` or it recorded none; then summarized from ``loaded`` (load_sweep's), or loaded now."""
     if not recompute:
-        from services.store.recorded import recorded_summary
+        from services.store.recorded import recorded_summary  # noqa: PLC0415  (MLflow loads on use)
 
         if found := recorded_summary(uri, sweep_id):
             return found[0], found[1]["cells"]
-    from services.stats.summarize import summarize
-    from services.store.tracking import load_sweep
+    from services.store.tracking import load_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     summary = summarize(*(loaded or load_sweep(uri, sweep_id)))
     return summary.sweep_id, summary.to_dict()["cells"]
@@ -241,18 +237,20 @@ def _cell_rows(uri: str, sweep_id: str | None, recompute: bool, loaded: tuple | 
 def compare(uri: str, sweep_a: str, sweep_b: str, out: Path | None, home: Path) -> tuple["Comparison", Path, str]:
     """Sweep B against sweep A, both read from ``uri``: the comparison, the folder its figure and
     JSON were written to (default HOME/reports/compare-A-B), and the MLflow run that records it."""
-    from services.report import figures
-    from services.report.compare import compare as build
-    from services.store.tracking import COMPARE_FIGURE, COMPARE_JSON, load_sweep, record_comparison
+    from services.report import figures  # noqa: PLC0415  (matplotlib loads on use)
+    from services.store import tracking  # noqa: PLC0415  (MLflow loads on use)
 
-    comparison = build(load_sweep(uri, sweep_a), load_sweep(uri, sweep_b))
+    comparison = compared(tracking.load_sweep(uri, sweep_a), tracking.load_sweep(uri, sweep_b))
     figure = figures.comparison_figure(comparison)
     document = comparison.to_dict()
     folder = _written(
-        out or home / "reports" / f"compare-{sweep_a}-{sweep_b}", figure, (COMPARE_FIGURE, COMPARE_JSON), document
+        out or home / "reports" / f"compare-{sweep_a}-{sweep_b}",
+        figure,
+        (tracking.COMPARE_FIGURE, tracking.COMPARE_JSON),
+        document,
     )
     difference = {group: d.value for group, d in comparison.difference.items()}
-    run_id = record_comparison(uri, comparison.sweep_a, comparison.sweep_b, difference, document, figure)
+    run_id = tracking.record_comparison(uri, comparison.sweep_a, comparison.sweep_b, difference, document, figure)
     return comparison, folder, run_id
 
 
@@ -260,17 +258,19 @@ def paper_grid(uri: str, sweeps: list[str], out: Path | None, home: Path) -> tup
     """The paper's figure beside the given sweeps (ids, or spec names for their latest sweeps),
     read from ``uri``: the grid, the folder its figure and JSON went to (default
     HOME/reports/paper-grid-<first sweep>), and the MLflow run that records it."""
-    from services.report import figures
-    from services.report.compare import paper_grid as build
-    from services.store.tracking import GRID_FIGURE, GRID_JSON, load_sweep, record_paper_grid
+    from services.report import figures  # noqa: PLC0415  (matplotlib loads on use)
+    from services.store import tracking  # noqa: PLC0415  (MLflow loads on use)
 
-    grid = build([load_sweep(uri, sweep) for sweep in sweeps])
+    grid = gridded([tracking.load_sweep(uri, sweep) for sweep in sweeps])
     figure = figures.paper_grid_figure(grid)
     document = grid.to_dict()
     folder = _written(
-        out or home / "reports" / f"paper-grid-{grid.sweeps[0]}", figure, (GRID_FIGURE, GRID_JSON), document
+        out or home / "reports" / f"paper-grid-{grid.sweeps[0]}",
+        figure,
+        (tracking.GRID_FIGURE, tracking.GRID_JSON),
+        document,
     )
-    return grid, folder, record_paper_grid(uri, grid.sweeps, document, figure)
+    return grid, folder, tracking.record_paper_grid(uri, grid.sweeps, document, figure)
 
 
 def _written(folder: Path, figure, names: tuple[str, str], document: dict) -> Path:
@@ -289,7 +289,7 @@ def status(home: Path) -> list[dict]:
     for sweep_id in state.sweep_ids(home):
         counts, models, trials = {"NO_STATE": 1}, 0, 0  # stopped before Tune saved any state
         if state.has_tune_state(state.folder(home, sweep_id)):
-            from services.execution.ray_tune import trial_status
+            from services.execution.ray_tune import trial_status  # noqa: PLC0415  (Ray loads on use)
 
             try:
                 counts, models = trial_status(state.folder(home, sweep_id))

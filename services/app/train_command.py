@@ -53,7 +53,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def _device(name: str) -> str:
-    import torch
+    import torch  # noqa: PLC0415  (torch loads on use)
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -99,9 +99,9 @@ def _per_n_rows(rows: list[dict]) -> list[list[str]]:
 
 def train(**values: Any) -> None:
     """Train every (N, seed) pair of one model kind as one pack and report outcomes per N."""
-    import torch
+    import torch  # noqa: PLC0415  (torch loads on use)
 
-    from vit_core import train_pack
+    from vit_core import train_pack  # noqa: PLC0415  (torch loads on use)
 
     data, model, training = _configs(values)
     n_values, seeds = values["n"], list(range(values["seed_start"], values["seed_start"] + values["seeds"]))

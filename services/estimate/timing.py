@@ -48,7 +48,7 @@ def timed_configs(sweep: "Sweep", cell: "Cell") -> tuple:
 
 def local_slots(sweep: "Sweep") -> int:
     """Trials this machine runs at once: its CPUs (GPUs, where a trial asks for one) over a trial's."""
-    import torch
+    import torch  # noqa: PLC0415  (torch loads on use)
 
     return slots_of(sweep, os.cpu_count() or 1, torch.cuda.device_count())
 
@@ -210,7 +210,7 @@ def _quiet(training):
 
 def gpu_share(sweep: "Sweep", slots: int) -> int:
     """Trials that train on one GPU at once here: 1 where each has a GPU of its own, or none is used."""
-    import torch
+    import torch  # noqa: PLC0415  (torch loads on use)
 
     r = sweep.resources
     if not 0 < r.gpus_per_trial < 1 or not torch.cuda.is_available():
@@ -224,9 +224,6 @@ def sharing(sweep: "Sweep", cell: "Cell", size: int, share: int) -> float:
     pack of one step). Their kernels take turns: on an H100, eight of the main job's packs of 16
     took 17.2 ms a step each, one alone 3.7 ms (4.6x), and the plan, timing one alone, had
     expected the main job 3.0x under its sweep there."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     data, model, training = timed_configs(sweep, cell)
     configs = (data, model, _quiet(training))
     _, first = _steps_s(sweep, cell, configs, 20, size)  # the kernels' first launch, then a short run
@@ -396,7 +393,7 @@ def _next_limit(training, tries: list[tuple], limit: int, size: int) -> int:
     probes, 6 s of set-up a try, doubled four times in 35 s). One pass counts whole periods of its
     samples' draws (``steps_per_draw``): a step's time repeats with them, and tries 10 and 28 steps
     long, one draw each, made fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18."""
-    from vit_core import steps_per_draw
+    from vit_core import steps_per_draw  # noqa: PLC0415  (torch loads on use)
 
     one_pass, first = training.protocol == "one_pass", min(FIRST_TRY, training.max_steps)
     period = steps_per_draw(training.batch_size) if one_pass else 1
@@ -415,9 +412,9 @@ def train(sweep: "Sweep", cell: "Cell", configs: tuple, limit: int, size: int, p
     """(seconds, PackResult) of ``size`` models of the cell trained at most ``limit`` steps, with
     the threads and device a trial has; multi-pass, each at its ``n`` (default: the grid's largest
     N, the slowest step)."""
-    import torch
+    import torch  # noqa: PLC0415  (torch loads on use)
 
-    from vit_core import train_pack
+    from vit_core import train_pack  # noqa: PLC0415  (torch loads on use)
 
     data, model, training = configs
     largest = (

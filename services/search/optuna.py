@@ -28,7 +28,7 @@ class OptunaPlanner(RoundPlanner):
     is told to Optuna. A failed trial is told as failed, and the search goes on."""
 
     def __init__(self, sweep: "Sweep", slots: int | None = None):
-        import optuna
+        import optuna  # noqa: PLC0415  (Optuna loads on use)
 
         super().__init__(1)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -55,7 +55,7 @@ class OptunaPlanner(RoundPlanner):
         return dataclasses.replace(trial, resolved=self.sweep.resolve(trial.cell(self.sweep)).to_config())
 
     def complete(self, trial_id: str, records: "list[ModelRecord] | None", metrics: dict | None = None) -> None:
-        import optuna
+        import optuna  # noqa: PLC0415  (Optuna loads on use)
 
         self.in_flight.pop(trial_id, None)
         trial = self.asked.pop(trial_id)
@@ -166,7 +166,7 @@ class OptunaStrategy(Strategy):
 
     def distributions(self) -> dict:
         """Optuna's distribution of each field of the search space."""
-        from optuna.distributions import FloatDistribution, IntDistribution
+        from optuna.distributions import FloatDistribution, IntDistribution  # noqa: PLC0415  (Optuna loads on use)
 
         return {
             name: IntDistribution(int(r.low), int(r.high), log=r.log)

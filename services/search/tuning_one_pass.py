@@ -192,7 +192,7 @@ class OptunaSettings(SettingsSampler):
     that. Rebuilt from the cell's runs on restore (Optuna's add_trial)."""
 
     def __init__(self, tuning, p: float, base: Setting, caps: list[int], window: float, cell: CellTuning):
-        import optuna
+        import optuna  # noqa: PLC0415  (Optuna loads on use)
 
         super().__init__(tuning, p, base, caps, window, cell)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -228,7 +228,7 @@ class OptunaSettings(SettingsSampler):
 
     def tell(self, settings: list[Setting]) -> None:
         """Give Optuna the selection N* of a round's settings."""
-        import optuna
+        import optuna  # noqa: PLC0415  (Optuna loads on use)
 
         table = self.cell.table()
         for setting in settings:

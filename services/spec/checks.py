@@ -148,7 +148,7 @@ def _pack_problems(sweep: Sweep) -> list[Problem]:
     tested, and building theirs would load torch for every ``validate``."""
     if type(sweep.family).__module__.partition(".")[0] == "vit_core":
         return []
-    from vit_core.training import build
+    from vit_core.training import build  # noqa: PLC0415  (torch loads on use)
 
     problems = []
     for model in sweep.models:

@@ -127,7 +127,7 @@ class Tuning(TuningSpace):
 
     def distributions(self) -> dict:
         """Optuna's distributions of the searched fields: log-uniform eta, log-spaced integer B."""
-        from optuna.distributions import FloatDistribution, IntDistribution
+        from optuna.distributions import FloatDistribution, IntDistribution  # noqa: PLC0415  (Optuna loads on use)
 
         out = {}
         if "batch_size" in self.searched:

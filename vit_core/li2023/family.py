@@ -23,6 +23,7 @@ from vit_core.li2023.configs import (
     sample_premises,
 )
 from vit_core.li2023.layout import make_patterns
+from vit_core.li2023.oracle import oracle_rules
 from vit_core.seeding import Stream, numpy_rng
 from vit_core.sparsify import image_token_set, sparsified_name
 
@@ -75,17 +76,17 @@ class Li2023(Family):
     }
 
     def sample(self, data, n, seed, stream, start):
-        from vit_core.li2023.data import sample_tokens
+        from vit_core.li2023.data import sample_tokens  # noqa: PLC0415  (torch loads on use)
 
         return sample_tokens(data, n, seed, stream, start)
 
     def sample_on(self, data, n, seed, stream, start, device):
-        from vit_core.li2023.data import sample_tokens
+        from vit_core.li2023.data import sample_tokens  # noqa: PLC0415  (torch loads on use)
 
         return sample_tokens(data, n, seed, stream, start, device)
 
     def build(self, model, data, seeds, device):
-        from vit_core.li2023.models import build_model
+        from vit_core.li2023.models import build_model  # noqa: PLC0415  (torch loads on use)
 
         return build_model(model, make_patterns(data), seeds, data.n_tokens, device)
 
@@ -156,13 +157,13 @@ class Li2023(Family):
 
     def information_floor(self, data: TokenDataConfig, seeds, n_max, n_test, test_seeds):
         """The nearest class centroid of the mean token (vit_core.li2023.floor)."""
-        from vit_core.li2023.floor import plug_in_floor
+        from vit_core.li2023.floor import plug_in_floor  # noqa: PLC0415  (torch loads on use)
 
         return plug_in_floor(data, list(seeds), n_max, n_test, list(test_seeds))
 
     def vote_margins(self, data: TokenDataConfig, n: int, seed: int):
         """Label-relevant minus confusion tokens among those each test sample keeps (vit_core.li2023.data)."""
-        from vit_core.li2023.data import vote_counts
+        from vit_core.li2023.data import vote_counts  # noqa: PLC0415  (torch loads on use)
 
         relevant, confusion = vote_counts(data, n, seed, Stream.TEST_DATA)
         return relevant - confusion
@@ -170,14 +171,12 @@ class Li2023(Family):
     def sample_premises(self, data: TokenDataConfig, n: int, seed: int, stream: Stream):
         """The premises on alpha* and alpha# read per sample: its own confusion ratio below 1/(2e), at
         least TOKENS label-relevant tokens, and a vote that no single token decides (margin >= 2)."""
-        from vit_core.li2023.data import vote_counts
+        from vit_core.li2023.data import vote_counts  # noqa: PLC0415  (torch loads on use)
 
         return sample_premises(*vote_counts(data, n, seed, stream))
 
     def difficulty(self, data: TokenDataConfig) -> dict[str, float]:
         """The oracle mean-token and single-token rules' error (and the first's margin): vit_core.li2023.oracle."""
-        from vit_core.li2023.oracle import oracle_rules
-
         return oracle_rules(data)
 
     def sample_cost(self, data: TokenDataConfig, model: ModelConfig) -> float:
@@ -219,9 +218,9 @@ class Li2023Images(Family):
 
     def sample(self, data, n, seed, stream, start):
         """The images, each of which keeps S^n by ``sparsify`` (random: drawn from the seed, stream and start)."""
-        import torch
+        import torch  # noqa: PLC0415  (torch loads on use)
 
-        from vit_core.images import sample_images
+        from vit_core.images import sample_images  # noqa: PLC0415  (torch loads on use)
 
         batch = sample_images(data, n, seed, stream, start)
         if not data.sparsify_k:
@@ -231,7 +230,7 @@ class Li2023Images(Family):
         return dataclasses.replace(batch, keep=torch.from_numpy(keep))
 
     def build(self, model, data, seeds, device):
-        from vit_core.li2023.models import build_model
+        from vit_core.li2023.models import build_model  # noqa: PLC0415  (torch loads on use)
 
         no_patterns = np.zeros((0, data.dim))  # only the aligned init reads patterns, and check refuses it
         return build_model(model, no_patterns, seeds, data.n_tokens, device)
@@ -254,7 +253,7 @@ class Li2023Images(Family):
         """The test error and loss after each rule's removal of each k (training.scoring.sparsified_scores)."""
         if not data.test_sparsify_k:
             return {}
-        from vit_core.training.scoring import sparsified_scores
+        from vit_core.training.scoring import sparsified_scores  # noqa: PLC0415  (torch loads on use)
 
         return sparsified_scores(data.test_sparsify, data.test_sparsify_k, pack, test, seeds, train)
 
@@ -269,7 +268,7 @@ def forward_cost(n_tokens: int, dim: int, model: ModelConfig) -> float:
 def realised_errors(data: TokenDataConfig, model: ModelConfig, seeds: tuple[int, ...]) -> dict[str, float]:
     """The initial errors (sigma; delta for the ViT) of the models of ``seeds`` as built, the
     largest over the seeds (vit_core.li2023.models.initial_errors): the same for every cell sharing them."""
-    from vit_core.li2023.models import initial_errors
+    from vit_core.li2023.models import initial_errors  # noqa: PLC0415  (torch loads on use)
 
     return initial_errors(model, make_patterns(data), list(seeds), data.n_tokens)
 
