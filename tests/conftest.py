@@ -1,4 +1,5 @@
 import contextlib
+import gzip
 import html
 import json
 import os
@@ -16,8 +17,14 @@ import pytest
 import ray
 import torch
 from chaos import kill_session
+from typer.testing import CliRunner
 
+from services.app.cli import app
 from services.execution.ray_start import start_local_ray, stop_ray
+from services.results import CellResult, ModelRecord, SweepResult
+from services.spec import parse_spec
+from services.stats.summarize import summarize
+from vit_core.image_config import FASHION_FILES, FASHION_MNIST
 
 BIN = Path(sys.executable).parent
 
@@ -161,10 +168,6 @@ def local_ray():
 def run_spec(text: str, tmp_path: Path) -> tuple[dict, str]:
     """`vitsweep run --json` of the spec ``text`` with its home at tmp_path/home: the last line's
     JSON summary and the whole output. Fails the test on a non-zero exit."""
-    from typer.testing import CliRunner
-
-    from services.app.cli import app
-
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "spec.yaml"
     path.write_text(text)
@@ -356,8 +359,6 @@ def mlflow_server_at(port: int, folder: Path, backend: str | None = None, *extra
 
 def write_idx(path: Path, values) -> None:
     """An idx file of unsigned bytes (a numpy array), gzipped, as Fashion-MNIST ships them."""
-    import gzip
-
     header = (0x0800 + values.ndim).to_bytes(4, "big") + b"".join(n.to_bytes(4, "big") for n in values.shape)
     with gzip.open(path, "wb") as f:
         f.write(header + values.astype("uint8").tobytes())
@@ -366,8 +367,6 @@ def write_idx(path: Path, values) -> None:
 def bundled_specs() -> list:
     """Every spec of sweeps/ as a pytest param (its stem the id); one that reads Debian's Fashion-MNIST
     skips, saying why, where `make system-tools` has not installed it."""
-    from vit_core.image_config import FASHION_FILES, FASHION_MNIST
-
     present = all((FASHION_MNIST / f).is_file() for f in FASHION_FILES)
     why = "needs Debian's dataset-fashion-mnist (`make system-tools` installs it; `make test` runs that)"
     return [
@@ -411,9 +410,6 @@ def synthetic_sweep(sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1,
     """A finished sweep of spec ``text`` made without training (spec, SweepResult): seed s of a cell
     succeeds from N = threshold (times ``hard`` at alpha* = 0.1, ``easy`` at 0.3), records carry every
     field vit_core writes, the last cell has a failed pack."""
-    from services.results import CellResult, ModelRecord, SweepResult
-    from services.spec import parse_spec
-
     spec = parse_spec(text)
     cells = []
     for index, cell in enumerate(spec.cells):
@@ -465,9 +461,8 @@ def record_synthetic_sweep(
     home: Path, sweep_id: str = "synthetic-1", hard: int = 2, easy: int = 1, text: str = SYNTHETIC_SPEC
 ):
     """synthetic_sweep logged to a SQLite MLflow store under ``home``: (spec, result, tracking URI, parent run id)."""
-    from services.app.logs import sweep_log
-    from services.stats.summarize import summarize
-    from services.store.tracking import record_sweep
+    from services.app.logs import sweep_log  # noqa: PLC0415  (matplotlib loads on use)
+    from services.store.tracking import record_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     spec, result = synthetic_sweep(sweep_id, hard, easy, text)
     uri = f"sqlite:///{(home / 'mlflow.db').resolve()}"

@@ -4,9 +4,21 @@ import numpy as np
 import pytest
 from conftest import model_record
 
-from services.analysis import Estimate, Outcomes, fit_exponent, full_grid_size, paired_difference, stable_n_star
+from services.analysis import (
+    Estimate,
+    Outcomes,
+    bootstrap_slopes,
+    fit_exponent,
+    full_grid_size,
+    local_slopes,
+    paired_difference,
+    paired_slope_difference,
+    stable_n_star,
+)
+from services.ratios import steps_ratio
 from services.results import ModelRecord, outcomes_of
 from services.stats import paper
+from services.stats.rows import error_bound
 from vit_core.family import families
 
 SEEDS = 20
@@ -149,8 +161,6 @@ def test_models_that_did_not_converge_or_diverged_do_not_count_towards_success_r
 
 
 def test_steps_ratio_of_two_cells_with_a_ci():
-    from services.ratios import steps_ratio
-
     slow = _outcomes(_records([16], lambda n: True, steps=400))
     fast = _outcomes(_records([16], lambda n: True, steps=50))
     gap = steps_ratio(slow, fast)
@@ -176,8 +186,6 @@ def test_the_paired_difference_of_two_exponents_finds_a_known_difference_and_pai
     or easier for both models alike (one effect per seed and x, shared): the paired bootstrap's CI
     holds the true difference 1 and is much narrower than resampling the two models' seeds apart,
     which ignores that their N* move together."""
-    from services.analysis import bootstrap_slopes, paired_slope_difference
-
     rng = np.random.default_rng(11)
     x = np.geomspace(2, 10, 5)
     effects = np.exp(rng.normal(0, 0.8, (len(x), SEEDS)))
@@ -192,8 +200,6 @@ def test_the_paired_difference_of_two_exponents_finds_a_known_difference_and_pai
 
 def test_local_slopes_show_a_curve_that_steepens():
     """N* = x^2 up to x = 4, then x^4: the slopes between neighbours say so, each within its CI."""
-    from services.analysis import local_slopes
-
     rng = np.random.default_rng(5)
     x = np.array([2.0, 4.0, 8.0, 16.0])
     scales = [v**2 if v <= 4 else 16 * (v / 4) ** 4 for v in x]
@@ -205,8 +211,6 @@ def test_local_slopes_show_a_curve_that_steepens():
 
 
 def test_zero_errors_in_n_bound_the_error_by_the_rule_of_three():
-    from services.stats.rows import error_bound
-
     assert error_bound(1000) == pytest.approx(3 / 1000, rel=0.01)
     assert error_bound(10_000) == pytest.approx(3e-4, rel=0.01)
     assert (1 - error_bound(300)) ** 300 == pytest.approx(0.05)  # the chance of 0 errors at that error rate

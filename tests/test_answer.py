@@ -6,12 +6,15 @@ import json
 from dataclasses import asdict
 
 import pytest
-from conftest import SYNTHETIC_SPEC, record_synthetic_sweep
+from conftest import SYNTHETIC_SPEC, record_synthetic_sweep, synthetic_sweep
+from matplotlib.patches import Rectangle
 from typer.testing import CliRunner
 
 from services.analysis import CRITERIA, Difference, Estimate, Fit
 from services.app.cli import app
-from services.report.answer_text import screen
+from services.report.answer_figures import regime_map_figure
+from services.report.answer_text import regime_table, screen
+from services.report.compare import compare
 from services.spec.schema import AnswerSpec
 from services.stats.answer import agreement, answer, sweep_check
 from services.stats.rows import (
@@ -30,7 +33,7 @@ from services.stats.rows import (
     Statements,
     Summary,
 )
-from vit_core.family import families
+from vit_core.family import Premise, families
 
 runner = CliRunner()
 
@@ -206,10 +209,6 @@ def test_the_contract_holds_for_the_same_answer_and_fails_for_another():
     """`vitsweep compare`'s contract (a change that moves bits is judged by the answer): two sweeps
     with the same outcomes hold it; where the ViT needs four times the samples at alpha* = 0.1 its
     N* leaves the other's CI and a statement changes."""
-    from conftest import synthetic_sweep
-
-    from services.report.compare import compare
-
     sweeps = {name: synthetic_sweep(name, hard, easy) for name, hard, easy in (("a", 2, 1), ("b", 2, 1), ("c", 8, 1))}
     same = compare(*((spec, name, result.cells) for name, (spec, result) in sweeps.items() if name in "ab")).contract
     assert same.holds and same.inside[0] == same.inside[1] > 0 and same.statements == []
@@ -222,12 +221,6 @@ def test_a_regime_map_reads_the_statements_in_every_regime_and_draws_each():
     """answer.regimes: each value of a regime axis is a regime of its own with its three statements and
     its premises; the map's table and figure hold every regime (one where the CNN's exponent exceeds
     the ViT's by more than Proposition 1's +2, one whose premises fail), none dropped."""
-    from matplotlib.patches import Rectangle
-
-    from services.report.answer_figures import regime_map_figure
-    from services.report.answer_text import regime_table
-    from vit_core.family import Premise
-
     above = {("iterate", "counts=fixed"): {"difference": Estimate(2.3, [2.1, 2.5])}}
     summary = _summary(above)
     broken = Premise("shift", False, 0.3, 0.05, "alpha* - (sigma + tau) > 0")

@@ -98,7 +98,7 @@ def test_the_step_bench_measures_a_main_job_pack_against_a_baseline_commit(tmp_p
 
 def test_the_step_bench_leaves_a_pack_of_another_shape_out_of_its_ratios():
     """A baseline tree that cut a pack of another shape (its own copy of the spec) is named, not compared."""
-    from bench.steps import ratios
+    from bench.steps import ratios  # noqa: PLC0415  (bench/ is on the path under `python -m pytest` only)
 
     def row(model, K, rate):
         return {"workload": "W2", "model": model, "K": K, "B": 8, "L": 120, "d": 8, "m": 256, "steps": 4,

@@ -1,11 +1,24 @@
 import dataclasses
 import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import ray
+import typer.main
+from conftest import answers, chromium_page, run_spec, wait_until
+from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from services.app.cli import app
+from services.app.printing import show, show_table
 from services.app.train_command import CONFIGS
+from services.execution import ray_start
+from services.execution.ray_start import unreachable_cluster
+from services.spec import load_spec
+from services.store import state
 
 runner = CliRunner()
 SMALL = ["--dim", "12", "--n-patterns", "8", "--n-tokens", "24", "--n-test", "200", "--max-steps", "200"]
@@ -34,8 +47,6 @@ def test_train_json_summary_matches_the_table_and_the_flags():
 
 
 def test_every_config_field_is_a_flag_with_the_fields_default_and_help():
-    import typer.main
-
     params = {p.name: p for p in typer.main.get_command(app).commands["train"].params}
     for cls in CONFIGS.values():
         for field in dataclasses.fields(cls):
@@ -73,12 +84,6 @@ def test_ui_refuses_a_home_without_a_store(tmp_path):
 def test_ui_serves_the_store_and_prints_the_latest_sweep_in_the_training_view(two_sweeps, free_port):
     """`vitsweep ui` prints the latest sweep's parent run page; in headless Chromium that page
     shows the run in MLflow's model-training view (runs, model metrics), not the GenAI one."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from conftest import answers, chromium_page, wait_until
-
     port = free_port()
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "vitsweep"), "ui", "--home", str(two_sweeps), "--port", str(port)],
@@ -108,12 +113,6 @@ def test_run_stops_the_ray_it_started_once_the_sweep_is_recorded(tmp_path, monke
     records in another) before it returns; the record is whole. A start that fails (as Ray's does
     now and then on a busy machine) is one message and exit 1, and the same command then goes on in
     the same runs. A start that times out once is tried once more."""
-    import ray
-    from conftest import run_spec
-    from mlflow.tracking import MlflowClient
-
-    from services.execution import ray_start
-
     assert not ray.is_initialized()
     text = (
         "name: tiny\nmodels: [cnn]\nn_train: [8]\nseeds: 1\naxes: {alpha_star: [0.3]}\n"
@@ -167,9 +166,6 @@ def test_run_refuses_a_cluster_address_where_nothing_answers_before_anything_sta
     """A cluster address nothing listens at (a typo, a head not started) exits 2 at once with a
     message naming it; ray.init would retry it for minutes. No sweep is marked, no MLflow
     store made."""
-    from services.spec import load_spec
-    from services.store import state
-
     address, home = f"127.0.0.1:{free_port()}", tmp_path / "home"
     args = ["run", "sweeps/smoke.yaml", "--home", str(home)]
     if given == "RAY_ADDRESS":
@@ -184,10 +180,6 @@ def test_run_refuses_a_cluster_address_where_nothing_answers_before_anything_sta
 
 
 def test_a_cluster_address_that_answers_or_that_ray_resolves_is_let_through():
-    import socket
-
-    from services.execution.ray_start import unreachable_cluster
-
     with socket.create_server(("127.0.0.1", 0)) as listening:
         port = listening.getsockname()[1]
         assert unreachable_cluster(f"127.0.0.1:{port}") is None
@@ -199,8 +191,6 @@ def test_a_cluster_address_that_answers_or_that_ray_resolves_is_let_through():
 def test_tables_and_lines_are_printed_whole_when_stdout_is_not_a_terminal(capsys):
     """A log, a pipe or a Ray job's log gets Markdown rows and unwrapped lines: no cell cut to
     '…', no line broken at 80 columns, no colour codes."""
-    from services.app.printing import show, show_table
-
     long = "x" * 150
     show_table("a title", ["cell", "value"], [["vit alpha_star=0.05", "3,744 [3,408, 3,744]"], [long, "1"]])
     show(f"- a note {long}")

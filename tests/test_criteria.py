@@ -4,10 +4,12 @@ advantage is decided (the answer read across criteria: tests/test_answer.py)."""
 
 import numpy as np
 import pytest
+from test_forms import ALPHA, cells_on
 
 from services.analysis import CRITERIA, Estimate, Outcomes, monotone_n_star, n_star_ci
 from services.ratios import paired_n_star_ratio
-from services.stats.forms import Forms
+from services.report.fits import fit_table, form_table
+from services.stats.forms import Forms, fit_forms
 from services.stats.rows import CriterionFits, Difference, Summary
 
 
@@ -130,8 +132,6 @@ def test_n_star_over_many_resamples_at_once_equals_one_resample_at_a_time(criter
 
 
 def test_the_fits_are_one_table_the_headline_criterion_first():
-    from services.report.fits import fit_table
-
     differences = {c: {"cnn - vit": Estimate(0.1 * i, [0.1 * i - 1, 0.1 * i + 1])} for i, c in enumerate(CRITERIA)}
     summary = _summary(differences)
     summary.criterion = "stable"
@@ -142,11 +142,6 @@ def test_the_fits_are_one_table_the_headline_criterion_first():
 
 def test_the_forms_are_one_table_per_criterion_the_headline_first_each_fit_a_row():
     """Each fitted form a row (its k and c with CIs, log-rms, held-out error), not a sentence per group."""
-    from test_forms import ALPHA, cells_on
-
-    from services.report.fits import form_table
-    from services.stats.forms import fit_forms
-
     fitted = fit_forms(
         list(ALPHA),
         cells_on(lambda a: 20 * (a - 0.03) ** -2, np.random.default_rng(3)),

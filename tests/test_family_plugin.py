@@ -7,13 +7,19 @@ import json
 import re
 import subprocess
 import sys
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+import services.spec
+import vit_core.data as previous
 from services.spec import FAMILIES, SpecError, parse_spec
+from vit_core import api, train_pack
+from vit_core import family as registry
 from vit_core.family import families
+from vit_core.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sparse_parity"
@@ -84,10 +90,6 @@ def test_a_family_from_outside_runs_through_ray_into_mlflow_and_the_report(examp
 
 
 def test_a_family_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkeypatch):
-    from importlib.metadata import EntryPoint
-
-    from vit_core import family as registry
-
     broken = EntryPoint("broken", "no_such_package:Family", registry.GROUP)
     papers = list(registry.entry_points(group=registry.GROUP))
     monkeypatch.setattr(registry, "entry_points", lambda group: [*papers, broken])
@@ -104,11 +106,6 @@ def test_a_family_that_fails_to_load_is_left_out_with_a_warning_naming_it(monkey
 def _installed(files: dict[str, str], tmp_path: Path, monkeypatch):
     """The family of package ``my_family`` whose files are ``files`` (path -> code), registered as an
     installed entry point would be; removed again, with its modules, when the test ends."""
-    from importlib.metadata import EntryPoint
-
-    import services.spec
-    from vit_core import family as registry
-
     for path, code in files.items():
         (tmp_path / path).parent.mkdir(exist_ok=True)
         (tmp_path / path).write_text(code)
@@ -149,9 +146,6 @@ SIGN_SPEC = "name: readme\nfamily: sign_of_mean\nmodels: [linear]\nn_train: [64]
 
 
 def test_a_family_built_from_the_readme_text_alone_validates_and_learns(readme_family):
-    from vit_core import train_pack
-    from vit_core.train_config import TrainConfig
-
     spec = parse_spec(SIGN_SPEC)
     data, model, _ = spec.resolved_cell(spec.cells[0]).configs
     result = train_pack(data, model, TrainConfig(max_steps=300, batch_size=8, n_test=500), [64] * 4, [0, 1, 2, 3])
@@ -160,7 +154,7 @@ def test_a_family_built_from_the_readme_text_alone_validates_and_learns(readme_f
 
 
 def test_a_pack_that_breaks_the_contract_is_refused_in_one_line_at_validate(readme_family):
-    from my_family.model import LinearPack
+    from my_family.model import LinearPack  # noqa: PLC0415  (the fixture installs my_family)
 
     del LinearPack.select  # the README's pack without its select
     with pytest.raises(SpecError) as error:
@@ -174,16 +168,12 @@ def test_a_family_written_against_the_previous_public_api_validates_and_learns_w
     """A name of the public API that moves keeps its old place for a release (docs/extending.md,
     "Public API"): the family validates and trains, and its import of vit_core.data warns, naming
     vit_core.api."""
-    from vit_core import api, train_pack
-    from vit_core.train_config import TrainConfig
-
     with pytest.warns(DeprecationWarning, match=r"vit_core\.data is deprecated .* from vit_core\.api"):
         spec = parse_spec(SIGN_SPEC)  # validate builds one pack: the family's model module is imported
     data, model, _ = spec.resolved_cell(spec.cells[0]).configs
     result = train_pack(data, model, TrainConfig(max_steps=300, batch_size=8, n_test=500), [64] * 4, [0, 1, 2, 3])
     errors = [r["test_error"] for r in result.records()]
     assert len(errors) == 4 and max(errors) < 0.2
-    import vit_core.data as previous
 
     for name in ("BLOCK", "TokenBatch", "TokenKind", "blocks_of"):  # what families imported from it
         assert getattr(previous, name) is getattr(api, name)

@@ -6,6 +6,7 @@ from test_analysis import NS, SEEDS
 
 from services.analysis import Outcomes
 from services.stats.forms import Form, fit_form, fit_forms
+from services.stats.rows import CellRow, WindowRow
 
 ALPHA = np.array([0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4])  # a decade of alpha*, as the decade spec sweeps
 
@@ -72,8 +73,6 @@ def test_fewer_than_three_values_give_no_form():
 def test_a_cell_without_a_stable_n_under_its_cap_is_bounded_by_the_cap_over_its_window():
     """A stable N needs W times itself under the cap: no stable N under a cap of 32,000 with W = 4 puts
     N* above 8,000, not above 32,000; without a window, above the largest N evaluated."""
-    from services.stats.rows import CellRow, WindowRow
-
     row = CellRow("vit alpha_star=0.1", "vit", {}, 0.1, 0.5, 16, False, bracket_lo=32000)
     row.window = WindowRow(4, 32000, None, 16, 16)
     assert row.n_star_above == 8000

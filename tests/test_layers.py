@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import ray
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ray", "mlflow", "matplotlib")
@@ -180,7 +181,5 @@ def test_the_store_imports_neither_report_nor_statistics():
 def test_a_test_not_marked_system_is_refused_a_ray_of_its_own():
     """The fast tier's guard (tests/conftest.py): `make test-fast` runs every test not marked
     ``system``, so such a test may not start Ray in its process; the refusal names the mark."""
-    import ray
-
     with pytest.raises(pytest.fail.Exception, match=r"mark it @pytest.mark.system"):
         ray.init()

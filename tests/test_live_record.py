@@ -12,9 +12,14 @@ import sys
 
 import pytest
 from chaos import BIN, GRID, ROOT, KilledSweep, wait_gone
-from conftest import CHROMIUM, answers, chromium_page, wait_until
+from conftest import CHROMIUM, answers, chromium_page, mlflow_server_at, run_spec, wait_until
 from mlflow.tracking import MlflowClient
+from ray.cluster_utils import Cluster
 
+from services.app.runs import so_far
+from services.spec import parse_spec
+from services.store import live
+from services.store.live import LiveRecord
 from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
 from services.store.uris import embedded_uri
 
@@ -146,9 +151,6 @@ def test_a_running_sweep_is_in_mlflow_and_a_killed_one_resumes_in_the_same_runs(
 def test_every_node_of_a_cluster_logs_its_system_metrics_to_the_tracking_server(tmp_path, free_port, monkeypatch):
     """With a tracking server, a node other than the driver's runs MLflow's system metrics monitor
     too (an actor), logging under its own prefix to the sweep's parent run."""
-    from conftest import mlflow_server_at
-    from ray.cluster_utils import Cluster
-
     monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "1")  # nodes and driver read it at start
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
@@ -171,10 +173,6 @@ def test_every_node_of_a_cluster_logs_its_system_metrics_to_the_tracking_server(
 def test_the_sweep_so_far_is_summarized_after_every_trial_of_a_tuned_sweep(tmp_path, monkeypatch):
     """Refreshed after every trial (no 30 s between), the live record summarizes cells still
     selecting their setting, measured ones and a mix, and never stops with a warning."""
-    from conftest import run_spec
-
-    from services.store import live
-
     monkeypatch.setattr(live, "REFRESH_S", 0.0)
     summary, output = run_spec((ROOT / "tests" / "tiny_tuned.yaml").read_text(), tmp_path)
     assert "live MLflow record" not in output, output[-3000:]
@@ -190,10 +188,6 @@ def test_a_live_record_whose_server_is_gone_stops_after_quick_retries_and_leaves
     """The live record is a view: it gives up after two quick retries where a user set no retries
     of their own (MLflow's ~4 minutes of them held a sweep's end that long after the compose
     stack's MLflow went down), and the final record then retries as MLflow does."""
-    from services.app.runs import so_far
-    from services.spec import parse_spec
-    from services.store.live import LiveRecord
-
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
     said, spec, uri = [], parse_spec(SPEC), f"http://127.0.0.1:{free_port()}"

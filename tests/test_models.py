@@ -3,8 +3,23 @@ import math
 import pytest
 import torch
 
-from vit_core import ModelConfig, ShallowViT, TokenDataConfig, build_model, hinge_loss, make_patterns, sample_tokens
-from vit_core.li2023.models import HiddenReadout
+from vit_core import (
+    ModelConfig,
+    ShallowViT,
+    TokenDataConfig,
+    TrainConfig,
+    build_model,
+    hinge_loss,
+    make_patterns,
+    sample_tokens,
+    train_pack,
+)
+from vit_core.fields import ConfigError
+from vit_core.li2023.family import Li2023
+from vit_core.li2023.kinds import KINDS, Kind
+from vit_core.li2023.models import PACKS, HiddenReadout, initial_errors
+from vit_core.packed import attention_mass
+from vit_core.training import sample
 
 DATA = TokenDataConfig(dim=12, n_patterns=8, n_tokens=20, alpha_star=0.3)
 CONFIGS = [
@@ -161,9 +176,6 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
     """ShallowViT.test_outputs (one fused attention, the values projected first where they are
     narrower than the tokens, the mass from a value column) agrees with forward and the full
     attention map to float32 rounding, with and without a token set S^n."""
-    from vit_core.packed import attention_mass
-    from vit_core.training import sample
-
     data = TokenDataConfig(
         dim=12,
         n_patterns=8,
@@ -183,8 +195,6 @@ def test_the_vits_test_path_gives_its_forward_outputs_and_attention_mass(sparse,
 
 
 def test_an_unknown_model_kind_is_an_error_naming_the_field_not_another_model():
-    from vit_core.fields import ConfigError
-
     with pytest.raises(ConfigError) as error:
         ModelConfig(kind="mlp")
     assert (error.value.field, error.value.value) == ("kind", "mlp") and "vit, cnn" in error.value.allowed
@@ -198,12 +208,6 @@ def test_a_kind_declared_once_with_attention_is_built_checked_costed_and_recorde
     """A kind with attention declared in vit_core.li2023.kinds.KINDS, its class in models.PACKS (here, by
     the test), is allowed by ModelConfig and the family, gets W_Q and W_K, the aligned init's check of attn_dim, delta
     and the ViT's cost, and train_pack records its attention mass: the ViT's numbers, as its network is."""
-    from vit_core import TrainConfig, train_pack
-    from vit_core.fields import ConfigError
-    from vit_core.li2023.family import Li2023
-    from vit_core.li2023.kinds import KINDS, Kind
-    from vit_core.li2023.models import PACKS, initial_errors
-
     monkeypatch.setitem(KINDS, "renamed_vit", Kind("the ViT, declared by a test", attention=True))
     monkeypatch.setitem(PACKS, "renamed_vit", _RenamedViT)
     new, vit = ModelConfig(kind="renamed_vit", width=16), ModelConfig(kind="vit", width=16)

@@ -12,7 +12,9 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from services.app.cli import app
+from services.results import SweepResult
 from services.spec import parse_spec
+from services.store import state
 from services.store.cache import ResultCache, curve_sums, model_entries, model_keys, vit_core_hash
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 
@@ -124,9 +126,6 @@ def test_a_sweep_outlives_a_tracking_server_that_is_down(local_ray, tmp_path, fr
 
 def test_sync_says_what_it_cannot_log(tmp_path):
     """An unfinished sweep is left to `vitsweep run`; one that ran with --tracking-uri needs it again."""
-    from services.results import SweepResult
-    from services.store import state
-
     state.mark_sweep(SPEC_, "cached-1", tmp_path, SPEC)
     state.mark_sweep(SPEC_, "cached-2", tmp_path, SPEC, uri_given=True)
     state.save_result(SweepResult("cached-2", [], 0, 1.0, "nowhere"), tmp_path)
@@ -156,8 +155,6 @@ def test_a_diverging_cell_is_recorded_as_diverged_and_the_sweep_completes(local_
 
 
 def test_the_same_command_finds_its_newest_sweep_and_changed_science_is_another(tmp_path, monkeypatch):
-    from services.store import state
-
     ids = []
     for _ in range(3):  # within one second or not, each new sweep gets its own id
         ids.append(state.new_sweep_id(SPEC_, tmp_path))

@@ -12,7 +12,7 @@ from services.execution import ray_tune
 from services.execution.ray_tune import PlanSearcher
 from services.search.nstar import Bracket
 from services.search.packs import TrialConfig
-from services.spec import parse_spec
+from services.spec import SpecError, parse_spec
 
 SEEDS = 20
 
@@ -184,8 +184,6 @@ def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_pat
     ],
 )
 def test_bad_search_settings_name_their_field(text, path):
-    from services.spec import SpecError
-
     with pytest.raises(SpecError) as error:
         parse_spec(f"name: s\nmodels: [vit]\nn_train: [10, 40]\n{text}\n")
     assert [p.path for p in error.value.problems] == [path]

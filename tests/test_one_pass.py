@@ -6,10 +6,22 @@ import numpy as np
 import pytest
 import torch
 
-from vit_core import ConfigError, ModelConfig, SpatialDataConfig, TokenDataConfig, TrainConfig, train_pack
+from vit_core import (
+    ConfigError,
+    ImageDataConfig,
+    ModelConfig,
+    SpatialDataConfig,
+    TokenDataConfig,
+    TrainConfig,
+    train_pack,
+)
+from vit_core.li2023.models import PackedModel
 from vit_core.outcomes import summarize_by_n
 from vit_core.seeding import Stream
+from vit_core.tokens import BLOCK
+from vit_core.training import batches as train
 from vit_core.training.batches import FreshBatches, sample
+from vit_core.training.loop import _Training
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 ONE_PASS = TrainConfig(
@@ -110,8 +122,6 @@ def test_one_pass_needs_a_whole_batch_of_samples():
 
 
 def test_one_pass_on_a_finite_image_pool_stops_at_its_end():
-    from vit_core import ImageDataConfig
-
     digits = ImageDataConfig()
     with pytest.raises(ValueError, match="images"):
         sample(digits, 10, 0, Stream.TRAIN_DATA, start=10_000)
@@ -172,9 +182,6 @@ def test_the_window_is_zero_or_above_one():
 def test_fresh_batches_make_each_block_of_the_stream_once(monkeypatch, batch_size):
     """Chunks are whole blocks: the samplers are asked for consecutive, disjoint, block-aligned
     ranges of the stream, whatever B (at B = 1 each block used to be made twice)."""
-    from vit_core.tokens import BLOCK
-    from vit_core.training import batches as train
-
     asked = []
     real = train.sample
 
@@ -195,9 +202,6 @@ def test_a_model_that_did_not_move_since_its_last_scoring_is_not_scored_again(mo
     """On the hinge loss, a model whose mini-batches since its last evaluation all had zero loss
     got zero gradients, so its test metrics are kept, not recomputed: the records are those of
     scoring every model at every evaluation, for fewer samples scored."""
-    from vit_core.li2023.models import PackedModel
-    from vit_core.training.loop import _Training
-
     train = dataclasses.replace(ONE_PASS, batch_size=1, max_steps=400, eval_every=1, eval_ratio=1.1, stability_window=4)
     scored = []
     head = PackedModel.head

@@ -11,8 +11,12 @@ from typer.testing import CliRunner
 
 from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
+from services.report.text import table_rows
+from services.results import CellResult, ModelRecord
 from services.search.packs import TrialConfig, packs
 from services.spec import SpecError, parse_spec, spec_from_dict
+from services.stats.summarize import summarize
+from vit_core import train_pack
 
 BOTH = """name: both
 models: [vit, cnn]
@@ -127,11 +131,6 @@ def test_a_tiny_sweep_of_both_protocols_through_ray_into_mlflow_and_back(local_r
 
 
 def test_a_cell_whose_n_star_lies_beyond_its_budget_is_censored_and_shown_so():
-    from services.report.text import table_rows
-    from services.results import CellResult, ModelRecord
-    from services.stats.summarize import summarize
-    from vit_core import train_pack
-
     spec = parse_spec(
         "name: c\nmodels: [cnn]\ndata: {n_tokens: 24, dim: 12, n_patterns: 8}\n"
         "training: {protocol: one_pass, batch_size: 8, max_steps: 3, eval_every: 1, n_test: 100, lr: 0.0001}\n"

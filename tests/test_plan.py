@@ -18,11 +18,13 @@ from conftest import bundled_specs
 from typer.testing import CliRunner
 
 from services.app.cli import app
+from services.app.progress import ProgressLines, _eta
 from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
 from services.search.nstar import SampleComplexityStrategy
 from services.spec import Sweep, load_spec
 from services.spec.strategies import spread
+from vit_core import steps_per_draw
 
 ROOT = Path(__file__).parents[1]
 
@@ -614,8 +616,6 @@ def test_a_one_pass_step_is_timed_over_whole_periods_of_its_samples_draws(monkey
     10 and 28 steps long, one draw each, made fig1_grid_one_pass' ViT step 0.12 s where runs took 0.18.
     Tries that cost a fixed 1 s, 10 ms a step and 0.5 s a draw give back the step with its share of
     the draws, from two tries, the second no longer than its first try's pace asks."""
-    from vit_core import steps_per_draw
-
     spec = load_spec(ROOT / "sweeps" / "fig1_grid_one_pass.yaml")
     cell = spec.cells[0]
     configs = timing.timed_configs(spec, cell)
@@ -646,8 +646,6 @@ def test_plan_json_and_max_minutes_refuse_before_anything_starts(tmp_path):
 
 
 def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_end():
-    from services.app.progress import _eta
-
     assert _eta(10, 0.0, None) is None  # nothing done, never planned: no ETA
     assert _eta(10, 0.0, 100) == 90  # the plan, less the time spent
     assert _eta(10, 0.5, 100) == pytest.approx(0.5 * 90 + 0.5 * 10)  # half done: half the plan, half the rate
@@ -658,8 +656,6 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
 
 def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than_zero(capsys):
     """transfer_tuned showed "ETA 0:00" for its last 8 minutes: its later rounds' models counted past 100%."""
-    from services.app.progress import ProgressLines
-
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
     with ProgressLines(spec, every=3600) as lines:
         lines.start("tiny-1", None, 2, None)  # trials unknown: tuning plans its rounds as results come in
@@ -673,8 +669,6 @@ def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than
 
 def test_the_last_progress_line_says_what_follows_the_trials_and_its_timer_stops(capsys):
     """fig1_grid_one_pass's lines said "20/20 trials ... ETA 0:00" for the minute its 320 models took to summarize."""
-    from services.app.progress import ProgressLines
-
     spec, now = load_spec(ROOT / "tests" / "tiny_tuned.yaml"), "summarizing its 2 cells and logging them to MLflow"
     with ProgressLines(spec, every=3600) as lines:
         lines.start("tiny-1", 4, 2, None)

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import record_synthetic_sweep
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -148,8 +149,6 @@ def test_report_and_export_read_back_what_the_run_recorded_equal_to_recomputing_
 
 
 def test_a_record_whose_report_view_is_of_another_format_is_recomputed(tmp_path):
-    from conftest import record_synthetic_sweep
-
     _, _, uri, run_id = record_synthetic_sweep(tmp_path, "sweep-a")
     MlflowClient(uri).log_dict(run_id, {"format": 0, "rows": []}, tracking.REPORT_VIEW)  # a format it cannot read
     lines, written = _report(tmp_path, tmp_path / "out")

@@ -15,8 +15,13 @@ from typer.testing import CliRunner
 
 from services.analysis import full_grid_size
 from services.app.cli import app
+from services.execution.ray_tune import run_sweep
+from services.report.figures import figures
+from services.report.text import notes, table_rows
+from services.results import Cell, CellResult, ModelRecord
 from services.search.packs import TrialConfig
 from services.spec import parse_spec
+from services.stats.summarize import summarize
 from services.store.cache import vit_core_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,9 +68,6 @@ def _synthetic_trainable(config: dict, sweep, cache) -> None:
 
 
 def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path):
-    from services.execution.ray_tune import run_sweep
-    from services.stats.summarize import summarize
-
     spec = parse_spec(SYNTHETIC)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.cloudpickle.register_pickle_by_value(sys.modules["conftest"])  # model_record: the workers cannot import tests/
@@ -169,11 +171,6 @@ def test_report_without_a_store_says_what_to_do(tmp_path):
 
 
 def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_of_the_fits():
-    from services.report.figures import figures
-    from services.report.text import table_rows
-    from services.results import CellResult, ModelRecord
-    from services.stats.summarize import summarize
-
     spec = parse_spec(
         "name: f\nmodels: [vit]\naxes: {alpha_star: [0.1, 0.2, 0.4]}\nn_train: [4, 8, 16, 32, 64]\nseeds: 4\n", "spec"
     )
@@ -210,10 +207,6 @@ def test_a_cell_with_too_many_unconverged_models_is_flagged_shown_and_left_out_o
 def test_notes_print_no_fit_that_restates_another_and_label_the_papers_range():
     """At one batch size T* = N*/B has N*'s exponent: no separate line for it. The paper's Fig 1
     slope names the narrow alpha* range it comes from."""
-    from services.report.text import notes
-    from services.results import Cell, CellResult, ModelRecord
-    from services.stats.summarize import summarize
-
     spec = parse_spec(
         "name: n\nmodels: [vit]\ndata: {n_tokens: 40}\ntraining: {protocol: one_pass, batch_size: 8, max_steps: 100}\n"
         "axes: {alpha_star: [0.1, 0.2, 0.4]}\nseeds: 4\n"

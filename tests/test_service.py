@@ -13,8 +13,15 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from services.app.cli import app
+from services.app.logs import sweep_log
+from services.execution.ray_tune import run_sweep
+from services.execution.trial import train_pack_trial
+from services.search.packs import TrialConfig
 from services.spec import Sweep, load_spec
+from services.stats.summarize import summarize
 from services.store import tracking
+from services.store.tracking import record_sweep
+from services.store.uris import redact
 from vit_core import train_pack
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
@@ -185,20 +192,12 @@ def test_optuna_search_tunes_a_field_through_ray_tune(local_ray, tmp_path):
 
 def _fails_on_cnn(config: dict, sweep, cache) -> None:
     """A trainable whose CNN packs raise, as a broken trial would."""
-    from services.execution.trial import train_pack_trial
-    from services.search.packs import TrialConfig
-
     if TrialConfig.of(config).resolved_cell(sweep).cell.model == "cnn":
         raise RuntimeError("injected failure")
     train_pack_trial(config, sweep, cache)
 
 
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
-    from services.app.logs import sweep_log
-    from services.execution.ray_tune import run_sweep
-    from services.stats.summarize import summarize
-    from services.store.tracking import record_sweep
-
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     result = run_sweep(
@@ -232,8 +231,6 @@ def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local
 
 
 def test_credentials_in_the_tracking_uri_are_never_printed_or_logged(local_ray, mlflow_server, tmp_path):
-    from services.store.uris import redact
-
     assert redact("postgresql+psycopg2://u:s3cret@db:5432/mlflow") == "postgresql+psycopg2://***@db:5432/mlflow"
     assert redact("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
     with_secret = mlflow_server.replace("http://", "http://alice:s3cret@")

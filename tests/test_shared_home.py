@@ -15,6 +15,7 @@ from chaos import BIN, GRID, ROOT, KilledSweep, wait_gone
 from conftest import wait_until
 
 from services.store import state
+from services.store.tracking import load_sweep
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
@@ -61,7 +62,6 @@ def test_two_specs_at_once_on_one_home_each_get_what_they_get_alone(tmp_path):
         wait_gone(proc.pid)
     expected = _records(alone.home, "shared-a")
     assert _records(home, "shared-a") == expected and _records(home, "shared-b") == expected
-    from services.store.tracking import load_sweep
 
     uri = f"sqlite:///{home / 'mlflow.db'}"
     for name in ("shared-a", "shared-b"):  # both recorded whole in the one store

@@ -1,8 +1,24 @@
 import numpy as np
 import pytest
 import torch
+from conftest import write_idx
 
-from vit_core import TokenDataConfig, TokenKind, keep_mask, sample_tokens
+from services.report import text as report
+from services.results import CellResult, ModelRecord
+from services.spec import parse_spec
+from services.spec.schema import refresh
+from services.stats.summarize import summarize
+from vit_core import ConfigError, TokenDataConfig, TokenKind, keep_mask, sample_tokens
+from vit_core.family import families
+from vit_core.image_config import ImageTokenConfig
+from vit_core.images import sample_images
+from vit_core.li2023.configs import ModelConfig
+from vit_core.li2023.family import Li2023Images
+from vit_core.seeding import Stream
+from vit_core.sparsify import image_keep, sparsified_name
+from vit_core.train_config import TrainConfig
+from vit_core.training import build, evaluate, sample, train_pack
+from vit_core.training.scoring import sparsified_scores
 
 
 @pytest.fixture
@@ -62,8 +78,6 @@ RULES = ("least_attended", "background", "random")
 def fashion(tmp_path):
     """A few Fashion-MNIST-like images written as idx files: patch j of image i is flat at an
     intensity of its own (some patches blank), so every patch's pixel mass is known."""
-    from conftest import write_idx
-
     rng = np.random.default_rng(0)
     level = {"train": rng.integers(0, 256, (24, PATCHES)), "t10k": rng.integers(0, 256, (10, PATCHES))}
     for part, levels in level.items():
@@ -77,10 +91,6 @@ def fashion(tmp_path):
 @pytest.fixture
 def family(monkeypatch):
     """li2023_images, registered as its entry point would (a checkout not reinstalled since lacks it)."""
-    from services.spec.schema import refresh
-    from vit_core.family import families
-    from vit_core.li2023.family import Li2023Images
-
     monkeypatch.setitem(families(), "li2023_images", Li2023Images())
     refresh()
     yield families()["li2023_images"]
@@ -89,16 +99,10 @@ def family(monkeypatch):
 
 
 def _images(folder, **kwargs):
-    from vit_core.image_config import ImageTokenConfig
-
     return ImageTokenConfig(source="fashion_mnist", path=str(folder), patch=7, **kwargs)
 
 
 def test_each_image_rule_removes_the_patches_it_says(fashion):
-    from vit_core.images import sample_images
-    from vit_core.seeding import Stream
-    from vit_core.sparsify import image_keep
-
     folder, levels = fashion
     test = sample_images(_images(folder), 10, 0, Stream.TEST_DATA)
     mass = test.tokens.sum(-1).numpy()
@@ -122,15 +126,6 @@ def test_each_image_rule_removes_the_patches_it_says(fashion):
 
 
 def test_scores_after_removal_read_the_trained_attention_and_k_0_changes_nothing(fashion, family):
-    import torch
-
-    from vit_core.li2023.configs import ModelConfig
-    from vit_core.seeding import Stream
-    from vit_core.sparsify import image_keep, sparsified_name
-    from vit_core.train_config import TrainConfig
-    from vit_core.training import build, evaluate, sample
-    from vit_core.training.scoring import sparsified_scores
-
     data = _images(fashion[0])
     test = sample(data, 10, 0, Stream.TEST_DATA)
     train = TrainConfig(eval_batch=4)
@@ -151,9 +146,6 @@ def test_scores_after_removal_read_the_trained_attention_and_k_0_changes_nothing
 
 
 def test_the_family_refuses_an_aligned_init_and_bad_rules(fashion, family):
-    from vit_core import ConfigError
-    from vit_core.li2023.configs import ModelConfig
-
     with pytest.raises(ConfigError, match="init"):
         family.check(_images(fashion[0]), ModelConfig())
     with pytest.raises(ConfigError, match="test_sparsify_k"):
@@ -163,12 +155,6 @@ def test_the_family_refuses_an_aligned_init_and_bad_rules(fashion, family):
 
 
 def test_a_tiny_image_sparsification_spec_trains_records_and_reports_every_rule(fashion, family):
-    from services.report import text as report
-    from services.results import CellResult, ModelRecord
-    from services.spec import parse_spec
-    from services.stats.summarize import summarize
-    from vit_core.training import train_pack
-
     spec = parse_spec(
         f"name: tiny_sparse\nfamily: li2023_images\nmodels: [vit]\n"
         f"data: {{source: fashion_mnist, path: {fashion[0]}, patch: 7, test_sparsify_k: [2, 4]}}\n"
@@ -195,9 +181,6 @@ def test_every_image_training_and_test_keeps_its_token_set_by_the_rule(fashion, 
     """sparsify on images (Paper A's S^n, as on token data): each training and test image loses
     sparsify_k patches, the least massive (background) or drawn (random, again the same from the
     same seed, stream and start); the config refuses k with 'all' and both removals at once."""
-    from vit_core import ConfigError
-    from vit_core.seeding import Stream
-
     folder, levels = fashion
     whole = family.sample(_images(folder), 10, 0, Stream.TEST_DATA, 0)
     assert whole.keep.all()
@@ -217,11 +200,6 @@ def test_every_image_training_and_test_keeps_its_token_set_by_the_rule(fashion, 
 
 
 def test_a_swept_image_sparsify_k_is_reported_by_test_error(fashion, family):
-    from services.results import CellResult, ModelRecord
-    from services.spec import parse_spec
-    from services.stats.summarize import summarize
-    from vit_core.training import train_pack
-
     spec = parse_spec(
         f"name: tiny_sparse_train\nfamily: li2023_images\nmodels: [vit]\n"
         f"data: {{source: fashion_mnist, path: {fashion[0]}, patch: 7}}\n"

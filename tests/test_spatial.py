@@ -8,8 +8,10 @@ import torch
 from conftest import write_idx
 
 from vit_core import ConfigError
+from vit_core.image_config import CIFAR_TRAIN, ImageDataConfig
 from vit_core.jelassi2022.configs import PositionalConfig, SpatialDataConfig, bayes_error, patch_sets, set_matrix
 from vit_core.jelassi2022.positional import ACTIVATIONS
+from vit_core.jelassi2022.pretrain import _pretrained, pretrained_attention
 from vit_core.jelassi2022.spatial import feature, sample_patches, teacher
 from vit_core.seeding import Stream
 from vit_core.train_config import TrainConfig
@@ -162,8 +164,6 @@ def test_transfer_freezes_the_pretrained_attention_and_learns_v():
 
 
 def test_pretrained_attention_is_kept_for_the_next_pack_of_the_same_models_as_a_copy():
-    from vit_core.jelassi2022.pretrain import _pretrained, pretrained_attention
-
     data, cfg = SpatialDataConfig(feature_seed=7), PositionalConfig(transfer=True, pretrain_steps=20, pretrain_n=100)
     _pretrained.cache_clear()
     first = pretrained_attention(cfg, data, [0, 1], "cpu")
@@ -176,8 +176,6 @@ def test_pretrained_attention_is_kept_for_the_next_pack_of_the_same_models_as_a_
 
 
 def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
-    from vit_core.image_config import ImageDataConfig
-
     data = ImageDataConfig(patch=2)
     batch = sample(data, 300, seed=1)
     assert batch.tokens.shape == (300, 16, 4) and set(batch.labels.unique().tolist()) == {-1.0, 1.0}
@@ -193,8 +191,6 @@ def test_digits_become_nested_patch_sets_and_permutation_keeps_pixels():
 
 
 def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
-    from vit_core.image_config import CIFAR_TRAIN, ImageDataConfig
-
     rng = np.random.default_rng(0)
     for name, count in [*((f, 3) for f in CIFAR_TRAIN), ("test_batch.bin", 4)]:
         records = rng.integers(0, 256, (count, 3073), dtype=np.uint8)
@@ -213,8 +209,6 @@ def test_cifar10_binary_folder_is_read_without_unpickling(tmp_path):
 
 
 def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
-    from vit_core.image_config import ImageDataConfig
-
     rng = np.random.default_rng(0)
     classes = {"train": np.tile(np.arange(10), 3), "t10k": np.arange(10)[::-1]}
     images = {part: rng.integers(0, 256, (len(y), 28, 28)) for part, y in classes.items()}
@@ -242,8 +236,6 @@ def test_fashion_mnist_idx_files_become_patches_of_the_chosen_classes(tmp_path):
 
 
 def test_grid_neighbours_and_the_local_attention_of_uniform_and_local_scores():
-    from vit_core.image_config import ImageDataConfig
-
     data = ImageDataConfig(patch=2)  # digits: a 4x4 grid
     near = torch.from_numpy(data.neighbours)
     assert near.sum(-1).tolist() == [3, 5, 5, 3, 5, 8, 8, 5, 5, 8, 8, 5, 3, 5, 5, 3] and torch.equal(near, near.T)
@@ -256,8 +248,6 @@ def test_grid_neighbours_and_the_local_attention_of_uniform_and_local_scores():
 
 
 def test_a_per_position_readout_is_trained_and_reads_each_position_alone():
-    from vit_core.image_config import ImageDataConfig
-
     data = ImageDataConfig(patch=2)
     cfg = PositionalConfig(width=8, readout="per_position", diag=0.0)
     pack = build(cfg, data, [0, 1, 2])

@@ -8,7 +8,12 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from services.app.cli import app
-from services.spec import SpecError, json_schema, load_spec, parse_spec, spec_text
+from services.search.nstar import NStarSearch
+from services.search.packs import Pack, TrialConfig, packs
+from services.search.planners import trial_count
+from services.spec import SpecError, Sweep, json_schema, load_spec, parse_spec, spec_from_dict, spec_text
+from services.stats.paper import success_table
+from vit_core.family import families
 
 HERE = Path(__file__).parent
 BAD = sorted((HERE / "bad_specs").glob("*.yaml"))
@@ -122,8 +127,6 @@ def test_cells_are_models_times_the_axes_product_with_overrides_applied():
 
 
 def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
-    from services.search.packs import packs
-
     spec = parse_spec(
         "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nseeds: 2\naxes: {alpha_star: [0.3, 0.4], tau: [0.1, 0.3]}\n"
         "per_model: {cnn: {n_train: [20, 40, 80], axes: {alpha_star: [0.25]}}}"
@@ -140,7 +143,6 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
     trained = {(p.cell, n, s) for p in packs(spec, slots=2) for n, s in zip(p.n_train, p.seeds)}
     assert trained == {(c, n, s) for c in range(6) for n in ((5, 10) if c < 4 else (20, 40, 80)) for s in (0, 1)}
     assert spec.resolved_cell(spec.cells[-1]).data.alpha_star == 0.25
-    from services.search.nstar import NStarSearch
 
     adaptive = parse_spec(
         "name: x\nmodels: [vit, cnn]\nn_train: [5, 10]\nsearch: {mode: sample_complexity}\n"
@@ -151,9 +153,6 @@ def test_per_model_grids_replace_the_sweeps_n_train_and_axes_for_that_model():
 
 
 def test_fig1_spec_is_the_papers_grid():
-    from services.stats.paper import success_table
-    from vit_core.family import families
-
     spec = load_spec(HERE.parent / "sweeps" / "fig1.yaml")
     for model in ("vit", "cnn"):
         alphas, ns, _ = success_table(families()["li2023"], model)
@@ -186,9 +185,6 @@ def test_schema_is_json_schema_with_every_section():
 
 
 def test_trial_count_is_packs_for_grid_and_samples_for_optuna():
-    from services.search.packs import packs
-    from services.search.planners import trial_count
-
     grid = parse_spec("name: x\nmodels: [vit, cnn]\nn_train: [5, 10, 20]\nseeds: 5\nresources: {models_per_pack: 4}")
     assert trial_count(grid) == len(packs(grid)) == 2 * 4  # 15 pairs per cell in packs of 4
     assert sorted(
@@ -218,8 +214,6 @@ def test_per_model_training_values_and_alpha_scaling_set_each_cells_budget():
     assert budgets["cnn alpha_star=0.05 lr=0.5"] == (6400, 16, 0.5)  # 200 * 4^2.5
     assert [c.label.split()[0] for c in spec.cells].count("vit") == 4  # a model's own training values add no axis
     assert spec.resolved_cell(spec.cells[0]).n_values == (800 * 64,)
-    from services.spec import Sweep, spec_from_dict
-
     rebuilt = Sweep.of(
         spec_from_dict(spec.spec.model_dump(mode="json"))
     )  # as every trial reads it: only what the spec set overrides
@@ -250,8 +244,6 @@ def test_a_type_error_does_not_hide_a_range_error():
 def test_a_trial_config_round_trips_and_reads_the_flat_form_older_sweeps_saved():
     """A trial's config is one TrialConfig; Tune's saved state of an older sweep holds
     its pack, sampled values and resolved cell at the top level, which a resumed sweep still reads."""
-    from services.search.packs import Pack, TrialConfig
-
     pack = Pack(0, (8, 16), (0, 1), lr=(0.25, 0.5))
     sampled = TrialConfig(pack, {"lr": 0.25}, {"values": {"lr": 0.25}, "n_values": [8, 16]})
     for trial in (TrialConfig(pack), sampled):

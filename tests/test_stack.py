@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
+import ray
 import yaml
 
 ROOT = Path(__file__).parents[1]
@@ -112,9 +114,6 @@ def test_the_commands_the_images_run_exist():
 
 
 def test_cluster_launcher_config_matches_rays_schema():
-    import jsonschema
-    import ray
-
     schema = json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
     config = yaml.safe_load((DOCKER / "cluster.yaml").read_text())
     jsonschema.validate(config, schema)

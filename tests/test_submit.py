@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import pick_free_port, start_ray_nodes, stop_ray_nodes
 from mlflow.tracking import MlflowClient
+from ray.job_submission import JobStatus
 from typer.testing import CliRunner
 
 from services import process
 from services.app.cli import app
+from services.execution import jobs
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
@@ -125,8 +127,6 @@ def test_submit_to_an_address_where_nothing_answers_says_so_in_one_line(free_por
 
 
 def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
-    from services.execution import jobs
-
     class Head:
         def __init__(
             self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"
@@ -163,8 +163,6 @@ class Job:
         raise RuntimeError("WebSocket connection closed unexpectedly with close code 1006")
 
     def get_job_status(self, job_id: str):
-        from ray.job_submission import JobStatus
-
         return JobStatus.SUCCEEDED
 
     def get_job_logs(self, job_id: str) -> str:
@@ -172,16 +170,12 @@ class Job:
 
 
 def test_a_follower_whose_log_connection_breaks_writes_the_rest_once_the_job_ends():
-    from services.execution import jobs
-
     written = []
     assert jobs.follow(Job("one\ntwo\nthree\n", "one\n"), "raysubmit_1", written.append) == "SUCCEEDED"
     assert "".join(written) == "one\ntwo\nthree\n"  # each line once
 
 
 def test_ctrl_c_while_following_leaves_the_job_running_and_says_how_to_find_it(monkeypatch):
-    from services.execution import jobs
-
     monkeypatch.setattr(jobs, "submit", lambda *args: (Job("", "started\n", interrupt=True), "raysubmit_1"))
     result = runner.invoke(
         app, ["submit", "sweeps/smoke.yaml", "--address", "http://HEAD:8265", "--home", "/runs", "--follow"]

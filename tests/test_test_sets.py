@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from services.analysis import n_star_ci
-from services.results import ModelRecord, confirmed_onwards, outcomes_of
+from services.results import Cell, CellResult, ModelRecord, confirmed_onwards, outcomes_of
+from services.stats.margins import STATISTIC, losing_evaluations
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
 from vit_core.family import family_of
 from vit_core.li2023.data import sample_tokens
+from vit_core.li2023.models import PackedModel
 from vit_core.seeding import Stream
 from vit_core.tokens import MARGIN_ERRORS, TokenKind
+from vit_core.training.scoring import _TestScores
 
 NEAR_TIES = TokenDataConfig(n_tokens=60, dim=8, n_patterns=4, tau=0.02, counts="binomial", alpha_star=0.1)
 VIT = ModelConfig(kind="vit", width=32, value_dim=8, init_error=0.02)
@@ -91,9 +94,6 @@ def test_the_ci_of_n_star_covers_the_n_star_another_draw_of_test_sets_gives(two_
 def _scored_run(train: TrainConfig, monkeypatch, whole: bool) -> tuple[list[dict], int]:
     """The records of 4 ViTs on NEAR_TIES and the test samples their scoring took; ``whole``: every
     evaluation that goes past the screen scores the whole test set (no model leaves at its first error)."""
-    from vit_core.li2023.models import PackedModel
-    from vit_core.training.scoring import _TestScores
-
     scored, head, rest = [], PackedModel.head, _TestScores._score_rest
     monkeypatch.setattr(
         PackedModel, "head", lambda self, H, keep, shape: scored.append(self.K * shape[0]) or head(self, H, keep, shape)
@@ -140,9 +140,6 @@ def test_past_the_screen_the_near_ties_are_scored_first_and_a_model_only_to_its_
 def test_the_errors_where_a_seed_lost_zero_error_are_counted_by_vote_margin(two_draws):
     """errors_by_margin: every evaluation that erred right after a zero was counted on the whole test
     set, margin by margin; the report line says how many of those errors sit at near ties."""
-    from services.results import Cell, CellResult
-    from services.stats.margins import STATISTIC, losing_evaluations
-
     train, _, _, records = two_draws[0]
     lost = losing_evaluations(records)
     assert lost  # NEAR_TIES: seeds reach zero error and lose it

@@ -4,10 +4,13 @@ import json
 import tempfile
 
 import numpy as np
+import pandas as pd
 import pytest
-from conftest import record_synthetic_sweep
+from conftest import record_synthetic_sweep, synthetic_sweep
 from mlflow.tracking import MlflowClient
 
+from services.app.logs import sweep_log
+from services.results import SweepResult, as_logged
 from services.stats.summarize import summarize
 from services.store import tracking
 
@@ -58,8 +61,6 @@ def test_cells_are_found_by_their_tag_not_by_their_run_name(recorded):
 
 
 def test_recording_the_same_sweep_again_finds_the_first_record(recorded, tmp_path):
-    from services.app.logs import sweep_log
-
     spec, result, uri, parent = recorded
     summary = summarize(spec, result.sweep_id, result.cells)
     again = tracking.record_sweep(spec, result, uri, tmp_path, "", sweep_log(spec, summary, result.cells))
@@ -85,10 +86,6 @@ def test_an_experiment_made_before_the_kind_tag_gets_it_and_a_chosen_kind_stays(
 
 
 def test_a_saved_sweep_result_reads_back_whole_with_its_times():
-    from conftest import synthetic_sweep
-
-    from services.results import SweepResult
-
     _, result = synthetic_sweep()
     again = SweepResult.from_dict(json.loads(result.to_json()))
     assert again.to_json() == result.to_json()
@@ -99,13 +96,6 @@ def test_a_saved_sweep_result_reads_back_whole_with_its_times():
 def test_a_record_keeps_each_number_as_mlflow_s_table_stores_it():
     """ModelRecord.from_dict rounds as MLflow's log_table writes (pandas' to_json): 10 decimal
     places, but 10 significant digits for the tiny and the huge, which plain rounding would zero."""
-    import json
-
-    import numpy as np
-    import pandas as pd
-
-    from services.results import as_logged
-
     values = [2.4945877041234e-21, -3.3e-18, 0.474999994039535, 1.23456789012e-9, 123.456789012345, 1e17 + 12345, 0.0]
     spread = np.random.default_rng(0).uniform(-1, 1, 2000) * 10.0 ** np.random.default_rng(1).uniform(-25, 20, 2000)
     values += [float(v) for v in spread]  # Python floats, as from_dict reads them

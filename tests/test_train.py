@@ -1,9 +1,16 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from vit_core import ModelConfig, TokenDataConfig, TrainConfig, train_pack
+from vit_core.li2023.models import PackedModel
+from vit_core.outcomes import outcome, summarize_by_n
+from vit_core.seeding import Stream
 from vit_core.training import build, errors, sample
+from vit_core.training import loop as T
+from vit_core.training.scoring import _TestScores, evaluate
 
 SMALL = TokenDataConfig(dim=12, n_patterns=8, n_tokens=24, alpha_star=0.3)
 QUICK = TrainConfig(max_steps=300, eval_every=10, n_test=300, eval_subset=100)
@@ -24,8 +31,6 @@ def test_vit_succeeds_where_the_cnn_fits_its_training_set_but_fails_the_test():
 
 
 def test_outcome_classes_separate_generalisation_failures_from_unfinished_and_diverged_models():
-    from vit_core.outcomes import outcome, summarize_by_n
-
     assert [
         outcome(True, 0.0, False),
         outcome(False, 0.0, True),
@@ -81,7 +86,6 @@ def test_settled_models_stop_with_zero_training_loss_and_outcomes_are_consistent
 def test_whole_training_set_checks_skip_models_with_a_sample_still_failing(monkeypatch):
     """Re-scoring the samples that failed when last seen only drops models that the whole-set
     check would find unsettled: the same outcomes and steps, with fewer samples scored."""
-    from vit_core.training import loop as T
 
     def run():
         scored = []
@@ -110,12 +114,6 @@ def test_test_metrics_extend_an_error_free_subset_to_the_whole_set(monkeypatch):
     """Where the subset is error-free and the model decisive, the error and loss are the whole test
     set's (the subset's sums plus the rest's, so no sample is scored twice); elsewhere the subset's.
     The attention mass is always the subset's (the rest is scored for its outputs alone)."""
-    import dataclasses
-
-    from vit_core.li2023.models import PackedModel
-    from vit_core.seeding import Stream
-    from vit_core.training.scoring import _TestScores, evaluate
-
     train = TrainConfig(n_test=300, eval_subset=100, eval_batch=64)
     test = sample(SMALL, train.n_test, train.test_seed, Stream.TEST_DATA)
     model = build(ModelConfig(), SMALL, [0, 1, 2])

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from services.app.cli import app
 from services.execution.ray_tune import PlanSearcher
 from services.results import MEASUREMENT, SELECTION, Cell, CellResult, ModelRecord
+from services.search.packs import Pack, pack_cost
 from services.search.selection import Run, n_star_of_runs
 from services.search.tuning_multi_pass import MultiPassTuning
 from services.search.tuning_one_pass import OnePassTuning
@@ -411,8 +412,6 @@ def test_a_small_selection_round_goes_before_a_larger_measurement_it_holds_up():
     """A tuning round's pack counts the measurement its cell still has to run (``seeds`` models):
     a late, small round of one cell goes ahead of another cell's measurement of as many or more
     models, so that its own measurement does not start last and run alone at the end."""
-    from services.search.packs import Pack, pack_cost
-
     spec = parse_spec(SPEC)
     cost = pack_cost(spec)
     small_round = Pack(0, (100,) * 2, (1000, 1001), lr=(4.0, 4.0), batch_size=1, phase=SELECTION)

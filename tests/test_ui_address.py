@@ -17,6 +17,8 @@ from chaos import BIN, GRID, ROOT
 from conftest import CHROMIUM, answers, chromium_dom, mlflow_server_at, wait_until
 from mlflow.tracking import MlflowClient
 
+from services.app import browser
+from services.app.printing import command
 from services.store.tracking import PARENT_TAG, SWEEP_TAG
 from services.store.uris import UI_HOST, UI_PORT, embedded_uri, ui_address
 
@@ -192,8 +194,6 @@ def test_the_ui_address_is_the_servers_own_or_the_one_vitsweep_ui_serves(tmp_pat
 def test_a_printed_command_names_vitsweep_as_the_user_can_run_it(monkeypatch, tmp_path):
     """`vitsweep` where PATH finds the very program running; else the path it was started by, as
     typed; each argument shell-quoted."""
-    from services.app.printing import command
-
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "argv", [PROGRAM, "run"])
     monkeypatch.setenv("PATH", user_env()["PATH"])
@@ -237,8 +237,6 @@ def test_ui_opens_the_sweeps_runs_in_a_browser_once_it_answers(two_sweeps, free_
 
 def test_no_browser_is_opened_without_a_display(monkeypatch):
     """A terminal browser (lynx, w3m) would take the terminal the server logs to."""
-    from services.app import browser
-
     monkeypatch.setattr(sys, "platform", "linux")
     for name in ("DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)

@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from services.app.printing import command
+from services.app.recorded import Checks, screen_of, sweep_checks
+from services.report.text import ReportView, write
 from services.results import SweepResult
-from services.spec import Sweep
+from services.spec import Sweep, parse_spec
+from services.stats.summarize import summarize
 from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
 
 if TYPE_CHECKING:
-    from services.app.recorded import Checks
     from services.report.answer_text import Screen
     from services.stats.rows import Summary
     from services.store.tracking import Record
@@ -37,10 +39,7 @@ def record(
 ) -> Recorded:
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged; write its
     report (HOME/reports/SWEEP_ID), its answer's screen with the checks found in the store first."""
-    from services.app.logs import sweep_log
-    from services.app.recorded import Checks, screen_of, sweep_checks
-    from services.report.text import ReportView, write
-    from services.stats.summarize import summarize
+    from services.app.logs import sweep_log  # noqa: PLC0415  (matplotlib loads on use)
 
     summary = summarize(sweep, result.sweep_id, result.cells)
     log = sweep_log(sweep, summary, result.cells)
@@ -56,7 +55,7 @@ def record(
 
 def _logged(sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say, log) -> "Record | None":
     """The sweep logged to MLflow (record_sweep); None, said, where the server is unreachable."""
-    from services.store.tracking import record_sweep
+    from services.store.tracking import record_sweep  # noqa: PLC0415  (MLflow loads on use)
 
     given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(sweep, None, home) else ()
     later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
@@ -73,8 +72,6 @@ def _logged(sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: 
 def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tuple[list[tuple[str, str, str]], int]:
     """Log every finished sweep under ``home`` that is not logged yet: ([(sweep id, parent run,
     tracking URI)] logged now, how many are left)."""
-    from services.spec import parse_spec
-
     logged, left = [], 0
     for sweep_id, marker in state.markers(home):
         if marker["recorded"] is not None:

@@ -25,7 +25,9 @@ from services.app.printing import command
 from services.app.recording import Recorded, record, warn_if_unreachable
 from services.estimate import plan
 from services.results import CellResult, SweepResult
+from services.search.planners import trial_count
 from services.spec import Sweep
+from services.stats.summarize import summarize
 from services.store import state
 from services.store.uris import redact
 
@@ -228,12 +230,11 @@ def train(
     """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
     None); Interrupted when it stopped before every trial finished. ``live``: the sweep's live
     MLflow record, told as trials start and end."""
-    from services.execution.monitors import monitor_nodes
-    from services.execution.ray_start import cluster_address, start_ray
-    from services.execution.ray_tune import run_sweep, trial_slots
-    from services.execution.trial import train_pack_trial
-    from services.search.planners import trial_count
-    from services.store.live import SYSTEM_METRICS_S
+    from services.execution.monitors import monitor_nodes  # noqa: PLC0415  (Ray loads on use)
+    from services.execution.ray_start import cluster_address, start_ray  # noqa: PLC0415  (Ray loads on use)
+    from services.execution.ray_tune import run_sweep, trial_slots  # noqa: PLC0415  (Ray loads on use)
+    from services.execution.trial import train_pack_trial  # noqa: PLC0415  (Ray loads on use)
+    from services.store.live import SYSTEM_METRICS_S  # noqa: PLC0415  (MLflow loads on use)
 
     home, ray_address = options.home, options.ray_address
     try:
@@ -344,7 +345,7 @@ def _record_alongside(work: Callable[[], None] | None, *args) -> Recorded:
 def _check_cluster(ray_address: str | None) -> None:
     """NoCluster, before anything starts, when nothing answers at the cluster address: ray.init
     would retry it for many minutes first."""
-    from services.execution.ray_start import cluster_address, unreachable_cluster
+    from services.execution.ray_start import cluster_address, unreachable_cluster  # noqa: PLC0415  (Ray loads on use)
 
     why = unreachable_cluster(ray_address)
     if why:
@@ -356,7 +357,7 @@ def _live_record(
 ) -> "LiveRecord":
     """The sweep's live MLflow record, opening in the background while Ray starts (MLflow loads
     in ~2 s, a new SQLite store's tables take ~2 s more)."""
-    from services.store.live import LiveRecord
+    from services.store.live import LiveRecord  # noqa: PLC0415  (MLflow loads on use)
 
     live = LiveRecord(sweep, sweep_id, uri, home, spec_text, say, so_far(sweep, sweep_id))
     live.open()
@@ -368,8 +369,7 @@ def so_far(sweep: Sweep, sweep_id: str) -> Callable[[list[CellResult]], "Summary
     metrics, the summary and its figures (statistics and figures load at the first refresh)."""
 
     def summarized(cells: list[CellResult]) -> "SummaryLog":
-        from services.app.logs import summary_log
-        from services.stats.summarize import summarize
+        from services.app.logs import summary_log  # noqa: PLC0415  (matplotlib loads on use)
 
         return summary_log(sweep, summarize(sweep, sweep_id, cells), cells)
 
