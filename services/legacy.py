@@ -91,14 +91,3 @@ def searcher_state(saved: dict) -> dict:
     as those versions read it, it had ended where no pack was queued or in flight."""
     ended = not saved.get("queue") and not saved.get("in_flight")
     return {"search_finished": ended} | saved
-
-
-def progress_state(saved: dict) -> dict:
-    """The progress callback's saved counts: before 2026-11-24 they had no ``train_s``; before
-    2026-12-06 no ``sweep_id`` (None: the run of this process)."""
-    return {"train_s": 0.0, "sweep_id": None} | saved
-
-
-def searcher_attributes(pickled: dict) -> dict:
-    """PlanSearcher as Tune pickled it: before 2026-12-06 without ``sweep_id`` (None: the run of this process)."""
-    return {"sweep_id": None} | pickled

@@ -5,9 +5,8 @@ user set wins) and glibc's allocator setting; the Ray Jobs client, the MLflow UI
 workers of a sweep's Ray (services.execution.ray_start.start_ray) get their own sets where they
 start. services/__init__.py imports it, so any import of services (the CLI, a Ray Tune trial, the
 benchmarks) applies it before Ray or MLflow, which read some of these variables at import, are
-imported. Two settings are not process-wide and stay with their one caller: the Ray constant
-start_local_ray swaps for one ray.init (services.execution.ray_start), and the run a restored sweep's
-searcher and callback look up by the sweep's id (ray_tune._RUNS), registered while run_sweep runs it.
+imported. One setting is not process-wide and stays with its one caller: the Ray constant start_local_ray
+swaps for one ray.init (services.execution.ray_start).
 """
 
 import atexit

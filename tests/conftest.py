@@ -21,9 +21,12 @@ from typer.testing import CliRunner
 
 from services.app.cli import app
 from services.execution.ray_start import start_local_ray, stop_ray
+from services.execution.ray_tune import PlanSearcher
 from services.results import CellResult, ModelRecord, SweepResult
+from services.search.packs import TrialConfig
 from services.spec import parse_spec
 from services.stats.summarize import summarize
+from services.sweep_run import SweepRun, reported
 from vit_core.image_config import FASHION_FILES, FASHION_MNIST
 
 BIN = Path(sys.executable).parent
@@ -377,6 +380,23 @@ def bundled_specs() -> list:
         )
         for path in sorted((Path(__file__).parents[1] / "sweeps").glob("*.yaml"))
     ]
+
+
+def searching(spec) -> tuple[PlanSearcher, SweepRun]:
+    """A sweep's searcher and the run its trials end in, as run_sweep makes them (no Ray running):
+    a trial's end is told to the run (``ended``), whose planner the searcher asks."""
+    run = SweepRun(spec, "s-1", Path("."))
+    run.planner = spec.strategy.make_planner(spec)
+    return PlanSearcher(run.planner), run
+
+
+def ended(run: SweepRun, trial: str, config: dict, records: list[dict] | None) -> None:
+    """Trial ``trial`` of ``config`` ended with ``records`` (None: it failed), as Ray Tune's callback tells its run."""
+    own = TrialConfig.of(config)
+    if records is None:
+        run.failed(trial, own, "it failed")
+    else:
+        run.ended(trial, own, reported(records, []))
 
 
 def model_record(n: int, seed: int, outcome: str, **values) -> dict:

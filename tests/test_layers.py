@@ -111,6 +111,7 @@ LAYERS = (
     ),
     ("services.spec",),  # the schema, the strategies, a cell resolved, the checks
     ("services.search",),  # each strategy's round planner, the packs
+    ("services.sweep_run",),  # one run of a sweep: its trials' outcomes, decoded once, and who follows them
     ("services.stats",),  # the summary, its fits, the registered statistics
     ("services.report",),  # text, figures, frames, comparisons
     ("services.store",),  # state, cache, MLflow

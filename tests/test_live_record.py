@@ -22,6 +22,7 @@ from services.store import live
 from services.store.live import LiveRecord
 from services.store.tracking import CELL_TAG, PARENT_TAG, RECORD_TAG, SWEEP_TAG
 from services.store.uris import embedded_uri
+from services.sweep_run import SweepRun
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
@@ -191,7 +192,7 @@ def test_a_live_record_whose_server_is_gone_stops_after_quick_retries_and_leaves
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own
     said, spec, uri = [], parse_spec(SPEC), f"http://127.0.0.1:{free_port()}"
-    live = LiveRecord(spec, "live-gone", uri, tmp_path, SPEC, said.append, so_far(spec, "live-gone"))
+    live = LiveRecord(SweepRun(spec, "live-gone", tmp_path, uri, SPEC, said.append), so_far(spec, "live-gone"))
     live.open()
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
     assert live.parent_run() is None and "live MLflow record" in said[0] and "sweep goes on" in said[0]

@@ -15,6 +15,7 @@ from services.execution.trial import train_pack_trial
 from services.results import ModelRecord
 from services.search.packs import packs
 from services.spec import parse_spec
+from services.sweep_run import SweepRun
 from vit_core import train_pack
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
@@ -57,7 +58,9 @@ def test_a_sweep_survives_a_worker_node_killed_mid_sweep(cluster, tmp_path):
             mark.unlink()
 
     out: dict = {}
-    run = threading.Thread(target=lambda: out.update(result=run_sweep(spec, "death", tmp_path, announcing_trial)))
+    run = threading.Thread(
+        target=lambda: out.update(result=run_sweep(SweepRun(spec, "death", tmp_path), announcing_trial))
+    )
     run.start()
     while not list(in_flight.glob(f"{doomed.node_id}-*")) and run.is_alive():  # until the doomed node trains a trial
         time.sleep(0.02)

@@ -4,15 +4,15 @@ import json
 
 import numpy as np
 import pytest
-from conftest import model_record
+from conftest import ended, model_record, searching
 from ray.tune.search import Searcher
 
 from services.analysis import full_grid_size
-from services.execution import ray_tune
 from services.execution.ray_tune import PlanSearcher
 from services.search.nstar import Bracket
 from services.search.packs import TrialConfig
 from services.spec import SpecError, parse_spec
+from services.sweep_run import SweepRun
 
 SEEDS = 20
 
@@ -78,13 +78,13 @@ def test_non_monotone_success_refines_the_whole_dip_and_keeps_the_stable_n_star(
     assert sum((ns > 10) & (ns < 80)) > 3  # more than plain bisection of (80, 160) would train
 
 
-def _searcher(cells: int) -> PlanSearcher:
+def _searcher(cells: int) -> tuple[PlanSearcher, SweepRun]:
     axes = ", ".join(str(a) for a in np.linspace(0.1, 0.5, cells).round(3))
     spec = parse_spec(
         f"name: s\nmodels: [vit]\naxes: {{alpha_star: [{axes}]}}\nn_train: [10, 20, 40, 80]\nseeds: {SEEDS}\n"
         "search: {mode: sample_complexity, precision: 0.1}\nresources: {models_per_pack: 80}\n"
     )
-    return PlanSearcher(spec.mode.make_planner(spec), "s-1")
+    return searching(spec)
 
 
 def _pack(config: dict) -> dict:
@@ -92,17 +92,17 @@ def _pack(config: dict) -> dict:
     return TrialConfig.of(config).pack.config()
 
 
-def _report(searcher: PlanSearcher, trial: str, config: dict, t: np.ndarray) -> None:
+def _report(run: SweepRun, trial: str, config: dict, t: np.ndarray) -> None:
     pack = _pack(config)
     records = [
         model_record(n, s, "succeeded" if n >= t[pack["cell"]][s] else "failed_converged")
         for n, s in zip(pack["n_train"], pack["seeds"])
     ]
-    searcher.on_trial_complete(trial, {"records": json.dumps(records)})
+    ended(run, trial, config, records)
 
 
 def test_searcher_runs_cells_in_parallel_and_finishes():
-    searcher = _searcher(cells=3)
+    searcher, run = _searcher(cells=3)
     t = [thresholds(n, seed=n) for n in (15, 50, 200)]
     first = [searcher.suggest(f"t{i}") for i in range(5)]
     assert {_pack(c)["cell"] for c in first if isinstance(c, dict)} == {0, 1, 2}  # every cell starts at once
@@ -111,65 +111,62 @@ def test_searcher_runs_cells_in_parallel_and_finishes():
     count = len(pending)
     while pending:
         trial, config = pending.popitem()
-        _report(searcher, trial, config, t)
+        _report(run, trial, config, t)
         while (config := searcher.suggest(f"t{count}")) not in (None, Searcher.FINISHED):
             pending[f"t{count}"] = config
             count += 1
     assert searcher.suggest("last") == Searcher.FINISHED
-    for cell, target in zip(searcher.search.cells, t):
+    for cell, target in zip(searcher.planner.cells, t):
         ns, rates = cell.rates()
         i = np.argmax(rates >= 0.5)
         assert ns[i - 1] < true_n_star(target, 0.5) <= ns[i] <= max(ns[i - 1] * 1.1, ns[i - 1] + 1)
 
 
 def test_a_failed_pack_ends_its_cell_only():
-    searcher = _searcher(cells=2)
+    searcher, run = _searcher(cells=2)
     configs = {f"t{i}": searcher.suggest(f"t{i}") for i in range(2)}
-    searcher.on_trial_complete("t0", None, error=True)
-    assert _pack(configs["t0"])["cell"] in searcher.search.failed
+    ended(run, "t0", configs["t0"], None)
+    assert _pack(configs["t0"])["cell"] in searcher.planner.failed
     assert searcher.suggest("t2") is None  # the other cell is still in flight
-    _report(searcher, "t1", configs["t1"], [thresholds(30)] * 2)
+    _report(run, "t1", configs["t1"], [thresholds(30)] * 2)
     assert _pack(searcher.suggest("t3"))["cell"] == _pack(configs["t1"])["cell"]
 
 
 def test_state_survives_save_and_restore(tmp_path):
-    searcher = _searcher(cells=2)
+    searcher, run = _searcher(cells=2)
     config = searcher.suggest("t0")
-    _report(searcher, "t0", config, [thresholds(30)] * 2)
+    _report(run, "t0", config, [thresholds(30)] * 2)
     searcher.suggest("t1")
     searcher.save(str(tmp_path / "state.json"))
-    restored = _searcher(cells=2)
+    restored, _ = _searcher(cells=2)
     restored.restore(str(tmp_path / "state.json"))
-    assert restored.search.get_state() == searcher.search.get_state()
-    assert restored.search.cells[0].outcomes == searcher.search.cells[0].outcomes
+    assert restored.planner.get_state() == searcher.planner.get_state()
+    assert restored.planner.cells[0].outcomes == searcher.planner.cells[0].outcomes
 
 
-def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_path, monkeypatch):
+def test_a_search_stopped_between_rounds_is_not_taken_for_one_that_ended(tmp_path):
     """Ctrl-C when every trial in flight has reported but the next round is not planned yet left no
     trial unfinished, and such a sweep was recorded as whole (test_live_record's first run, once
     in four): whether the search ended is the searcher's to say, saved with its state."""
-    run = ray_tune._Run(None, None, None)  # what run_sweep registers for the sweep it runs
-    monkeypatch.setitem(ray_tune._RUNS, "s-1", run)
-    searcher = _searcher(cells=1)
+    searcher, run = _searcher(cells=1)
     config = searcher.suggest("t0")
-    _report(searcher, "t0", config, [thresholds(30)])  # its first round reported: nothing in flight
+    _report(run, "t0", config, [thresholds(30)])  # its first round reported: nothing in flight
     searcher.save(str(tmp_path / "between.json"))
-    assert not searcher.finished and not run.ran_to_end
+    assert not searcher.finished
     count = 1
     while (config := searcher.suggest(f"t{count}")) != Searcher.FINISHED:
-        _report(searcher, f"t{count}", config, [thresholds(30)])
+        _report(run, f"t{count}", config, [thresholds(30)])
         count += 1
-    assert searcher.finished and run.ran_to_end
+    assert searcher.finished and not run.result(0, searcher.finished, 1, tmp_path, 0.0).search_stopped
     searcher.save(str(tmp_path / "ended.json"))
-    for saved, ended in (("between.json", False), ("ended.json", True)):
-        run.ran_to_end = not ended
-        restored = _searcher(cells=1)
+    for saved, done in (("between.json", False), ("ended.json", True)):
+        restored, _ = _searcher(cells=1)
         restored.restore(str(tmp_path / saved))
-        assert restored.finished is ended and run.ran_to_end is ended
+        assert restored.finished is done
     legacy = json.loads((tmp_path / "between.json").read_text())
     del legacy["search_finished"]  # a state saved before the searcher said: as those versions read it
     (tmp_path / "legacy.json").write_text(json.dumps(legacy))
-    restored = _searcher(cells=1)
+    restored, _ = _searcher(cells=1)
     restored.restore(str(tmp_path / "legacy.json"))
     assert restored.finished
 
@@ -195,18 +192,21 @@ def test_models_that_did_not_converge_train_again_with_twice_the_steps_up_to_the
         "search: {mode: sample_complexity, max_steps_cap: 300}\n",
         "spec",
     )
-    searcher = PlanSearcher(spec.mode.make_planner(spec), "s-1")
-    config = _pack(searcher.suggest("t0"))
+    searcher, run = searching(spec)
+    first = searcher.suggest("t0")
+    config = _pack(first)
     assert searcher.suggest("t1") is None and "max_steps" not in config
     stuck = lambda n, s, pack: [model_record(n, s, "not_converged" if (n, s) == (10, 1) else "succeeded")]  # noqa: E731
     records = [r for n, s in zip(config["n_train"], config["seeds"]) for r in stuck(n, s, config)]
-    searcher.on_trial_complete("t0", {"records": json.dumps(records)})
-    assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
-    retry = _pack(searcher.suggest("t2"))
+    ended(run, "t0", first, records)
+    assert searcher.planner.cells[0].outcomes[10] == [1.0, None]  # not counted while it waits for its retry
+    suggested = searcher.suggest("t2")
+    retry = _pack(suggested)
     assert (retry["n_train"], retry["seeds"], retry["max_steps"]) == ([10], [1], 200)
-    searcher.on_trial_complete("t2", {"records": json.dumps(stuck(10, 1, retry))})
-    retry = _pack(searcher.suggest("t3"))
+    ended(run, "t2", suggested, stuck(10, 1, retry))
+    suggested = searcher.suggest("t3")
+    retry = _pack(suggested)
     assert retry["max_steps"] == 300  # capped
-    searcher.on_trial_complete("t3", {"records": json.dumps(stuck(10, 1, retry))})
-    assert searcher.search.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
+    ended(run, "t3", suggested, stuck(10, 1, retry))
+    assert searcher.planner.cells[0].outcomes[10] == [1.0, None]  # still stuck at the cap: left out
     assert "max_steps" not in _pack(searcher.suggest("t4"))  # no more retries: the search goes on

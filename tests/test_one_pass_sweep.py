@@ -4,13 +4,12 @@ MLflow and back through `vitsweep report`, and censoring."""
 import json
 
 import pytest
-from conftest import model_record, run_spec
+from conftest import ended, model_record, run_spec, searching
 from mlflow.tracking import MlflowClient
 from ray.tune.search import Searcher
 from typer.testing import CliRunner
 
 from services.app.cli import app
-from services.execution.ray_tune import PlanSearcher
 from services.report.text import table_rows
 from services.results import CellResult, ModelRecord
 from services.search.packs import TrialConfig, packs
@@ -53,9 +52,10 @@ def test_one_pass_needs_no_n_train_and_multi_pass_says_it_does():
 
 def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
     spec = parse_spec(BOTH)
-    searcher = PlanSearcher(spec.mode.make_planner(spec), "s-1")
-    suggested = {}
+    searcher, run = searching(spec)
+    suggested, configs = {}, {}
     while isinstance(config := searcher.suggest(f"t{len(suggested)}"), dict):
+        configs[f"t{len(suggested)}"] = config
         suggested[f"t{len(suggested)}"] = TrialConfig.of(config).pack.config()
     one_pass = {i for i, c in enumerate(spec.cells) if spec.resolved_cell(c).one_pass}
     for trial, pack in suggested.items():
@@ -65,21 +65,21 @@ def test_the_searcher_plans_nothing_after_a_one_pass_cells_first_round():
                 for s in pack["seeds"]
                 for n in range(40, 1201, 40)
             ]
-            searcher.on_trial_complete(trial, {"records": json.dumps(records)})
-    assert all(searcher.search.cells[i].rounds == 1 and searcher.search.cells[i].next_round() == [] for i in one_pass)
-    assert not any(p.cell in one_pass for p in searcher.search.queue)
+            ended(run, trial, configs[trial], records)
+    assert all(searcher.planner.cells[i].rounds == 1 and searcher.planner.cells[i].next_round() == [] for i in one_pass)
+    assert not any(p.cell in one_pass for p in searcher.planner.queue)
     assert searcher.suggest("more") is None  # multi-pass cells still in flight
     for trial, pack in suggested.items():
         if pack["cell"] not in one_pass:
             records = [model_record(n, s, "succeeded") for n, s in zip(pack["n_train"], pack["seeds"])]
-            searcher.on_trial_complete(trial, {"records": json.dumps(records)})
+            ended(run, trial, configs[trial], records)
     while isinstance(
         config := searcher.suggest("next"), dict
     ):  # multi-pass cells extend down; one-pass cells never return
         pack = TrialConfig.of(config).pack
         assert pack.cell not in one_pass
         records = [model_record(n, s, "succeeded") for n, s in zip(pack.n_train, pack.seeds)]
-        searcher.on_trial_complete("next", {"records": json.dumps(records)})
+        ended(run, "next", config, records)
     assert searcher.suggest("last") == Searcher.FINISHED
 
 

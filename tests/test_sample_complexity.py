@@ -23,6 +23,7 @@ from services.search.packs import TrialConfig
 from services.spec import parse_spec
 from services.stats.summarize import summarize
 from services.store.cache import vit_core_hash
+from services.sweep_run import SweepRun
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -71,8 +72,15 @@ def test_adaptive_search_through_ray_tune_finds_known_n_star(local_ray, tmp_path
     spec = parse_spec(SYNTHETIC)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ray.cloudpickle.register_pickle_by_value(sys.modules["conftest"])  # model_record: the workers cannot import tests/
-    result = run_sweep(spec, "synthetic", tmp_path, _synthetic_trainable)
+    run = SweepRun(spec, "synthetic", tmp_path)
+    result = run_sweep(run, _synthetic_trainable)
     assert len(result.cells) == 6 and not any(c.failures for c in result.cells)
+    # every trial Tune ran decoded once, into the outcome its planner learnt from and its cell holds
+    trials = tune.ExperimentAnalysis(str(tmp_path / "ray" / "synthetic")).trials
+    assert sorted(o.trial_id for o in run.outcomes) == sorted(t.trial_id for t in trials)
+    decoded = {id(r) for o in run.outcomes for r in o.records}
+    assert all(id(r) in decoded for c in result.cells for r in c.records)
+    assert sum(len(o.records) for o in run.outcomes) == sum(len(c.records) for c in result.cells)
     for cell in result.cells:
         t = sorted(known_threshold(cell.cell.model, cell.cell.values["alpha_star"], s) for s in range(10))
         true_star = int(np.ceil(t[4]))  # 5 of 10 seeds succeed from here

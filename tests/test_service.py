@@ -22,6 +22,7 @@ from services.stats.summarize import summarize
 from services.store import tracking
 from services.store.tracking import record_sweep
 from services.store.uris import redact
+from services.sweep_run import SweepRun
 from vit_core import train_pack
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
@@ -200,12 +201,8 @@ def _fails_on_cnn(config: dict, sweep, cache) -> None:
 def test_a_failing_trial_is_reported_with_its_config_and_the_sweep_goes_on(local_ray, expected, tmp_path):
     spec, rows, _ = expected
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
-    result = run_sweep(
-        Sweep.of(spec.spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})})),
-        "failing",
-        tmp_path,
-        _fails_on_cnn,
-    )
+    once = Sweep.of(spec.spec.model_copy(update={"resources": spec.resources.model_copy(update={"max_failures": 0})}))
+    result = run_sweep(SweepRun(once, "failing", tmp_path), _fails_on_cnn)
     by_label = {c.cell.label: c for c in result.cells}
     assert set(by_label) == set(rows)
     for label, cell in by_label.items():

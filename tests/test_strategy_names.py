@@ -43,7 +43,7 @@ def test_the_base_interface_answers_what_a_wrapper_asks():
     assert base.adaptive() is None and base.objective() is None
     assert base.most_n(sweep, cell) == len(sweep.resolved_cell(cell).n_values)
     assert base.typed({"lr": 0.1}) == {"lr": 0.1} and base.params()["mode"] == base.mode
-    assert sweep.strategy is sweep.search and sweep.mode is sweep.strategy  # Sweep.mode: until execution switches
+    assert sweep.strategy is sweep.search
 
 
 def test_the_previous_names_warn_and_answer_the_new_ones():

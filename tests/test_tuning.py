@@ -166,12 +166,12 @@ def _records(pack, truth) -> list[dict]:
 def test_the_search_resumes_from_its_saved_state_as_if_never_stopped():
     spec = parse_spec(SPEC)
     whole = [p.config() for p in drive(OnePassTuning(spec))]
-    first = PlanSearcher(spec.mode.make_planner(spec), "s-1")
-    head = [p.config() for p in drive(first.search, until=7)]
-    state = json.loads(json.dumps(first.search.get_state()))
-    again = PlanSearcher(spec.mode.make_planner(spec), "s-1")
-    again.search.set_state(state)
-    rest = [p.config() for p in drive(again.search)]
+    first = PlanSearcher(spec.strategy.make_planner(spec))
+    head = [p.config() for p in drive(first.planner, until=7)]
+    state = json.loads(json.dumps(first.planner.get_state()))
+    again = PlanSearcher(spec.strategy.make_planner(spec))
+    again.planner.set_state(state)
+    rest = [p.config() for p in drive(again.planner)]
     assert head + rest == whole
     assert again.suggest("late") == Searcher.FINISHED
 

@@ -11,10 +11,11 @@ from services.app.printing import command
 from services.app.recorded import Checks, screen_of, sweep_checks
 from services.report.text import ReportView, write
 from services.results import SweepResult
-from services.spec import Sweep, parse_spec
+from services.spec import parse_spec
 from services.stats.summarize import summarize
 from services.store import state
 from services.store.uris import redact, resolve_tracking_uri, unreachable
+from services.sweep_run import SweepRun
 
 if TYPE_CHECKING:
     from services.report.answer_text import Screen
@@ -34,16 +35,15 @@ class Recorded(NamedTuple):
     screen: "Screen | None"
 
 
-def record(
-    sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
-) -> Recorded:
+def record(run: SweepRun, result: SweepResult) -> Recorded:
     """Log a finished sweep to MLflow, unless it is there already, and mark it logged; write its
     report (HOME/reports/SWEEP_ID), its answer's screen with the checks found in the store first."""
     from services.app.logs import sweep_log  # noqa: PLC0415  (matplotlib loads on use)
 
+    sweep, uri, home = run.sweep, run.uri, run.home
     summary = summarize(sweep, result.sweep_id, result.cells)
     log = sweep_log(sweep, summary, result.cells)
-    made, checks = _logged(sweep, result, uri, home, spec_text, say, log), Checks([], [])
+    made, checks = _logged(run, result, log), Checks([], [])
     if made is not None:
         state.set_recorded(home, result.sweep_id, made.run_id)
         checks = sweep_checks(uri, log.parent.summary)
@@ -53,16 +53,17 @@ def record(
     return Recorded(made, summary, folder, checks, shown)
 
 
-def _logged(sweep: Sweep, result: SweepResult, uri: str, home: Path, spec_text: str, say, log) -> "Record | None":
+def _logged(run: SweepRun, result: SweepResult, log) -> "Record | None":
     """The sweep logged to MLflow (record_sweep); None, said, where the server is unreachable."""
     from services.store.tracking import record_sweep  # noqa: PLC0415  (MLflow loads on use)
 
+    sweep, uri, home, say = run.sweep, run.uri, run.home, run.say
     given = ("--tracking-uri", redact(uri)) if uri != resolve_tracking_uri(sweep, None, home) else ()
     later = f"its results are kept under {home}; log them with: {command('sync', '--home', home, *given)}"
     if not warn_if_unreachable(uri, later, say):
         return None
     try:
-        return record_sweep(sweep, result, uri, home, spec_text, log)
+        return record_sweep(sweep, result, uri, home, run.spec_text, log)
     except Exception:
         if warn_if_unreachable(uri, later, say):
             raise  # the server is up: a real error, not an outage
@@ -94,7 +95,7 @@ def sync(home: Path, tracking_uri: str | None, say: Callable[[str], None]) -> tu
             text = state.spec_text(home, sweep_id)
             sweep = parse_spec(text, str(state.folder(home, sweep_id) / state.SPEC))
             uri = resolve_tracking_uri(sweep, tracking_uri, home)
-            made = record(sweep, result, uri, home, text, say).record
+            made = record(SweepRun(sweep, sweep_id, home, uri, text, say), result).record
             if made is not None:
                 logged.append((sweep_id, made.run_id, redact(uri)))
                 continue

@@ -30,6 +30,7 @@ from services.spec import Sweep
 from services.stats.summarize import summarize
 from services.store import state
 from services.store.uris import redact
+from services.sweep_run import SweepRun
 
 if TYPE_CHECKING:
     from services.stats.rows import Summary
@@ -167,6 +168,9 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
     with state.driving(sweep, home):
         step, stop_ray = find(sweep, home, new), None
         result = step.result
+        if step.stage is Stage.NEW:
+            step.sweep_id = state.new_sweep_id(sweep, home)
+        run = SweepRun(sweep, step.sweep_id, home, uri, spec_text, say, progress=progress.advance)
         if step.stage is not Stage.FINISHED:
             _check_cluster(options.ray_address)
             reachable = warn_if_unreachable(
@@ -178,13 +182,10 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
                     "trials are kept"
                 )
             else:
-                step.sweep_id = state.new_sweep_id(sweep, home)
                 state.mark_sweep(sweep, step.sweep_id, home, spec_text, uri_given=uri_given)
-            live = _live_record(sweep, step.sweep_id, uri, home, spec_text, say) if reachable else None
+            live = run.live = _live_record(run) if reachable else None
             try:
-                result, stop_ray = train(
-                    sweep, step.sweep_id, options, resume=step.stage is Stage.RESUME, progress=progress, live=live
-                )
+                result, stop_ray = train(run, options, resume=step.stage is Stage.RESUME, progress=progress)
             except BaseException as stopped:
                 with _deaf_to_ctrl_c():  # a Ctrl-C more, here, would leave the record RUNNING and the user no word
                     if live is not None:
@@ -197,7 +198,7 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
                 live.close(None)
             result.estimated_s = _estimated_s(sweep, home, result.slots)
             state.save_result(result, home)
-        recorded = _record_alongside(stop_ray, sweep, result, uri, home, spec_text, say)
+        recorded = _record_alongside(stop_ray, run, result)
         record = recorded.record
         if record and record.earlier:
             say(
@@ -219,45 +220,30 @@ def run(sweep: Sweep, spec_text: str, options: RunOptions, *, progress: Progress
 
 
 def train(
-    sweep: Sweep,
-    sweep_id: str,
-    options: RunOptions,
-    *,
-    resume: bool,
-    progress: Progress,
-    live: "LiveRecord | None" = None,
+    run: SweepRun, options: RunOptions, *, resume: bool, progress: Progress
 ) -> tuple[SweepResult, Callable[[], None] | None]:
-    """The sweep through Ray Tune: (its result, ray.shutdown where this call started Ray, else
-    None); Interrupted when it stopped before every trial finished. ``live``: the sweep's live
-    MLflow record, told as trials start and end."""
+    """The run's sweep through Ray Tune: (its result, ray.shutdown where this call started Ray,
+    else None); Interrupted when it stopped before every trial finished. The run's followers (its
+    progress, its live MLflow record) are told as trials start and end."""
     from services.execution.monitors import monitor_nodes  # noqa: PLC0415  (Ray loads on use)
     from services.execution.ray_start import cluster_address, start_ray  # noqa: PLC0415  (Ray loads on use)
     from services.execution.ray_tune import run_sweep, trial_slots  # noqa: PLC0415  (Ray loads on use)
     from services.execution.trial import train_pack_trial  # noqa: PLC0415  (Ray loads on use)
     from services.store.live import SYSTEM_METRICS_S  # noqa: PLC0415  (MLflow loads on use)
 
-    home, ray_address = options.home, options.ray_address
+    sweep, live, home, ray_address = run.sweep, run.live, options.home, options.ray_address
     try:
         stop_ray = start_ray(ray_address)  # before _terminated_as_interrupted: ray.init sets its own SIGTERM handler
     except Exception as error:  # Ray raises bare Exceptions ("The current node timed out during startup")
         raise RayDidNotStart(error, cluster_address(ray_address)) from error
     try:
         slots = trial_slots(sweep)
-        progress.start(sweep_id, trial_count(sweep, slots), slots, _estimated_s(sweep, home, slots))
+        progress.start(run.sweep_id, trial_count(sweep, slots), slots, _estimated_s(sweep, home, slots))
         parent = live.parent_run() if live is not None else None
         stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
         with _terminated_as_interrupted(live) as terminated:
             try:
-                result = run_sweep(
-                    sweep,
-                    sweep_id,
-                    home,
-                    train_pack_trial,
-                    on_trial_done=progress.advance,
-                    resume=resume,
-                    cache=options.cache,
-                    live=live,
-                )
+                result = run_sweep(run, train_pack_trial, resume=resume, cache=options.cache)
             finally:
                 stop_monitors()
         if result.unfinished or result.search_stopped:
@@ -352,14 +338,12 @@ def _check_cluster(ray_address: str | None) -> None:
         raise NoCluster(cluster_address(ray_address), why)
 
 
-def _live_record(
-    sweep: Sweep, sweep_id: str, uri: str, home: Path, spec_text: str, say: Callable[[str], None]
-) -> "LiveRecord":
-    """The sweep's live MLflow record, opening in the background while Ray starts (MLflow loads
+def _live_record(run: SweepRun) -> "LiveRecord":
+    """The run's live MLflow record, opening in the background while Ray starts (MLflow loads
     in ~2 s, a new SQLite store's tables take ~2 s more)."""
     from services.store.live import LiveRecord  # noqa: PLC0415  (MLflow loads on use)
 
-    live = LiveRecord(sweep, sweep_id, uri, home, spec_text, say, so_far(sweep, sweep_id))
+    live = LiveRecord(run, so_far(run.sweep, run.sweep_id))
     live.open()
     return live
 

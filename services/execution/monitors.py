@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 
 import ray
+from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from services.store.live import FAIL_FAST
@@ -21,8 +22,6 @@ class NodeMonitor:
     leaves RUNNING, or when told to."""
 
     def __init__(self, run_id: str, uri: str, node: str, interval_s: float):
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
         self.monitor = SystemMetricsMonitor(
             run_id, sampling_interval=interval_s, resume_logging=True, node_id=node, tracking_uri=uri
         )

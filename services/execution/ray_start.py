@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import psutil
 import ray
+from ray._private import ray_constants
 
 from services.process import WORKER_ENVIRONMENT, not_set
 
@@ -117,8 +118,6 @@ def start_local_ray(**init) -> None:
     machine-wide address. Ray 2.60 binds its servers to the node address but swaps a loopback one
     for the machine's own, except in its single-machine mode (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
     read once at import into ray_constants.ENABLE_RAY_CLUSTER): that mode, for this call."""
-    from ray._private import ray_constants
-
     clusters = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     # Ray's default for a new local Ray, token authentication on, kept; its warning saying so left a user nothing to do

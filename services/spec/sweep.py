@@ -66,11 +66,6 @@ class Sweep:
         )
 
     @property
-    def mode(self) -> Strategy:
-        """Deprecated, for the callers not switched yet (services.execution): ``strategy``."""
-        return self.strategy
-
-    @property
     def measurement_seeds(self) -> list[int]:
         """The seeds every cell trains at every N (N* is measured on them): ``seeds`` of them from ``seed_start``."""
         return list(range(self.seed_start, self.seed_start + self.seeds))

@@ -16,16 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from mlflow.entities import Metric
+from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-from services.results import Cell, CellResult, ModelRecord, in_spec_order
-from services.spec import Sweep
+from services.results import Cell, CellResult, in_spec_order
 from services.store import run_values, tracking
 from services.store.client import client_of
 from services.store.logged import SummaryLog
 from services.store.uris import redact
+from services.sweep_run import SweepRun
 
 REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summary and figures
 SYSTEM_METRICS_S = 10.0  # MLflow's system metrics: one sample per this many seconds
@@ -56,20 +56,11 @@ class LiveRecord:
     start and end (from Ray Tune's callbacks); ``close`` at the end. ``so_far`` summarizes the
     measured cells for a refresh (given by the caller: the store knows no statistics or figures)."""
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        sweep_id: str,
-        uri: str,
-        home: Path,
-        spec_text: str,
-        say: Callable[[str], None],
-        so_far: Callable[[list[CellResult]], SummaryLog],
-    ):
-        self.sweep, self.sweep_id, self.uri, self.home, self.spec_text = sweep, sweep_id, uri, home, spec_text
-        self.say, self.so_far = say, so_far
+    def __init__(self, run: SweepRun, so_far: Callable[[list[CellResult]], SummaryLog]):
+        self.sweep, self.sweep_id, self.uri, self.home = run.sweep, run.sweep_id, run.uri, run.home
+        self.spec_text, self.say, self.so_far = run.spec_text, run.say, so_far
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="mlflow-live", initializer=_yielding)
-        self.cells: dict[str, CellResult] = {}  # cell key -> its records so far
+        self.cells: dict[str, CellResult] = {}  # cell key -> its results as the run last told them
         self.children: dict[str, str] = {}  # cell key -> child run id
         self.logged: dict[str, dict[tuple[str, int], float]] = {}  # child run id -> its per-N metrics
         self.parent: str | None = None
@@ -95,9 +86,10 @@ class LiveRecord:
         """A trial of ``cell`` started: its child run opens (RUNNING) if it is not open yet."""
         self._queue(self._child, cell, time.time())
 
-    def ended(self, cell: Cell, records: list[ModelRecord] | None, curves: list[dict] | None = None) -> None:
-        """A trial of ``cell`` ended with these records and curve parts (None: it failed)."""
-        self._queue(self._ended, cell, records, curves or [])
+    def ended(self, result: CellResult, failed: bool = False) -> None:
+        """A trial of ``result``'s cell ended (``failed``: without records): the cell's results so
+        far, a copy this record's thread may read (SweepRun keeps the one that grows)."""
+        self._queue(self._ended, result, failed)
 
     def close(self, status: str | None) -> None:
         """Log what is queued and stop. ``status``: the sweep stopped before its end (KILLED,
@@ -135,8 +127,6 @@ class LiveRecord:
             )
 
     def _open(self) -> None:
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
         logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # not its start and stop lines
         self.client = client_of(self.uri)
         self.experiment = tracking.experiment_of(self.client, self.sweep, self.uri, self.home)
@@ -159,13 +149,11 @@ class LiveRecord:
             self.logged[run_id] = tracking.logged_per_n(self.client, run_id)  # a resume's, else none
         return self.children[cell.key]
 
-    def _ended(self, cell: Cell, records: list[ModelRecord] | None, curves: list[dict]) -> None:
-        run_id = self._child(cell, time.time())
-        result = self.cells.setdefault(cell.key, CellResult(cell))
-        if records is None:
-            result.failures.append("a trial failed")
+    def _ended(self, result: CellResult, failed: bool) -> None:
+        run_id = self._child(result.cell, time.time())
+        self.cells[result.cell.key] = result
+        if failed:
             return
-        result.add(records, curves)
         complete = [row for row in result.by_n() if row["models"] >= self.sweep.seeds]  # every seed reported
         metrics = run_values.changed(run_values.per_n_metrics(complete), self.logged[run_id])
         metrics.append(Metric("trainings", result.trainings, run_values.now_ms(), 0))
