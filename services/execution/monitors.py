@@ -40,8 +40,8 @@ def monitor_nodes(run_id: str, uri: str, interval_s: float) -> Callable[[], None
     others = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] != mine]
     hosts = [n["NodeManagerHostname"] for n in others]
     # MLflow's requests fail fast there as the driver's live record's do (its values, or the user's own):
-    # with MLflow's default retries, each node's monitor held the end of a sweep whose server had gone
-    # down until `stop` gave up on it, 60 s (the compose stack's outage test, 2026-11-26)
+    # with MLflow's default retries, each node's monitor would hold the end of a sweep whose server had
+    # gone down until `stop` gives up on it, 60 s
     env = {name: os.environ.get(name, value) for name, value in FAIL_FAST.items()}
     actors = [
         NodeMonitor.options(

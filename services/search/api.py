@@ -33,4 +33,4 @@ __all__ = [
     "TrainConfig",
 ]
 
-__getattr__ = renamed(__name__, {"Mode": ("services.search.api.Strategy", Strategy)})  # the name before 2026-12-06
+__getattr__ = renamed(__name__, {"Mode": ("services.search.api.Strategy", Strategy)})  # the previous release's name

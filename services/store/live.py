@@ -31,8 +31,8 @@ REFRESH_S = 30.0  # the shortest time between two refreshes of the sweep's summa
 SYSTEM_METRICS_S = 10.0  # MLflow's system metrics: one sample per this many seconds
 # The live record is a view; the record is the one logged whole at the end (or by `vitsweep sync`).
 # So while it runs, MLflow's requests give up after two quick retries where a user has not set
-# their own: MLflow's default retries for ~4 minutes, which held a sweep's end that long after its
-# server went down (the compose stack's outage test: 283 s, 2026-11-26).
+# their own: MLflow's default retries for ~4 minutes, which would hold a sweep's end that long after
+# its server went down (tests/test_compose_stack.py's outage).
 FAIL_FAST = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
