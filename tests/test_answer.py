@@ -116,6 +116,13 @@ def test_the_primary_decides_each_statement_from_its_ci():
     assert all(set(c.agreement.values()) == {AGREES} for c in found.checks)
 
 
+def test_a_sweep_so_far_without_its_primary_setting_has_no_answer_yet():
+    """The live record summarizes the cells measured so far: the primary may not be among them."""
+    fixed_only = _summary()
+    fixed_only.cells = [c for c in fixed_only.cells if c.values["counts"] == "fixed"]
+    assert answer(fixed_only, PRIMARY) is None
+
+
 @pytest.mark.parametrize(
     "ci, against_zero, against_excess",
     [

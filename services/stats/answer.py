@@ -56,6 +56,8 @@ def answer(summary: Summary, spec: AnswerSpec) -> Answer | None:
     }
     settings = list(dict.fromkeys(_setting(r.values, field_name) for r in summary.cells))
     first, margin = _primary_setting(summary, spec.primary, field_name), spec.margin
+    if first not in settings:  # a sweep so far (the live record's) that has not measured its primary yet
+        return None
     models = _models(summary.models, family.favoured)
     excess = _excess(family.theory, models)
     bound = family.theory[models[0]].exponent if models[0] in family.theory else None
