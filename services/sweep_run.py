@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, in_spec_order
-from services.search.packs import TrialConfig
+from services.search.packs import TrialConfig, pack_cost
 from services.spec import Sweep
 from services.spec.strategies import Planner
 
@@ -27,7 +27,31 @@ class Follower(Protocol):
     def ended(self, result: CellResult, failed: bool = False) -> None: ...
 
 
-ProgressFn = Callable[[int, int, int, float, list[float]], None]  # done, failed, models, train_s, running since
+@dataclass(frozen=True)
+class Running:
+    """A trial in flight: its cell's short name (Cell.run_name), its pack's cost (pack_cost) and
+    when it started (time.monotonic())."""
+
+    cell: str
+    cost: float
+    since: float
+
+
+@dataclass(frozen=True)
+class Trials:
+    """A run's trials as its progress shows them: how many ended (``failed`` of them without
+    records), the models trained or read from the cache, the seconds the ended ones spent training,
+    each reported trial's (pack cost, seconds) and the trials in flight."""
+
+    done: int = 0
+    failed: int = 0
+    models: int = 0
+    train_s: float = 0.0
+    ended: tuple[tuple[float, float], ...] = ()
+    running: tuple[Running, ...] = ()
+
+
+ProgressFn = Callable[[Trials], None]
 
 
 def reported(records: list[dict], curves: list[dict]) -> dict[str, str]:
@@ -91,12 +115,13 @@ class SweepRun:
     planner: Planner | None = None
     cells: dict[str, CellResult] = field(default_factory=dict)  # cell key -> its results so far: the one accumulator
     outcomes: list[TrialOutcome] = field(default_factory=list)  # every trial that ended, decoded once, in order
-    running: dict[str, tuple[TrialConfig, float]] = field(default_factory=dict)  # trial id -> config, its start
+    running: dict[str, Running] = field(default_factory=dict)  # trial id -> the trial in flight
 
     def started(self, trial_id: str, config: TrialConfig) -> None:
-        self.running[trial_id] = (config, time.monotonic())
+        cell = config.cell(self.sweep)
+        self.running[trial_id] = Running(cell.run_name, pack_cost(self.sweep)(config.pack), time.monotonic())
         if self.live is not None:
-            self.live.started(config.cell(self.sweep))
+            self.live.started(cell)
         self._tell()
 
     def ended(self, trial_id: str, config: TrialConfig, result: dict) -> TrialOutcome | None:
@@ -189,10 +214,18 @@ class SweepRun:
 
     def _tell(self) -> None:
         if self.progress is not None:
-            failed = sum(o.records is None for o in self.outcomes)
-            models = sum(o.models for o in self.outcomes)
-            train_s = sum(o.metrics.get("pack_wall_s", 0.0) for o in self.outcomes)
-            self.progress(len(self.outcomes), failed, models, train_s, [since for _, since in self.running.values()])
+            cost = pack_cost(self.sweep)
+            done = [o for o in self.outcomes if o.records is not None]
+            self.progress(
+                Trials(
+                    len(self.outcomes),
+                    len(self.outcomes) - len(done),
+                    sum(o.models for o in done),
+                    sum(o.metrics.get("pack_wall_s", 0.0) for o in done),
+                    tuple((cost(o.config.pack), o.metrics.get("time_total_s", 0.0)) for o in done),
+                    tuple(self.running.values()),
+                )
+            )
 
 
 def _trial_order(outcome: TrialOutcome) -> tuple[int, str]:

@@ -21,9 +21,12 @@ from services.app.cli import app
 from services.app.progress import ProgressLines, _eta
 from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
+from services.estimate.eta import Eta
 from services.search.nstar import SampleComplexityStrategy
+from services.search.planners import trial_count
 from services.spec import Sweep, load_spec
 from services.spec.strategies import spread
+from services.sweep_run import Running, Trials
 from vit_core import steps_per_draw
 
 ROOT = Path(__file__).parents[1]
@@ -654,14 +657,43 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
     assert _eta(10, 1.0, 100) == 0.0
 
 
+def test_the_eta_plays_the_packs_left_over_the_slots_at_the_pace_of_the_trials_so_far():
+    eta = Eta((4.0, 3.0, 2.0, 1.0), slots=2)
+    assert eta.left(Trials(), now=0.0) is None  # no trial reported, no plan: no pace yet
+    # the plan's pace (1 s per unit): 4 | 3, then 2 after 3 and 1 after 4: both slots free at 5
+    assert Eta(eta.costs, 2, prior=1.0).left(Trials(), now=0.0) == 5
+    # the first pack took 8 s (2 s per unit); the second, started at 0, has 3 * 2 - 2 = 4 s left at 2 s:
+    # the third goes beside it (0 + 4), the fourth after the earlier of the two (4 + 2)
+    trials = Trials(done=1, models=4, ended=((4.0, 8.0),), running=(Running("vit 0.1", 3.0, 0.0),))
+    assert eta.left(trials, now=2.0) == 6
+
+
+def test_the_eta_knows_the_packs_of_a_grid_and_of_the_main_job_not_of_an_adaptive_search():
+    smoke, main = load_spec(ROOT / "sweeps" / "smoke.yaml"), load_spec(ROOT / "sweeps" / "sample_complexity.yaml")
+    for sweep in (smoke, main):
+        assert len(Eta.of(sweep, 2, None).costs) == trial_count(sweep, 2)  # every pack, one trial each
+    assert Eta.of(main, 2, 600.0).prior == pytest.approx(600.0 * 2 / sum(Eta.of(main, 2, None).costs))
+    assert Eta.of(load_spec(ROOT / "tests" / "tiny_tuned.yaml"), 2, None) is None  # rounds planned from results
+
+
+def test_a_progress_line_names_the_trials_in_flight(capsys):
+    spec = load_spec(ROOT / "sweeps" / "smoke.yaml")
+    with ProgressLines(spec, every=3600) as lines:
+        lines.start("smoke-1", 4, 2, None)
+        lines.printed = float("-inf")
+        lines.advance(Trials(1, 0, 4, 1.0, ((1.0, 1.0),), (Running("vit 0.5", 1.0, lines.began),)))
+    _, line = capsys.readouterr().err.strip().splitlines()
+    assert re.search(r"ETA \d+:\d\d, .*; running: vit 0\.5 0:0\d$", line), line
+
+
 def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than_zero(capsys):
     """transfer_tuned showed "ETA 0:00" for its last 8 minutes: its later rounds' models counted past 100%."""
     spec = load_spec(ROOT / "tests" / "tiny_tuned.yaml")
     with ProgressLines(spec, every=3600) as lines:
         lines.start("tiny-1", None, 2, None)  # trials unknown: tuning plans its rounds as results come in
-        lines.advance(1, 0, spec.trainings // 2, 1.0, [])
+        lines.advance(Trials(1, 0, spec.trainings // 2, 1.0))
         lines.printed = float("-inf")
-        lines.advance(2, 0, spec.trainings + 5, 2.0, [])
+        lines.advance(Trials(2, 0, spec.trainings + 5, 2.0))
     began, first, second = capsys.readouterr().err.strip().splitlines()
     assert began.startswith("[tiny-1] 0 trials") and "0:00 elapsed" in began  # a line as the trials begin
     assert "ETA -" not in first and "ETA 0:00" not in second and "ETA -" in second
@@ -672,7 +704,7 @@ def test_the_last_progress_line_says_what_follows_the_trials_and_its_timer_stops
     spec, now = load_spec(ROOT / "tests" / "tiny_tuned.yaml"), "summarizing its 2 cells and logging them to MLflow"
     with ProgressLines(spec, every=3600) as lines:
         lines.start("tiny-1", 4, 2, None)
-        lines.advance(4, 1, 8, 1.0, [])
+        lines.advance(Trials(4, 1, 8, 1.0))
         lines.ended(now)
         lines.ticker.join(timeout=30)
         assert not lines.ticker.is_alive()

@@ -30,7 +30,7 @@ from services.spec import Sweep
 from services.stats.summarize import summarize
 from services.store import state
 from services.store.uris import redact
-from services.sweep_run import SweepRun
+from services.sweep_run import SweepRun, Trials
 
 if TYPE_CHECKING:
     from services.stats.rows import Summary
@@ -52,7 +52,7 @@ class Progress(Protocol):
 
     def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None: ...
 
-    def advance(self, done: int, failed: int, models: int, train_s: float, running_since: list[float]) -> None: ...
+    def advance(self, trials: Trials) -> None: ...
 
     def ended(self, now: str) -> None:
         """The trials are over; ``now``: what the command does until it exits, said once, in place of the trials'."""
