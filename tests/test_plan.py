@@ -658,14 +658,17 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
 
 
 def test_the_eta_plays_the_packs_left_over_the_slots_at_the_pace_of_the_trials_so_far():
-    eta = Eta((4.0, 3.0, 2.0, 1.0), slots=2)
+    eta = Eta((4.0, 2.0, 3.0, 1.0), slots=2)
     assert eta.left(Trials(), now=0.0) is None  # no trial reported, no plan: no pace yet
-    # the plan's pace (1 s per unit): 4 | 3, then 2 after 3 and 1 after 4: both slots free at 5
+    # the plan's pace (1 s per unit of cost): 4 | 2, then 3 after 2, and 1 after 4: both slots free at 5
     assert Eta(eta.costs, 2, prior=1.0).left(Trials(), now=0.0) == 5
-    # the first pack took 8 s (2 s per unit); the second, started at 0, has 3 * 2 - 2 = 4 s left at 2 s:
-    # the third goes beside it (0 + 4), the fourth after the earlier of the two (4 + 2)
-    trials = Trials(done=1, models=4, ended=((4.0, 8.0),), running=(Running("vit 0.1", 3.0, 0.0),))
-    assert eta.left(trials, now=2.0) == 6
+    # two reported trials on a line: a pack of cost c takes 1 + 2c s; the third (7 s), running since 0,
+    # has 5 s left at 2 s; the fourth (3 s) goes on the free slot: done in 5 s
+    trials = Trials(done=2, ended=((4.0, 9.0), (2.0, 5.0)), running=(Running("vit 0.1", 3.0, 0.0),))
+    assert eta.seconds(trials) == pytest.approx((1.0, 2.0)) and eta.left(trials, now=2.0) == pytest.approx(5)
+    # packs that take the same time whatever their cost (one-pass models that stop early): their mean
+    flat = Trials(done=2, ended=((4.0, 8.0), (2.0, 8.0)))
+    assert eta.seconds(flat) == (8.0, 0.0) and eta.left(flat, now=0.0) == 8
 
 
 def test_the_eta_knows_the_packs_of_a_grid_and_of_the_main_job_not_of_an_adaptive_search():

@@ -1,11 +1,15 @@
-"""A running sweep's time left: its packs' costs (pack_cost, in the order Ray Tune starts them) at
-the pace its trials kept so far (seconds per unit of cost), played out over its slots, the running
-trials' rest first; before a trial reports, at the pace of the plan `vitsweep plan` saved under
-the home. Only where every pack is known before the sweep starts (a grid, a one-pass N* search);
-a strategy that plans rounds from results has no such list."""
+"""A running sweep's time left: each pack's seconds from a line fitted to the reported trials'
+(seconds against pack_cost: a trial's fixed part and its cost's), the packs not started played out
+over the slots after the running trials' rest, in the order Ray Tune starts them; before a trial
+reports, at the pace of the plan `vitsweep plan` saved under the home. Only where every pack is
+known before the sweep starts (a grid, a one-pass N* search); a strategy that plans rounds from
+results has no such list.
+"""
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from services.search.packs import pack_cost
 from services.search.planners import first_packs, trial_count
@@ -35,20 +39,31 @@ class Eta:
         costs = tuple(cost(p) for p in packs)
         return cls(costs, max(1, slots), planned_s * max(1, slots) / sum(costs) if planned_s else None)
 
-    def pace(self, trials: Trials) -> float | None:
-        """Seconds per unit of cost: the reported trials' (their seconds over their packs' costs), else the prior."""
-        units = sum(cost for cost, _ in trials.ended)
-        return sum(seconds for _, seconds in trials.ended) / units if units else self.prior
+    def seconds(self, trials: Trials) -> tuple[float, float] | None:
+        """(a, b): a pack of cost c takes a + b c seconds; least squares over the reported trials,
+        neither below 0 (the main job's one-pass packs take about the same time whatever their
+        cost: their models stop early), else the prior's (0, seconds per unit); None with neither."""
+        if not trials.ended:
+            return None if self.prior is None else (0.0, self.prior)
+        costs, seconds = np.array(trials.ended).T
+        if np.ptp(costs) == 0:
+            return float(seconds.mean()), 0.0
+        b = float(np.polyfit(costs, seconds, 1)[0])
+        if b * np.ptp(costs) <= 1e-9 * seconds.mean():  # no slope, but for rounding
+            return float(seconds.mean()), 0.0
+        a = float(seconds.mean() - b * costs.mean())
+        return (a, b) if a >= 0 else (0.0, float(seconds.sum() / costs.sum()))
 
     def left(self, trials: Trials, now: float) -> float | None:
-        """Seconds until the last pack ends: each running trial's rest at the pace (its cost less
+        """Seconds until the last pack ends: each running trial's rest (its expected seconds less
         its time so far), then the packs not started, each on the slot that frees first."""
-        pace = self.pace(trials)
-        if pace is None:
+        line = self.seconds(trials)
+        if line is None:
             return None
-        free = [max(0.0, r.cost * pace - (now - r.since)) for r in trials.running][: self.slots]
+        a, b = line
+        free = [max(0.0, a + b * r.cost - (now - r.since)) for r in trials.running][: self.slots]
         free += [0.0] * (self.slots - len(free))
         for cost in self.costs[trials.done + len(trials.running) :]:
             free.sort()
-            free[0] += cost * pace
+            free[0] += a + b * cost
         return max(free)
