@@ -4,6 +4,8 @@ moments; `make chaos` runs the longer loop (every phase of tests/kill_at.py, the
 times) and prints its counts as one JSON line:
 
     .venv/bin/python tests/chaos.py [--random-kills 6] [--seed 0]
+    .venv/bin/python tests/chaos.py --loops 10     # the adaptive sweep killed at 15/45/80/97% of its time,
+                                                   # then run again; in a fresh home each loop, 10 in a row
 """
 
 import argparse
@@ -222,13 +224,39 @@ def check(sweep: KilledSweep, reference: dict) -> dict:
     return counts
 
 
+SHARES = (0.15, 0.45, 0.8, 0.97)  # of an uninterrupted run's time: where the loop's kills land
+
+
+def loops(count: int) -> dict:
+    """The adaptive sweep killed (SIGKILL of its process group) at each of SHARES of an uninterrupted
+    run's time, the same command run again after each, then checked against the uninterrupted run;
+    ``count`` times, each in a fresh home. Stops at the first loop that fails (an AssertionError)."""
+    with tempfile.TemporaryDirectory(prefix="chaos") as tmp:
+        start = time.monotonic()
+        reference = summary_of(KilledSweep(ADAPTIVE, Path(tmp) / "reference").run(extra=("--no-cache",)))
+        took = time.monotonic() - start
+        for k in range(count):
+            sweep = KilledSweep(ADAPTIVE, Path(tmp) / f"loop-{k}")
+            for share in SHARES:
+                sweep.run(after_s=share * took)
+            counts = check(sweep, reference)
+            print(f"loop {k + 1}/{count}: {json.dumps(counts)}", file=sys.stderr, flush=True)
+    return {"loops_passed": count, "uninterrupted_s": round(took, 1), "kills_at": SHARES}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--random-kills", type=int, default=6, help="kills at random moments after the kill at every phase"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--loops", type=int, default=0, help="only the kill-anywhere loop: the adaptive sweep killed at SHARES, N times"
+    )
     args = parser.parse_args()
+    if args.loops:
+        print(json.dumps(loops(args.loops)))
+        return
     rng = random.Random(args.seed)
     results = {}
     with tempfile.TemporaryDirectory(prefix="chaos") as tmp:
