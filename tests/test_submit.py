@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from services import process
 from services.app.cli import app
-from services.execution import jobs
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
@@ -38,6 +37,16 @@ def client_environment_undone():
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture
+def jobs():
+    """services.execution.jobs, imported by the test that uses it: its import sets CLIENT_ENVIRONMENT for
+    the process (above), so at the top of this file it set RAY_AUTH_MODE=token as pytest collected it, for
+    every later test of the worker (their local Rays failed to start: "InvalidAuthToken")."""
+    from services.execution import jobs  # noqa: PLC0415  (its import sets the process's RAY_AUTH_MODE)
+
+    return jobs
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +135,7 @@ def test_submit_to_an_address_where_nothing_answers_says_so_in_one_line(free_por
     assert address in line and "--address its dashboard" in line
 
 
-def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch):
+def test_submit_asks_again_while_a_fresh_head_has_no_job_agent(monkeypatch, jobs):
     class Head:
         def __init__(
             self, busy: int, error: str = "Request failed with status code 500: No available agent to submit job"
@@ -169,13 +178,13 @@ class Job:
         return self.log
 
 
-def test_a_follower_whose_log_connection_breaks_writes_the_rest_once_the_job_ends():
+def test_a_follower_whose_log_connection_breaks_writes_the_rest_once_the_job_ends(jobs):
     written = []
     assert jobs.follow(Job("one\ntwo\nthree\n", "one\n"), "raysubmit_1", written.append) == "SUCCEEDED"
     assert "".join(written) == "one\ntwo\nthree\n"  # each line once
 
 
-def test_ctrl_c_while_following_leaves_the_job_running_and_says_how_to_find_it(monkeypatch):
+def test_ctrl_c_while_following_leaves_the_job_running_and_says_how_to_find_it(monkeypatch, jobs):
     monkeypatch.setattr(jobs, "submit", lambda *args: (Job("", "started\n", interrupt=True), "raysubmit_1"))
     result = runner.invoke(
         app, ["submit", "sweeps/smoke.yaml", "--address", "http://HEAD:8265", "--home", "/runs", "--follow"]
