@@ -117,9 +117,12 @@ class SweepRun:
     outcomes: list[TrialOutcome] = field(default_factory=list)  # every trial that ended, decoded once, in order
     running: dict[str, Running] = field(default_factory=dict)  # trial id -> the trial in flight
 
+    def __post_init__(self) -> None:
+        self.cost = pack_cost(self.sweep)  # a pack's cost, for the ETA (services.estimate.eta)
+
     def started(self, trial_id: str, config: TrialConfig) -> None:
         cell = config.cell(self.sweep)
-        self.running[trial_id] = Running(cell.run_name, pack_cost(self.sweep)(config.pack), time.monotonic())
+        self.running[trial_id] = Running(cell.run_name, self.cost(config.pack), time.monotonic())
         if self.live is not None:
             self.live.started(cell)
         self._tell()
@@ -214,7 +217,6 @@ class SweepRun:
 
     def _tell(self) -> None:
         if self.progress is not None:
-            cost = pack_cost(self.sweep)
             done = [o for o in self.outcomes if o.records is not None]
             self.progress(
                 Trials(
@@ -222,7 +224,7 @@ class SweepRun:
                     len(self.outcomes) - len(done),
                     sum(o.models for o in done),
                     sum(o.metrics.get("pack_wall_s", 0.0) for o in done),
-                    tuple((cost(o.config.pack), o.metrics.get("time_total_s", 0.0)) for o in done),
+                    tuple((self.cost(o.config.pack), o.metrics.get("time_total_s", 0.0)) for o in done),
                     tuple(self.running.values()),
                 )
             )
