@@ -17,6 +17,11 @@ import os
 
 ENVIRONMENT: dict[str, tuple[str, str]] = {  # name: (value, why)
     "RAY_AIR_NEW_OUTPUT": ("0", "read by Tuner.fit: no Tune tables; vitsweep shows its own progress"),
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": (
+        "1",
+        "read by Tuner.fit: Tune's loggers are those a sweep's tuner names, not its TensorBoard one too "
+        "(tensorboardX imports torch into the driver; MLflow is the tracker)",
+    ),
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": (
         "true",
         "MLflow prints 'View run ... at: <tracking URI>' per run, credentials and all",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from services.search.packs import pack_cost
-from services.search.planners import first_packs, trial_count
+from services.search.planners import first_packs
 from services.sweep_run import Trials
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Eta:
         """The sweep's, where its packs are known before it starts (else None); ``planned_s``: the
         wall time its saved plan expects on these slots (None: never planned)."""
         packs = first_packs(sweep, slots)
-        if not packs or trial_count(sweep, slots) != len(packs):
+        if not packs or sweep.strategy.trials(len(packs)) != len(packs):
             return None
         cost = pack_cost(sweep)
         costs = tuple(cost(p) for p in packs)

@@ -12,7 +12,6 @@ resolved in the driver).
 """
 
 import logging
-import os
 import pickle
 import time
 from contextlib import contextmanager
@@ -103,10 +102,8 @@ def _new_tuner(
 
 
 def _callbacks(follow: "_TrialDone") -> list[tune.Callback]:
-    """The run's follower and Tune's own loggers but its TensorBoard one: tensorboardX imports
-    torch into the driver (4.5 s of a smoke run's 35 here), and MLflow is the tracker. Tune adds
-    its default loggers unless this variable says the callbacks name theirs."""
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    """The run's follower and Tune's own loggers but its TensorBoard one (tensorboardX imports
+    torch into the driver; MLflow is the tracker): services.process tells Tune they are named here."""
     return [follow, JsonLoggerCallback(), CSVLoggerCallback()]
 
 
