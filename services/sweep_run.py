@@ -29,12 +29,13 @@ class Follower(Protocol):
 
 @dataclass(frozen=True)
 class Running:
-    """A trial in flight: its cell's short name (Cell.run_name), its pack's cost (pack_cost) and
-    when it started (time.monotonic())."""
+    """A trial in flight: its cell's short name (Cell.run_name), its pack's cost (pack_cost), when
+    it started (time.monotonic()) and, once it has said, its step and the most its pack takes."""
 
     cell: str
     cost: float
     since: float
+    step: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Trials:
     running: tuple[Running, ...] = ()
 
 
-ProgressFn = Callable[[Trials], None]
+ProgressFn = Callable[[Trials], None]  # told at every trial's start, step and end
 
 
 def reported(records: list[dict], curves: list[dict]) -> dict[str, str]:
@@ -126,6 +127,12 @@ class SweepRun:
         if self.live is not None:
             self.live.started(cell)
         self._tell()
+
+    def stepped(self, trial_id: str, step: int, cap: int) -> None:
+        """A trial in flight reached ``step`` of the ``cap`` its pack takes at most."""
+        if (running := self.running.get(trial_id)) is not None:
+            self.running[trial_id] = replace(running, step=(step, cap))
+            self._tell()
 
     def ended(self, trial_id: str, config: TrialConfig, result: dict) -> TrialOutcome | None:
         """A trial ended with ``result``: its outcome, learnt by the planner and added; None where

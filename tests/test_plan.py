@@ -23,10 +23,11 @@ from services.estimate import pilot as pilots
 from services.estimate import plan, rehearse, timing, worlds
 from services.estimate.eta import Eta
 from services.search.nstar import SampleComplexityStrategy
+from services.search.packs import Pack, TrialConfig
 from services.search.planners import trial_count
 from services.spec import Sweep, load_spec
 from services.spec.strategies import spread
-from services.sweep_run import Running, Trials
+from services.sweep_run import Running, SweepRun, Trials
 from vit_core import steps_per_draw
 
 ROOT = Path(__file__).parents[1]
@@ -687,6 +688,36 @@ def test_a_progress_line_names_the_trials_in_flight(capsys):
         lines.advance(Trials(1, 0, 4, 1.0, ((1.0, 1.0),), (Running("vit 0.5", 1.0, lines.began),)))
     _, line = capsys.readouterr().err.strip().splitlines()
     assert re.search(r"ETA \d+:\d\d, .*; running: vit 0\.5 0:0\d$", line), line
+
+
+def test_a_trial_in_flight_shows_its_step_against_its_cap_once_it_reports_one(capsys):
+    told = []
+    run = SweepRun(load_spec(ROOT / "sweeps" / "smoke.yaml"), "smoke-1", Path("."), progress=told.append)
+    config = TrialConfig(Pack(0, (64, 64), (0, 1)))
+    run.started("t_00000", config)
+    run.stepped("t_00000", 1200, 16000)
+    run.stepped("t_gone", 5, 10)  # a trial that already ended: nothing to show
+    assert told[-1].running[0].step == (1200, 16000) and len(told) == 2
+    with ProgressLines(run.sweep, every=3600) as lines:
+        lines.start("smoke-1", 4, 2, None)
+        lines.printed = float("-inf")
+        lines.advance(Trials(1, 0, 4, 1.0, ((1.0, 1.0),), told[-1].running))
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"; running: \S.* step 1,200/16,000 0:0\d$", line), line
+
+
+def test_a_trainings_step_reaches_tune_at_most_every_few_seconds(monkeypatch):
+    from services.execution import trial  # noqa: PLC0415  (Ray loads on use)
+
+    clock, said = [100.0], []
+    monkeypatch.setattr(trial.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(trial.tune, "report", said.append)
+    report = trial._stepping(cap=500)
+    report(1, 16, 0)  # no time has passed since the trial began
+    clock[0] += trial.STEP_EVERY_S
+    report(40, 16, 3)
+    report(41, 15, 3)  # too soon after the last
+    assert said == [{"pack_step": 40, "pack_steps": 500, "models_training": 16, "models_at_zero": 3}]
 
 
 def test_an_adaptive_sweep_past_its_first_rounds_models_shows_no_eta_rather_than_zero(capsys):

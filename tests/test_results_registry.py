@@ -83,3 +83,15 @@ def test_every_entry_the_readme_quotes_is_published_and_current():
     assert quoted - set(have) == set(), "the README quotes entries results/ does not hold"
     stale = {name: registry.status(have[name]) for name in quoted}
     assert {name: why for name, why in stale.items() if why != registry.CURRENT} == {}
+
+
+def test_an_entry_paces_the_eta_of_its_own_spec_scaled_to_the_slots_from_the_cpus_of_its_machine(two_sweeps, tmp_path):
+    results, _ = _published(two_sweeps, tmp_path)
+    sweep = parse_spec(SYNTHETIC_SPEC)
+    entry = registry.read(results / "synthetic.json")
+    registry.write(entry.model_copy(update={"machine": "Some CPU, 4 CPUs, Linux x86_64"}), results)
+    cpus_per_trial = sweep.resources.cpus_per_trial
+    assert registry.measured_wall_s(sweep, 2, results) == 12.5 * int(4 // cpus_per_trial) / 2
+    assert registry.measured_wall_s(parse_spec(SYNTHETIC_SPEC.replace("seeds: 4", "seeds: 5")), 2, results) is None
+    (results / "synthetic.json").write_text("{}")
+    assert registry.measured_wall_s(sweep, 2, results) is None  # not an entry: no pace, no error

@@ -150,10 +150,16 @@ def _eta_text(eta: Eta | None, trials: Trials) -> str:
 
 
 def _in_flight(trials: Trials, now: float | None = None) -> str:
-    """The trials in flight, their cells and (``now`` given) how long each has run."""
+    """The trials in flight: their cells, their step against their cap once they said it, and
+    (``now`` given) how long each has run."""
     if not trials.running:
         return ""
-    shown = [r.cell + ("" if now is None else f" {_clock(now - r.since)}") for r in trials.running]
+    shown = [
+        r.cell
+        + ("" if r.step is None else f" step {r.step[0]:,}/{r.step[1]:,}")
+        + ("" if now is None else f" {_clock(now - r.since)}")
+        for r in trials.running
+    ]
     return "; running: " + ", ".join(shown)
 
 

@@ -28,7 +28,7 @@ from services.results import CellResult, SweepResult
 from services.search.planners import trial_count
 from services.spec import Sweep
 from services.stats.summarize import summarize
-from services.store import state
+from services.store import registry, state
 from services.store.uris import redact
 from services.sweep_run import SweepRun, Trials
 
@@ -238,7 +238,7 @@ def train(
         raise RayDidNotStart(error, cluster_address(ray_address)) from error
     try:
         slots = trial_slots(sweep)
-        progress.start(run.sweep_id, trial_count(sweep, slots), slots, _estimated_s(sweep, home, slots))
+        progress.start(run.sweep_id, trial_count(sweep, slots), slots, _paced_s(sweep, home, slots))
         parent = live.parent_run() if live is not None else None
         stop_monitors = monitor_nodes(parent, live.uri, SYSTEM_METRICS_S) if parent else lambda: None
         with _terminated_as_interrupted(live) as terminated:
@@ -315,6 +315,13 @@ def _estimated_s(sweep: Sweep, home: Path, slots: int) -> float | None:
     """The wall time on ``slots`` that the spec's latest plan under ``home`` expects (None: never planned)."""
     made = plan.load(sweep, home)
     return None if made is None else round(made.wall_s(slots), 1)
+
+
+def _paced_s(sweep: Sweep, home: Path, slots: int) -> float | None:
+    """The wall time the progress line's ETA starts from, before a trial reports: the spec's latest
+    plan under ``home``, else its entry in the results registry (services.store.registry)."""
+    planned = _estimated_s(sweep, home, slots)
+    return planned if planned is not None else registry.measured_wall_s(sweep, slots)
 
 
 def _record_alongside(work: Callable[[], None] | None, *args) -> Recorded:

@@ -226,7 +226,7 @@ class PlanSearcher(Searcher):
 
 
 class _TrialDone(tune.Callback):
-    """Tells its run (SweepRun) each trial of the sweep as it starts and ends. Tune pickles it with
+    """Tells its run (SweepRun) each trial of the sweep as it starts, steps and ends. Tune pickles it with
     the experiment's run config; a run restores it anew (_restored)."""
 
     def __init__(self, run: SweepRun):
@@ -237,6 +237,10 @@ class _TrialDone(tune.Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.run.started(trial.trial_id, TrialConfig.of(trial.config))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "pack_step" in result:  # services.execution.trial's report of a pack still training
+            self.run.stepped(trial.trial_id, int(result["pack_step"]), int(result["pack_steps"]))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.run.ended(trial.trial_id, TrialConfig.of(trial.config), trial.last_result or {})

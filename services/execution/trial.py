@@ -1,7 +1,9 @@
 """What one Ray Tune trial runs: train a pack (reading and filling the result cache) and report its
-records. Runs on a worker; the driver only names it (run_sweep's ``trainable``)."""
+records, and while it trains, its step now and then (the progress line's trial in flight). Runs on a
+worker; the driver only names it (run_sweep's ``trainable``)."""
 
 import time
+from collections.abc import Callable
 
 import ray
 from ray import tune
@@ -44,6 +46,7 @@ def train_pack_trial(config: dict, sweep: TrialSweep, cache: str | None) -> None
             [pack.seeds[k] for k in todo],
             lr=[lrs[k] for k in todo],
             device=device,
+            progress=_stepping(training.steps_for(max(pack.n_train[k] for k in todo))),
         )
         for k, entry in zip(todo, model_entries(result)):
             results.put(keys[k], entry)
@@ -65,6 +68,24 @@ def train_pack_trial(config: dict, sweep: TrialSweep, cache: str | None) -> None
             **reported(records, curve_sums(entries)),
         }
     )
+
+
+STEP_EVERY_S = 5.0  # at most one step report a trial this often: each waits for the driver to take it
+
+
+def _stepping(cap: int) -> Callable[[int, int, int], None]:
+    """train_pack's ``progress``: the pack's step against its ``cap`` (the most steps a model of it
+    takes), reported to Tune as an intermediate result (``pack_step`` of ``pack_steps``) at most every STEP_EVERY_S
+    seconds; the trial's last report, its records, is the result its run reads."""
+    last = time.monotonic()
+
+    def report(step: int, training: int, at_zero: int) -> None:
+        nonlocal last
+        if time.monotonic() - last >= STEP_EVERY_S:
+            tune.report({"pack_step": step, "pack_steps": cap, "models_training": training, "models_at_zero": at_zero})
+            last = time.monotonic()
+
+    return report
 
 
 def _tuned(pack: Pack) -> dict:

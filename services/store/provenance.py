@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -90,6 +91,12 @@ def spec_hash(spec) -> str:
 def machine() -> str:
     """This machine in a few words: its CPU model and count, its system and architecture."""
     return f"{_cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}"
+
+
+def cpus_of(machine_text: str) -> int | None:
+    """The CPU count a machine() text names (None: it names none)."""
+    found = re.search(r"\b(\d+) CPUs\b", machine_text)
+    return int(found.group(1)) if found else None
 
 
 def _cpu_model() -> str:

@@ -10,7 +10,7 @@ changed. The entries are plain values: services.app builds them from a sweep's s
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -18,6 +18,9 @@ from services.spec import SpecError, load_spec
 from services.store import provenance
 from services.store.cache import vit_core_hash
 from services.store.files import write_atomic
+
+if TYPE_CHECKING:
+    from services.spec import Sweep
 
 FORMAT = 1  # what write gives; read takes this format only
 RESULTS = provenance.PROJECT_ROOT / "results"
@@ -113,6 +116,22 @@ def read(path: Path) -> Entry:
 def entries(folder: Path = RESULTS) -> list[Entry]:
     """Every entry of the registry, by spec name."""
     return [read(path) for path in sorted(folder.glob("*.json"))]
+
+
+def measured_wall_s(sweep: "Sweep", slots: int, folder: Path = RESULTS) -> float | None:
+    """The wall time this very spec (its hash) took when its entry was measured, scaled from the
+    slots of the machine it names (its CPUs over the sweep's CPUs a trial) to ``slots``: a pace for
+    the progress line's ETA before a trial reports (None: no entry of this spec, or no wall time)."""
+    path = folder / f"{sweep.name}.json"
+    try:
+        entry = read(path) if path.is_file() else None
+    except ValueError:  # another format, or not an entry: no pace from it
+        return None
+    if entry is None or entry.wall_s is None or entry.spec_hash != provenance.spec_hash(sweep.spec):
+        return None
+    cpus = provenance.cpus_of(entry.machine or "")
+    measured_slots = max(1, int(cpus // sweep.resources.cpus_per_trial)) if cpus else slots
+    return entry.wall_s * measured_slots / max(1, slots)
 
 
 def status(entry: Entry, specs: Path = SPECS) -> str:
