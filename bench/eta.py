@@ -1,9 +1,11 @@
 """The progress line's ETA against the truth on a recorded sweep: the trials' starts and ends, as Ray
 Tune saved them, replayed through the ETA (services.estimate.eta) and, beside it, through the share of
-trials extrapolated that the line used before; at 20, 50 and 80% of the sweep's time, each estimate of
-the time left, the time in fact left and their ratio.
+trials extrapolated that the line used before; at the start and at 20, 50 and 80% of the sweep's time,
+each estimate of the time left, the time in fact left and their ratio. --expected S gives the ETA the
+wall time it starts from (what a saved plan or the spec's published result said: `vitsweep plan`, or
+results/<spec>.json's wall_s); "line_s" is then the fitted line's own estimate, before the weighing.
 
-    .venv/bin/python bench/eta.py HOME SWEEP_ID [--slots 2] [--out FILE]
+    .venv/bin/python bench/eta.py HOME SWEEP_ID [--slots 2] [--expected S] [--out FILE]
 
 The last line of stdout is one JSON object (also written to --out).
 """
@@ -24,7 +26,7 @@ from services.spec import parse_spec  # noqa: E402
 from services.store import state  # noqa: E402
 from services.sweep_run import Running, Trials  # noqa: E402
 
-SHARES = (0.2, 0.5, 0.8)
+SHARES = (0.0, 0.2, 0.5, 0.8)
 
 
 def main() -> None:
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("home", type=Path)
     parser.add_argument("sweep_id")
     parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--expected", type=float, help="the expected wall time the ETA starts from (s)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sweep = parse_spec(state.spec_text(args.home, args.sweep_id))
@@ -42,14 +45,15 @@ def main() -> None:
         end = result.get("ended_at", result["timestamp"])
         spans.append((end - result["time_total_s"], end, cost(TrialConfig.of(trial.config).pack)))
     began, ended = min(s for s, _, _ in spans), max(e for _, e, _ in spans)
-    eta = Eta.of(sweep, args.slots, None)
+    eta = Eta.of(sweep, args.slots, args.expected, began)
     rows = []
     for share in SHARES:
         now = began + share * (ended - began)
         done = [(c, e - s) for s, e, c in spans if e <= now]
         running = tuple(Running("", c, s) for s, e, c in spans if s <= now < e)
-        left = eta.left(Trials(len(done), 0, 0, 0.0, tuple(done), running), now)
-        before = _eta(now - began, len(done) / len(spans), None)
+        trials = Trials(len(done), 0, 0, 0.0, tuple(done), running)
+        left, line = eta.left(trials, now), eta.played(trials, now)
+        before = _eta(now - began, len(done) / len(spans), args.expected)
         truth = ended - now
         rows.append(
             {
@@ -57,6 +61,7 @@ def main() -> None:
                 "truth_s": round(truth, 1),
                 "eta_s": None if left is None else round(left, 1),
                 "ratio": None if left is None else round(left / truth, 2),
+                "line_s": None if line is None else round(line, 1),
                 "before_s": None if before is None else round(before, 1),
                 "before_ratio": None if before is None else round(before / truth, 2),
             }

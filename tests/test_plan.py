@@ -661,8 +661,8 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
 def test_the_eta_plays_the_packs_left_over_the_slots_at_the_pace_of_the_trials_so_far():
     eta = Eta((4.0, 2.0, 3.0, 1.0), slots=2)
     assert eta.left(Trials(), now=0.0) is None  # no trial reported, no plan: no pace yet
-    # the plan's pace (1 s per unit of cost): 4 | 2, then 3 after 2, and 1 after 4: both slots free at 5
-    assert Eta(eta.costs, 2, prior=1.0).left(Trials(), now=0.0) == 5
+    # the plan's pace (5 s expected on 2 slots: 1 s per unit of cost): 4 | 2, then 3 after 2, and 1 after 4
+    assert Eta(eta.costs, 2, expected_s=5.0).left(Trials(), now=0.0) == 5
     # two reported trials on a line: a pack of cost c takes 1 + 2c s; the third (7 s), running since 0,
     # has 5 s left at 2 s; the fourth (3 s) goes on the free slot: done in 5 s
     trials = Trials(done=2, ended=((4.0, 9.0), (2.0, 5.0)), running=(Running("vit 0.1", 3.0, 0.0),))
@@ -670,6 +670,11 @@ def test_the_eta_plays_the_packs_left_over_the_slots_at_the_pace_of_the_trials_s
     # packs that take the same time whatever their cost (one-pass models that stop early): their mean
     flat = Trials(done=2, ended=((4.0, 8.0), (2.0, 8.0)))
     assert eta.seconds(flat) == (8.0, 0.0) and eta.left(flat, now=0.0) == 8
+    # with an expected wall time, once trials report: its rest and the line's, weighed by the share of trials done
+    planned = Eta(eta.costs, 2, expected_s=20.0, began=0.0)
+    assert planned.played(flat, now=0.0) == 8
+    assert planned.left(flat, now=6.0) == pytest.approx(0.5 * (20 - 6) + 0.5 * planned.played(flat, now=6.0))
+    assert planned.left(Trials(done=4, ended=((4.0, 8.0),) * 4), now=30.0) == 0  # all done: the line's nothing left
 
 
 def test_the_eta_knows_the_packs_of_a_grid_and_of_the_main_job_not_of_an_adaptive_search():

@@ -36,7 +36,7 @@ class ProgressBar:
         self.bar, self.sweep, self.task, self.sweep_id, self.eta = bar, sweep, None, "", None
 
     def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
-        self.eta = Eta.of(self.sweep, slots, planned_s)
+        self.eta = Eta.of(self.sweep, slots, planned_s, time.monotonic())
         self.sweep_id = sweep_id
         self.task = self.bar.add_task(f"{sweep_id}: trials", total=trials, eta=_eta_text(self.eta, Trials()))
 
@@ -79,8 +79,8 @@ class ProgressLines:
     def start(self, sweep_id: str, trials: int | None, slots: int, planned_s: float | None) -> None:
         """The sweep's trials begin: a first line at once (a sweep's first trial can take minutes)."""
         self.sweep_id, self.trials, self.slots, self.planned_s = sweep_id, trials, max(1, slots), planned_s
-        self.eta = Eta.of(self.sweep, self.slots, planned_s)
         self.began = time.monotonic()
+        self.eta = Eta.of(self.sweep, self.slots, planned_s, self.began)
         self._line()
         self.printed = float("-inf")  # the first trial's end is news: said at once
 

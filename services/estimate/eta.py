@@ -1,9 +1,12 @@
 """A running sweep's time left: each pack's seconds from a line fitted to the reported trials'
 (seconds against pack_cost: a trial's fixed part and its cost's), the packs not started played out
-over the slots after the running trials' rest, in the order Ray Tune starts them; before a trial
-reports, at the pace of the plan `vitsweep plan` saved under the home. Only where every pack is
-known before the sweep starts (a grid, a one-pass N* search); a strategy that plans rounds from
-results has no such list.
+over the slots after the running trials' rest, in the order Ray Tune starts them. Before a trial
+reports, the packs go at the pace of an expected wall time (the plan `vitsweep plan` saved under the
+home, else the spec's published result); once trials report, that expectation's time left and the
+fitted line's are weighed by the share of trials done: the first trials to end are the sweep's
+longest packs (Tune starts them first), whose line alone overstated the rest 1.6x on the main job.
+Only where every pack is known before the sweep starts (a grid, a one-pass N* search); a strategy
+that plans rounds from results has no such list.
 """
 
 from dataclasses import dataclass
@@ -21,23 +24,29 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Eta:
-    """``costs``: every pack's cost, in the order Tune starts them; ``prior``: seconds per unit of
-    cost before any trial reports (None: no ETA until one does)."""
+    """``costs``: every pack's cost, in the order Tune starts them; ``expected_s``: the sweep's
+    expected wall time on these slots (None: no ETA until a trial reports), from ``began``
+    (time.monotonic())."""
 
     costs: tuple[float, ...]
     slots: int
-    prior: float | None = None
+    expected_s: float | None = None
+    began: float = 0.0
+
+    @property
+    def prior(self) -> float | None:
+        """Seconds per unit of cost before any trial reports: the expected wall time's pace."""
+        return None if self.expected_s is None else self.expected_s * self.slots / sum(self.costs)
 
     @classmethod
-    def of(cls, sweep: "Sweep", slots: int, planned_s: float | None) -> "Eta | None":
-        """The sweep's, where its packs are known before it starts (else None); ``planned_s``: the
-        wall time its saved plan expects on these slots (None: never planned)."""
+    def of(cls, sweep: "Sweep", slots: int, expected_s: float | None, began: float = 0.0) -> "Eta | None":
+        """The sweep's, where its packs are known before it starts (else None); ``expected_s``: the
+        wall time expected on these slots (None: none known), from ``began``."""
         packs = first_packs(sweep, slots)
         if not packs or sweep.strategy.trials(len(packs)) != len(packs):
             return None
         cost = pack_cost(sweep)
-        costs = tuple(cost(p) for p in packs)
-        return cls(costs, max(1, slots), planned_s * max(1, slots) / sum(costs) if planned_s else None)
+        return cls(tuple(cost(p) for p in packs), max(1, slots), expected_s or None, began)
 
     def seconds(self, trials: Trials) -> tuple[float, float] | None:
         """(a, b): a pack of cost c takes a + b c seconds; least squares over the reported trials,
@@ -55,8 +64,17 @@ class Eta:
         return (a, b) if a >= 0 else (0.0, float(seconds.sum() / costs.sum()))
 
     def left(self, trials: Trials, now: float) -> float | None:
-        """Seconds until the last pack ends: each running trial's rest (its expected seconds less
-        its time so far), then the packs not started, each on the slot that frees first."""
+        """Seconds until the last pack ends: the packs played out (played), weighed, once trials
+        report, against the expected wall time's rest by the share of trials done."""
+        played = self.played(trials, now)
+        if played is None or self.expected_s is None or not trials.ended:
+            return played
+        done = min(1.0, trials.done / len(self.costs))
+        return (1 - done) * max(0.0, self.expected_s - (now - self.began)) + done * played
+
+    def played(self, trials: Trials, now: float) -> float | None:
+        """Each running trial's rest (its expected seconds less its time so far), then the packs
+        not started, each on the slot that frees first, at the line's seconds (seconds)."""
         line = self.seconds(trials)
         if line is None:
             return None

@@ -197,10 +197,11 @@ class PlanSearcher(Searcher):
     each suggestion is the trial config of a pack; the planner's state is saved with Tune's
     experiment. The planner learns of each ended trial from its run (SweepRun.ended), which Tune's
     callback tells after this searcher's on_trial_complete, with the trial's config and its result
-    unflattened: decoded once."""
+    unflattened: decoded once. It names no metric: nothing in Tune ranks the trials, and a trial's
+    reports of its step while it trains (services.execution.trial) carry none."""
 
     def __init__(self, planner: RoundPlanner, folder: Path | None = None):
-        super().__init__(metric="success_rate", mode="max")
+        super().__init__()
         self.planner, self.folder, self.finished = planner, folder, False
 
     def __getstate__(self) -> dict:
