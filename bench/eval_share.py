@@ -1,15 +1,13 @@
-"""The share of a one-pass ViT run spent scoring the test set, on the main job's measurement packs.
+"""Where a spec's training time goes: every pack of it as the sweep cuts them for --slots trials, trained
+by vit_core.train_pack one after another on one thread (as a trial has), each timed whole, in its SGD
+steps and in its test scoring (the trainer's `_Training.step` and `_TestScores`). By default the main
+job, sweeps/sample_complexity.yaml. Run it on two trees, one after the other, to compare them:
 
-Per alpha* cell: 16 seeds at the setting the main job chose there (B = 1, its eta: the spec's
-header), one pass with its stability window, one thread; the pack timed whole and in test scoring
-(the trainer's `_TestScores`, or `_evaluate_test` on a tree from before issue 29, so that a base
-revision can be timed the same way). Run it on two trees, side by side, to compare them:
+    .venv/bin/python bench/eval_share.py [--spec SPEC] [--model vit] [--alpha-star 0.05 0.4] [--eval-subset 100]
+    PYTHONPATH=WORKTREE .venv/bin/python bench/eval_share.py    # another revision's vit_core and services
 
-    .venv/bin/python bench/eval_share.py                        # this checkout
-    PYTHONPATH=WORKTREE .venv/bin/python bench/eval_share.py    # another one (say, a base revision)
-
-The last line of stdout is one JSON object (also written to --out): per cell, the pack's seconds,
-its test scoring's seconds and their ratio.
+The last line of stdout is one JSON object (also written to --out): per pack, its seconds whole, in steps
+and in test scoring; and their sums.
 """
 
 import argparse
@@ -22,64 +20,83 @@ import torch
 
 import vit_core
 from services.process import keep_freed_memory
+from services.search.packs import packs
 from services.spec import load_spec
-
-try:  # the trainer by concern (issue 41); a tree from before keeps it in one module
-    from vit_core.training import loop as trainer
-    from vit_core.training import scoring as scorer
-except ImportError:
-    from vit_core import train as trainer
-
-    scorer = trainer
+from vit_core.training import loop, scoring
 
 ROOT = Path(__file__).resolve().parents[1]
-MAIN, RESULTS = ROOT / "sweeps" / "sample_complexity_tuned.yaml", ROOT / "bench" / "results"
-CHOSEN_ETA = {0.05: 1.0, 0.1: 2.0, 0.25: 4.0}  # the ViT's eta the main job chose at B = 1 (its header)
+MAIN, RESULTS = ROOT / "sweeps" / "sample_complexity.yaml", ROOT / "bench" / "results"
 
 
-def pack(alpha_star: float, eta: float, seeds: int = 16) -> tuple[float, float]:
-    """(seconds of the pack, seconds of its test scoring) for the main job's ViT cell at alpha_star."""
-    spec = load_spec(MAIN)
-    (cell,) = [c for c in spec.cells if c.model == "vit" and c.values["alpha_star"] == alpha_star]
-    data, model, train = (spec.resolved_cell if hasattr(spec, "resolved_cell") else spec.plan)(cell).configs
-    train = dataclasses.replace(train, batch_size=1, lr=eta)
-    steps = train.max_steps
-    owner, name = (scorer._TestScores, "__call__") if hasattr(scorer, "_TestScores") else (trainer, "_evaluate_test")
-    scoring, spent = getattr(owner, name), [0.0]
+class Timed:
+    """Seconds spent in ``owner.name`` while this is entered (the method wrapped, then put back)."""
 
-    def timed(*args, **kw):
-        start = time.perf_counter()
-        out = scoring(*args, **kw)
-        spent[0] += time.perf_counter() - start
-        return out
+    def __init__(self, owner: type, name: str):
+        self.owner, self.name, self.seconds = owner, name, 0.0
 
-    setattr(owner, name, timed)
-    try:
-        start = time.perf_counter()
-        trainer.train_pack(data, model, train, [steps] * seeds, list(range(seeds)), [eta] * seeds)
-        return time.perf_counter() - start, spent[0]
-    finally:
-        setattr(owner, name, scoring)
+    def __enter__(self) -> "Timed":
+        self.method = method = getattr(self.owner, self.name)
+
+        def timed(*args, **kw):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kw)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        setattr(self.owner, self.name, timed)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        setattr(self.owner, self.name, self.method)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--alpha-star", type=float, nargs="*", default=sorted(CHOSEN_ETA), help="cells to time")
-    parser.add_argument("--seeds", type=int, default=16, help="models per pack (the main job measures 16)")
+    parser.add_argument("--spec", type=Path, default=MAIN)
+    parser.add_argument("--slots", type=int, default=2, help="trial slots the packs are cut for (2 cores)")
+    parser.add_argument("--model", nargs="*", help="only these model kinds")
+    parser.add_argument("--alpha-star", type=float, nargs="*", help="only cells at these alpha*")
+    parser.add_argument("--eval-subset", type=int, help="the test screen's size instead of the spec's")
+    parser.add_argument("--seeds", type=int, help="only each pack's first SEEDS models (a quick look)")
     parser.add_argument("--out", type=Path, default=RESULTS / "eval_share.json", help="where the JSON goes too")
     args = parser.parse_args()
     keep_freed_memory()
     torch.set_num_threads(1)
-    cells = {}
-    for alpha_star in args.alpha_star:
-        wall, scoring = pack(alpha_star, CHOSEN_ETA[alpha_star], args.seeds)
-        cells[str(alpha_star)] = {
-            "wall_s": round(wall, 2),
-            "test_scoring_s": round(scoring, 2),
-            "share": round(scoring / wall, 3),
-        }
-        print(f"alpha*={alpha_star}: {wall:.1f} s, test scoring {scoring:.1f} s ({scoring / wall:.0%})", flush=True)
-    result = json.dumps({"vit_core": str(Path(vit_core.__file__).parent), "seeds": args.seeds, "cells": cells})
+    spec = load_spec(args.spec)
+    rows = []
+    for pack in packs(spec, args.slots):
+        cell = spec.cells[pack.cell]
+        if (args.model and cell.model not in args.model) or (
+            args.alpha_star and cell.values.get("alpha_star") not in args.alpha_star
+        ):
+            continue
+        data, model, training = spec.resolved_cell(cell).configs
+        training = pack.training(training)
+        if args.eval_subset:
+            training = dataclasses.replace(training, eval_subset=args.eval_subset)
+        keep = slice(args.seeds)
+        lrs = list(pack.lr or [training.lr] * len(pack.seeds))[keep]
+        n_train, seeds = list(pack.n_train)[keep], list(pack.seeds)[keep]
+        with Timed(loop._Training, "step") as steps, Timed(scoring._TestScores, "__call__") as scored:
+            start = time.perf_counter()
+            loop.train_pack(data, model, training, n_train, seeds, lrs)
+            wall = time.perf_counter() - start
+        row = {"cell": cell.run_name, "models": len(seeds), "wall_s": round(wall, 2)}
+        rows.append(row | {"steps_s": round(steps.seconds, 2), "test_scoring_s": round(scored.seconds, 2)})
+        print(
+            f"{cell.run_name}: {wall:.1f} s, steps {steps.seconds:.1f} s, test scoring {scored.seconds:.1f} s",
+            flush=True,
+        )
+    sums = {key: round(sum(r[key] for r in rows), 1) for key in ("wall_s", "steps_s", "test_scoring_s")}
+    print(
+        f"all {len(rows)} packs: {sums['wall_s']} s, steps {sums['steps_s']} s, test scoring {sums['test_scoring_s']} s"
+    )
+    result = json.dumps(
+        {"vit_core": str(Path(vit_core.__file__).parent), "spec": str(args.spec), "eval_subset": args.eval_subset}
+        | sums
+        | {"packs": rows}
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(result + "\n")
     print(result)

@@ -76,10 +76,16 @@ def test_the_one_pass_benchmark_runs_its_three_ways_and_says_what_the_issue_asks
     assert all(0 < share < 1 for kind in result["data_share"].values() for share in kind.values())
 
 
-def test_the_evaluation_share_bench_times_a_main_job_pack_and_its_test_scoring(tmp_path):
-    result = _run_bench("eval_share.py", tmp_path / "eval.json", "--alpha-star", "0.25", "--seeds", "1")
-    cell = result["cells"]["0.25"]
-    assert 0 < cell["test_scoring_s"] < cell["wall_s"] and 0 < cell["share"] < 1
+def test_the_evaluation_share_bench_splits_the_main_jobs_packs_into_steps_and_test_scoring(tmp_path):
+    args = ("--model", "cnn", "--alpha-star", "0.4", "--seeds", "2")
+    result = _run_bench("eval_share.py", tmp_path / "eval.json", *args)
+    assert [(p["cell"], p["models"]) for p in result["packs"]] == [("cnn 0.4 premised", 2), ("cnn 0.4 fixed", 2)]
+    for part in (*result["packs"], result):
+        assert (
+            part["steps_s"] > 0
+            and part["test_scoring_s"] > 0
+            and part["steps_s"] + part["test_scoring_s"] < part["wall_s"]
+        )
     assert result["vit_core"] == str(ROOT / "vit_core")
 
 
