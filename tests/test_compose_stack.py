@@ -103,9 +103,11 @@ class Stack:
         return dict(line.split(" /") for line in lines.splitlines() if line.strip())
 
     def trial_hosts(self, home: str, sweep_id: str) -> list[str]:
-        """The hostname (container id) each of the sweep's trials reported from, from Ray Tune's results."""
+        """The hostname (container id) each of the sweep's trials reported its models from, from Ray Tune's
+        results (a trial's reports of its step while it trains are left out)."""
         text = self.on_head(f"cat {home}/ray/{sweep_id}/*/result.json")
-        return [json.loads(line)["hostname"] for line in text.splitlines() if line.strip()]
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [row["hostname"] for row in rows if "trainings" in row]
 
 
 def stack_script(*args: str) -> subprocess.CompletedProcess:
