@@ -24,7 +24,7 @@ from services.estimate.eta import Eta  # noqa: E402
 from services.search.packs import TrialConfig, pack_cost  # noqa: E402
 from services.spec import parse_spec  # noqa: E402
 from services.store import state  # noqa: E402
-from services.sweep_run import Running, Trials  # noqa: E402
+from services.sweep_run import Ended, Running, Trials  # noqa: E402
 
 SHARES = (0.0, 0.2, 0.5, 0.8)
 
@@ -39,18 +39,19 @@ def main() -> None:
     args = parser.parse_args()
     sweep = parse_spec(state.spec_text(args.home, args.sweep_id))
     cost = pack_cost(sweep)
-    spans = []  # (start, end, pack cost) of each trial, epoch seconds
+    spans = []  # (start, end, pack cost, model kind) of each trial, epoch seconds
     for trial in tune.ExperimentAnalysis(str(state.folder(args.home, args.sweep_id).resolve())).trials:
         result = trial.last_result
         end = result.get("ended_at", result["timestamp"])
-        spans.append((end - result["time_total_s"], end, cost(TrialConfig.of(trial.config).pack)))
-    began, ended = min(s for s, _, _ in spans), max(e for _, e, _ in spans)
+        own = TrialConfig.of(trial.config)
+        spans.append((end - result["time_total_s"], end, cost(own.pack), own.cell(sweep).model))
+    began, ended = min(s for s, *_ in spans), max(e for _, e, *_ in spans)
     eta = Eta.of(sweep, args.slots, args.expected, began)
     rows = []
     for share in SHARES:
         now = began + share * (ended - began)
-        done = [(c, e - s) for s, e, c in spans if e <= now]
-        running = tuple(Running("", c, s) for s, e, c in spans if s <= now < e)
+        done = [Ended(c, e - s, k) for s, e, c, k in spans if e <= now]
+        running = tuple(Running("", c, s, kind=k) for s, e, c, k in spans if s <= now < e)
         trials = Trials(len(done), 0, 0, 0.0, tuple(done), running)
         left, line = eta.left(trials, now), eta.played(trials, now)
         before = _eta(now - began, len(done) / len(spans), args.expected)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from services.results import SELECTION, Cell, CellResult, ModelRecord, SweepResult, in_spec_order
 from services.search.packs import TrialConfig, pack_cost
@@ -30,25 +30,35 @@ class Follower(Protocol):
 @dataclass(frozen=True)
 class Running:
     """A trial in flight: its cell's short name (Cell.run_name), its pack's cost (pack_cost), when
-    it started (time.monotonic()) and, once it has said, its step and the most its pack takes."""
+    it started (time.monotonic()), once it has said, its step and the most its pack takes, and its
+    model kind."""
 
     cell: str
     cost: float
     since: float
     step: tuple[int, int] | None = None
+    kind: str = ""
+
+
+class Ended(NamedTuple):
+    """A trial that reported: its pack's cost, its seconds and its model kind (what the ETA fits)."""
+
+    cost: float
+    seconds: float
+    kind: str = ""
 
 
 @dataclass(frozen=True)
 class Trials:
     """A run's trials as its progress shows them: how many ended (``failed`` of them without
     records), the models trained or read from the cache, the seconds the ended ones spent training,
-    each reported trial's (pack cost, seconds) and the trials in flight."""
+    each reported trial's cost, seconds and kind, and the trials in flight."""
 
     done: int = 0
     failed: int = 0
     models: int = 0
     train_s: float = 0.0
-    ended: tuple[tuple[float, float], ...] = ()
+    ended: tuple[Ended, ...] = ()
     running: tuple[Running, ...] = ()
 
 
@@ -123,7 +133,7 @@ class SweepRun:
 
     def started(self, trial_id: str, config: TrialConfig) -> None:
         cell = config.cell(self.sweep)
-        self.running[trial_id] = Running(cell.run_name, self.cost(config.pack), time.monotonic())
+        self.running[trial_id] = Running(cell.run_name, self.cost(config.pack), time.monotonic(), kind=cell.model)
         if self.live is not None:
             self.live.started(cell)
         self._tell()
@@ -231,7 +241,9 @@ class SweepRun:
                     len(self.outcomes) - len(done),
                     sum(o.models for o in done),
                     sum(o.metrics.get("pack_wall_s", 0.0) for o in done),
-                    tuple((self.cost(o.config.pack), o.metrics.get("time_total_s", 0.0)) for o in done),
+                    tuple(
+                        Ended(self.cost(o.config.pack), o.metrics.get("time_total_s", 0.0), o.cell.model) for o in done
+                    ),
                     tuple(self.running.values()),
                 )
             )

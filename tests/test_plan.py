@@ -27,7 +27,7 @@ from services.search.packs import Pack, TrialConfig
 from services.search.planners import trial_count
 from services.spec import Sweep, load_spec
 from services.spec.strategies import spread
-from services.sweep_run import Running, SweepRun, Trials
+from services.sweep_run import Ended, Running, SweepRun, Trials
 from vit_core import steps_per_draw
 
 ROOT = Path(__file__).parents[1]
@@ -659,22 +659,29 @@ def test_the_progress_eta_starts_from_the_plan_and_follows_the_rate_as_trials_en
 
 
 def test_the_eta_plays_the_packs_left_over_the_slots_at_the_pace_of_the_trials_so_far():
-    eta = Eta((4.0, 2.0, 3.0, 1.0), slots=2)
+    eta = Eta((4.0, 2.0, 3.0, 1.0), slots=2, kinds=("vit", "vit", "vit", "cnn"))
     assert eta.left(Trials(), now=0.0) is None  # no trial reported, no plan: no pace yet
     # the plan's pace (5 s expected on 2 slots: 1 s per unit of cost): 4 | 2, then 3 after 2, and 1 after 4
     assert Eta(eta.costs, 2, expected_s=5.0).left(Trials(), now=0.0) == 5
-    # two reported trials on a line: a pack of cost c takes 1 + 2c s; the third (7 s), running since 0,
-    # has 5 s left at 2 s; the fourth (3 s) goes on the free slot: done in 5 s
-    trials = Trials(done=2, ended=((4.0, 9.0), (2.0, 5.0)), running=(Running("vit 0.1", 3.0, 0.0),))
-    assert eta.seconds(trials) == pytest.approx((1.0, 2.0)) and eta.left(trials, now=2.0) == pytest.approx(5)
-    # packs that take the same time whatever their cost (one-pass models that stop early): their mean
-    flat = Trials(done=2, ended=((4.0, 8.0), (2.0, 8.0)))
-    assert eta.seconds(flat) == (8.0, 0.0) and eta.left(flat, now=0.0) == 8
-    # with an expected wall time, once trials report: its rest and the line's, weighed by the share of trials done
-    planned = Eta(eta.costs, 2, expected_s=20.0, began=0.0)
-    assert planned.played(flat, now=0.0) == 8
-    assert planned.left(flat, now=6.0) == pytest.approx(0.5 * (20 - 6) + 0.5 * planned.played(flat, now=6.0))
-    assert planned.left(Trials(done=4, ended=((4.0, 8.0),) * 4), now=30.0) == 0  # all done: the line's nothing left
+    # two reported trials on a power law: a pack of cost c takes 2c s; the third (6 s), running since 0,
+    # has 4 s left at 2 s; the fourth, a CNN (no CNN has reported: every kind's law, 2 s), goes on the free slot
+    trials = Trials(
+        2, ended=(Ended(4.0, 8.0, "vit"), Ended(2.0, 4.0, "vit")), running=(Running("vit", 3.0, 0.0, kind="vit"),)
+    )
+    pace = eta.pace(trials)
+    assert pace(3.0, "vit") == pytest.approx(6) and pace(1.0, "cnn") == pytest.approx(2)
+    assert eta.left(trials, now=2.0) == pytest.approx(4)
+    # packs that take the same time whatever their cost (one-pass models that stop early): their mean; a kind
+    # with one cost reported takes every kind's exponent (here none) at its own scale
+    flat = Trials(3, ended=(Ended(4.0, 8.0, "vit"), Ended(2.0, 8.0, "vit"), Ended(3.0, 2.0, "cnn")))
+    assert eta.pace(flat)(1.0, "vit") == pytest.approx(8) and eta.pace(flat)(9.0, "cnn") == pytest.approx(2)
+    # with an expected wall time, once trials report: its rest and the played-out one, weighed by the share
+    # of trials done
+    planned = Eta(eta.costs, 2, expected_s=20.0, began=0.0, kinds=eta.kinds)
+    assert planned.played(flat, now=0.0) == pytest.approx(2)  # the last pack, a CNN's
+    assert planned.left(flat, now=6.0) == pytest.approx(0.25 * (20 - 6) + 0.75 * planned.played(flat, now=6.0))
+    done = Trials(4, ended=(Ended(4.0, 8.0, "vit"),) * 4)
+    assert planned.left(done, now=30.0) == 0  # all done: nothing left
 
 
 def test_the_eta_knows_the_packs_of_a_grid_and_of_the_main_job_not_of_an_adaptive_search():
@@ -690,7 +697,7 @@ def test_a_progress_line_names_the_trials_in_flight(capsys):
     with ProgressLines(spec, every=3600) as lines:
         lines.start("smoke-1", 4, 2, None)
         lines.printed = float("-inf")
-        lines.advance(Trials(1, 0, 4, 1.0, ((1.0, 1.0),), (Running("vit 0.5", 1.0, lines.began),)))
+        lines.advance(Trials(1, 0, 4, 1.0, (Ended(1.0, 1.0),), (Running("vit 0.5", 1.0, lines.began),)))
     _, line = capsys.readouterr().err.strip().splitlines()
     assert re.search(r"ETA \d+:\d\d, .*; running: vit 0\.5 0:0\d$", line), line
 
@@ -706,7 +713,7 @@ def test_a_trial_in_flight_shows_its_step_against_its_cap_once_it_reports_one(ca
     with ProgressLines(run.sweep, every=3600) as lines:
         lines.start("smoke-1", 4, 2, None)
         lines.printed = float("-inf")
-        lines.advance(Trials(1, 0, 4, 1.0, ((1.0, 1.0),), told[-1].running))
+        lines.advance(Trials(1, 0, 4, 1.0, (Ended(1.0, 1.0),), told[-1].running))
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.search(r"; running: \S.* step 1,200/16,000 0:0\d$", line), line
 

@@ -1,14 +1,15 @@
-"""A running sweep's time left: each pack's seconds from a line fitted to the reported trials'
-(seconds against pack_cost: a trial's fixed part and its cost's), the packs not started played out
-over the slots after the running trials' rest, in the order Ray Tune starts them. Before a trial
-reports, the packs go at the pace of an expected wall time (the plan `vitsweep plan` saved under the
-home, else the spec's published result); once trials report, that expectation's time left and the
-fitted line's are weighed by the share of trials done: the first trials to end are the sweep's
-longest packs (Tune starts them first), whose line alone overstated the rest 1.6x on the main job.
-Only where every pack is known before the sweep starts (a grid, a one-pass N* search); a strategy
-that plans rounds from results has no such list.
+"""A running sweep's time left: each pack's seconds from a power law in its cost (pack_cost) fitted to
+the reported trials of its model kind (the trials of every kind where its own have one cost or none),
+the packs not started played out over the slots after the running trials' rest, in the order Ray
+Tune starts them. Before a trial reports, the packs go at the pace of an expected wall time (the plan
+`vitsweep plan` saved under the home, else the spec's published result); once trials report, that
+expectation's time left and the played-out one are weighed by the share of trials done: the first
+trials to end are the sweep's longest packs (Tune starts them first), from which alone the rest was
+overstated. Only where every pack is known before the sweep starts (a grid, a one-pass N* search); a
+strategy that plans rounds from results has no such list.
 """
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from services.search.packs import pack_cost
 from services.search.planners import first_packs
-from services.sweep_run import Trials
+from services.sweep_run import Ended, Trials
 
 if TYPE_CHECKING:
     from services.spec import Sweep
@@ -24,14 +25,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Eta:
-    """``costs``: every pack's cost, in the order Tune starts them; ``expected_s``: the sweep's
-    expected wall time on these slots (None: no ETA until a trial reports), from ``began``
-    (time.monotonic())."""
+    """``costs``: every pack's cost, in the order Tune starts them, and ``kinds`` its model kind;
+    ``expected_s``: the sweep's expected wall time on these slots (None: no ETA until a trial
+    reports), from ``began`` (time.monotonic())."""
 
     costs: tuple[float, ...]
     slots: int
     expected_s: float | None = None
     began: float = 0.0
+    kinds: tuple[str, ...] = ()
 
     @property
     def prior(self) -> float | None:
@@ -45,23 +47,21 @@ class Eta:
         packs = first_packs(sweep, slots)
         if not packs or sweep.strategy.trials(len(packs)) != len(packs):
             return None
-        cost = pack_cost(sweep)
-        return cls(tuple(cost(p) for p in packs), max(1, slots), expected_s or None, began)
+        cost, kinds = pack_cost(sweep), tuple(sweep.cells[p.cell].model for p in packs)
+        return cls(tuple(cost(p) for p in packs), max(1, slots), expected_s or None, began, kinds)
 
-    def seconds(self, trials: Trials) -> tuple[float, float] | None:
-        """(a, b): a pack of cost c takes a + b c seconds; least squares over the reported trials,
-        neither below 0 (the main job's one-pass packs take about the same time whatever their
-        cost: their models stop early), else the prior's (0, seconds per unit); None with neither."""
+    def pace(self, trials: Trials) -> Callable[[float, str], float] | None:
+        """A pack's expected seconds from its cost and model kind: seconds = A cost^beta, fitted in logs
+        to the reported trials of its kind (beta in [0, 1]: the main job's one-pass packs take about
+        as long whatever their cost, their models stop early; a grid's take their cost's time), with
+        the fit of all kinds' beta where its own trials have one cost, all kinds' fit where it has
+        none; before any report the expected wall time's seconds per unit of cost; None with neither."""
         if not trials.ended:
-            return None if self.prior is None else (0.0, self.prior)
-        costs, seconds = np.array(trials.ended).T
-        if np.ptp(costs) == 0:
-            return float(seconds.mean()), 0.0
-        b = float(np.polyfit(costs, seconds, 1)[0])
-        if b * np.ptp(costs) <= 1e-9 * seconds.mean():  # no slope, but for rounding
-            return float(seconds.mean()), 0.0
-        a = float(seconds.mean() - b * costs.mean())
-        return (a, b) if a >= 0 else (0.0, float(seconds.sum() / costs.sum()))
+            return None if self.prior is None else (lambda cost, kind: self.prior * cost)
+        pooled = _power_law(trials.ended)
+        kinds = {e.kind for e in trials.ended}
+        fits = {kind: _power_law([e for e in trials.ended if e.kind == kind], pooled[1]) for kind in kinds}
+        return lambda cost, kind: float(np.exp(_log_at(fits.get(kind, pooled), cost)))
 
     def left(self, trials: Trials, now: float) -> float | None:
         """Seconds until the last pack ends: the packs played out (played), weighed, once trials
@@ -74,14 +74,29 @@ class Eta:
 
     def played(self, trials: Trials, now: float) -> float | None:
         """Each running trial's rest (its expected seconds less its time so far), then the packs
-        not started, each on the slot that frees first, at the line's seconds (seconds)."""
-        line = self.seconds(trials)
-        if line is None:
+        not started, each on the slot that frees first, at their expected seconds (pace)."""
+        pace = self.pace(trials)
+        if pace is None:
             return None
-        a, b = line
-        free = [max(0.0, a + b * r.cost - (now - r.since)) for r in trials.running][: self.slots]
+        free = [max(0.0, pace(r.cost, r.kind) - (now - r.since)) for r in trials.running][: self.slots]
         free += [0.0] * (self.slots - len(free))
-        for cost in self.costs[trials.done + len(trials.running) :]:
+        started = trials.done + len(trials.running)
+        kinds = self.kinds or ("",) * len(self.costs)
+        for cost, kind in zip(self.costs[started:], kinds[started:]):
             free.sort()
-            free[0] += a + b * cost
+            free[0] += pace(cost, kind)
         return max(free)
+
+
+def _power_law(ended: Sequence[Ended], beta: float = 0.0) -> tuple[float, float]:
+    """(log A, beta) of seconds = A cost^beta, least squares in logs over ``ended`` (one or more),
+    beta kept in [0, 1]; where their costs are all one, the ``beta`` given."""
+    costs = np.log(np.maximum([e.cost for e in ended], 1e-12))
+    seconds = np.log(np.maximum([e.seconds for e in ended], 1e-3))
+    if np.ptp(costs) > 1e-9:
+        beta = float(np.clip(np.polyfit(costs, seconds, 1)[0], 0.0, 1.0))
+    return float(np.mean(seconds - beta * costs)), beta
+
+
+def _log_at(fit: tuple[float, float], cost: float) -> float:
+    return fit[0] + fit[1] * float(np.log(max(cost, 1e-12)))
