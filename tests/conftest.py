@@ -3,6 +3,7 @@ import gzip
 import html
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -147,11 +148,21 @@ def _threads():
     torch.set_num_threads(1)
 
 
+PICKED_PORTS = range(20000, 32768)  # above Ray's worker ports (10002-19999), below the kernel's ephemeral range
+
+
 def pick_free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 right now, outside the range the kernel hands to port 0: a port
+    picked there could be handed to another process (a Ray started meanwhile by another test, whose
+    gRPC server once answered an MLflow server's health check) before the service meant for it binds."""
+    for port in random.sample(PICKED_PORTS, 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port among 200 tried in {PICKED_PORTS}")
 
 
 @pytest.fixture
