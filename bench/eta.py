@@ -3,7 +3,8 @@ Tune saved them, replayed through the ETA (services.estimate.eta) and, beside it
 trials extrapolated that the line used before; at the start and at 20, 50 and 80% of the sweep's time,
 each estimate of the time left, the time in fact left and their ratio. --expected S gives the ETA the
 wall time it starts from (what a saved plan or the spec's published result said: `vitsweep plan`, or
-results/<spec>.json's wall_s); "line_s" is then the fitted line's own estimate, before the weighing.
+results/<spec>.json's wall_s); "line_s" is then the packs played out at the fitted pace alone, before
+the weighing (Eta.played).
 
     .venv/bin/python bench/eta.py HOME SWEEP_ID [--slots 2] [--expected S] [--out FILE]
 
