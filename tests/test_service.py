@@ -2,6 +2,7 @@
 against the trainer's own numbers."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from vit_core import train_pack
 
 pytestmark = pytest.mark.system  # Ray, servers, Docker, Slurm or benchmarks: make test-fast leaves this file out
 
-SMOKE = Path(__file__).parents[1] / "sweeps" / "smoke.yaml"
+ROOT = Path(__file__).parents[1]
+SMOKE = ROOT / "sweeps" / "smoke.yaml"
 runner = CliRunner()
 
 
@@ -144,6 +146,14 @@ def test_smoke_sweep_into_the_embedded_sqlite_store(local_ray, expected, tmp_pat
             "mlflow_parent_run_id": summary["mlflow_parent_run_id"],
         }
     ]
+    # the ETA replayed on the sweep's trials as Tune saved them (bench/eta.py): at its start, the time expected
+    replay = tmp_path / "eta.json"
+    eta = [sys.executable, str(ROOT / "bench" / "eta.py"), str(tmp_path), summary["sweep_id"], "--expected", "9"]
+    done = subprocess.run([*eta, "--out", str(replay)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    at = json.loads(replay.read_text())["at"]
+    assert [row["share"] for row in at] == [0.0, 0.2, 0.5, 0.8] and at[0]["eta_s"] == 9
+    assert all(row["truth_s"] > 0 and row["eta_s"] >= 0 for row in at)
 
 
 @pytest.fixture(scope="module")
